@@ -1,0 +1,52 @@
+// The one dtrain binary: a thin dispatch from the subcommand to the module that owns it.
+#include <cstring>
+#include <iostream>
+
+#include "launch/launch_command.h"
+#include "tools/bench_comm_command.h"
+#include "tools/generate_command.h"
+#include "train/config_command.h"
+#include "train/run_command.h"
+#include "train/train_command.h"
+
+namespace {
+struct Command {
+  const char* name;
+  int (*main)(int, char**);
+  const char* help;
+};
+
+const Command kCommands[] = {
+    {"run", dtrain::run_command, "launch local ranks and train (the demo with no arguments)"},
+    {"launch", dtrain::launch_command, "start and supervise the workers of one node"},
+    {"train", dtrain::train_command, "train as one rank of a launched job"},
+    {"generate", dtrain::generate_command, "sample text from a checkpoint"},
+    {"config", dtrain::config_command, "config check: resolve and validate a config"},
+    {"bench-comm", dtrain::bench_comm_command, "collective bandwidth table (run under launch)"},
+};
+
+void print_usage(std::ostream& out) {
+  out << "usage: dtrain <command> [options]   (dtrain <command> --help for its options)\n\ncommands:\n";
+  for (const auto& c : kCommands) out << "  " << c.name << std::string(12 - std::strlen(c.name), ' ') << c.help << "\n";
+}
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h")) {
+    print_usage(argc < 2 ? std::cerr : std::cout);
+    return argc < 2 ? 2 : 0;
+  }
+  for (const auto& c : kCommands) {
+    if (!std::strcmp(argv[1], c.name)) {
+      try {
+        return c.main(argc - 1, argv + 1);
+      } catch (const std::exception& e) {
+        std::cerr << "dtrain " << c.name << ": error: " << e.what() << "\n";
+        return 1;
+      }
+    }
+  }
+  std::cerr << "dtrain: unknown command '" << argv[1] << "'\n";
+  print_usage(std::cerr);
+  return 2;
+}

@@ -1,0 +1,10 @@
+#include "launch/launch_command.h"
+
+#include <iostream>
+
+namespace dtrain {
+int launch_command(int, char**) {
+  std::cerr << "dtrain: this command is not implemented yet\n";
+  return 2;
+}
+}  // namespace dtrain

@@ -1,0 +1,31 @@
+// Where a worker learns its place in the job: the torchrun env contract, or the same values derived
+// from mpirun (OMPI_COMM_WORLD_*) or srun (SLURM_*) env, so cluster engines can start dtrain directly.
+#pragma once
+#include <map>
+#include <string>
+
+namespace dtrain {
+
+struct WorkerEnv {
+  int rank = 0;              // global rank
+  int local_rank = 0;        // rank within this node
+  int world_size = 1;        // all ranks of the job
+  int local_world_size = 1;  // ranks on this node
+  int node_rank = 0;         // GROUP_RANK: which node
+  std::string master_addr = "127.0.0.1";
+  int master_port = 29500;
+  int restart_count = 0;     // DTRAIN_RESTART_COUNT: how many times the job has been restarted
+  bool agent_store = false;  // the launcher hosts the store; otherwise rank 0 does
+  std::string source = "single";  // "torchrun" | "mpi" | "slurm" | "single"
+};
+
+using EnvMap = std::map<std::string, std::string>;
+
+// The current process environment as a map.
+EnvMap current_env();
+
+// Reads the torchrun contract first, then OpenMPI, then Slurm; none of them means a world of 1.
+// Throws std::invalid_argument naming the variable when a value is malformed or inconsistent.
+WorkerEnv derive_worker_env(const EnvMap& env);
+
+}  // namespace dtrain

@@ -1,0 +1,2 @@
+// Placeholder so the module links until its first real file lands; delete it then.
+namespace dtrain { void optim_stub() {} }

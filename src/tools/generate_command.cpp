@@ -1,0 +1,10 @@
+#include "tools/generate_command.h"
+
+#include <iostream>
+
+namespace dtrain {
+int generate_command(int, char**) {
+  std::cerr << "dtrain: this command is not implemented yet\n";
+  return 2;
+}
+}  // namespace dtrain

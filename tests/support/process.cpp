@@ -1,0 +1,85 @@
+#include "support/process.h"
+
+#include <dirent.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+
+namespace dtrain::test {
+
+ProcessResult run_process(const std::vector<std::string>& argv, double timeout_s,
+                          const std::vector<std::string>& env) {
+  int fds[2];
+  if (pipe(fds) != 0) throw std::runtime_error("pipe failed");
+  auto start = std::chrono::steady_clock::now();
+  pid_t pid = fork();
+  if (pid < 0) throw std::runtime_error("fork failed");
+  if (pid == 0) {
+    setpgid(0, 0);
+    dup2(fds[1], 1);
+    dup2(fds[1], 2);
+    close(fds[0]);
+    close(fds[1]);
+    for (const auto& kv : env) putenv(const_cast<char*>(kv.c_str()));
+    std::vector<char*> args;
+    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    execvp(args[0], args.data());
+    _exit(127);
+  }
+  setpgid(pid, pid);
+  close(fds[1]);
+  ProcessResult result;
+  bool open = true;
+  char buf[4096];
+  while (open) {
+    double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (elapsed > timeout_s) {
+      result.timed_out = true;
+      kill(-pid, SIGKILL);
+      break;
+    }
+    pollfd p{fds[0], POLLIN, 0};
+    if (poll(&p, 1, 100) > 0) {
+      ssize_t n = read(fds[0], buf, sizeof buf);
+      if (n <= 0) open = false;
+      else result.output.append(buf, n);
+    }
+  }
+  close(fds[0]);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  if (WIFEXITED(status)) result.exit_code = WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) result.signal = WTERMSIG(status);
+  result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return result;
+}
+
+bool process_with_marker_alive(const std::string& marker) {
+  DIR* dir = opendir("/proc");
+  if (!dir) return false;
+  bool found = false;
+  while (dirent* e = readdir(dir)) {
+    std::string name = e->d_name;
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream f("/proc/" + name + "/cmdline");
+    std::stringstream ss;
+    ss << f.rdbuf();
+    std::string cmd = ss.str();
+    // Zombies have an empty cmdline; they are not running.
+    if (!cmd.empty() && cmd.find(marker) != std::string::npos && std::stoi(name) != getpid()) {
+      found = true;
+      break;
+    }
+  }
+  closedir(dir);
+  return found;
+}
+
+}  // namespace dtrain::test

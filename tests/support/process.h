@@ -1,0 +1,24 @@
+// Runs a command as a child process for multi-rank and CLI tests: captures its output and exit
+// status and kills it (and its process group) if it outlives a deadline, so no test can hang.
+#pragma once
+#include <string>
+#include <vector>
+
+namespace dtrain::test {
+
+struct ProcessResult {
+  int exit_code = -1;     // exit status, or -1 when killed by a signal
+  int signal = 0;         // the signal that ended it, 0 if it exited
+  bool timed_out = false; // the deadline passed and the test harness killed it
+  double seconds = 0;     // wall time
+  std::string output;     // stdout and stderr interleaved
+};
+
+// Runs `argv` with extra environment entries ("KEY=VALUE"), for at most `timeout_s` seconds.
+ProcessResult run_process(const std::vector<std::string>& argv, double timeout_s = 60,
+                          const std::vector<std::string>& env = {});
+
+// True if any process other than the caller's ancestors has `marker` in its command line.
+bool process_with_marker_alive(const std::string& marker);
+
+}  // namespace dtrain::test
