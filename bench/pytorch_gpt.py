@@ -1,0 +1,100 @@
+"""The PyTorch peer of dtrain's training benchmark: the same GPT (pre-LayerNorm, fused qkv, GELU-tanh,
+learned positions, tied embeddings, GPT-2 init), AdamW, fp32, DDP over Gloo. Started rank by rank
+with torchrun's env variables (bench/train.sh does it). Prints one JSON line from rank 0:
+tokens_per_s (global), step_s, and every rank's peak RSS in MiB."""
+import json
+import math
+import os
+import resource
+import time
+
+import torch
+import torch.distributed as dist
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class Block(nn.Module):
+    def __init__(self, d, heads):
+        super().__init__()
+        self.heads = heads
+        self.ln1 = nn.LayerNorm(d)
+        self.qkv = nn.Linear(d, 3 * d)
+        self.proj = nn.Linear(d, d)
+        self.ln2 = nn.LayerNorm(d)
+        self.fc = nn.Linear(d, 4 * d)
+        self.fc_proj = nn.Linear(4 * d, d)
+
+    def forward(self, x, mask):
+        B, T, C = x.shape
+        q, k, v = self.qkv(self.ln1(x)).split(C, dim=2)
+        q, k, v = (t.view(B, T, self.heads, C // self.heads).transpose(1, 2) for t in (q, k, v))
+        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(C // self.heads))
+        att = att.masked_fill(mask[:T, :T], float("-inf")).softmax(dim=-1)
+        y = (att @ v).transpose(1, 2).reshape(B, T, C)
+        x = x + self.proj(y)
+        return x + self.fc_proj(F.gelu(self.fc(self.ln2(x)), approximate="tanh"))
+
+
+class GPT(nn.Module):
+    def __init__(self, layers, heads, d, seq, vocab):
+        super().__init__()
+        self.wte = nn.Embedding(vocab, d)
+        self.wpe = nn.Embedding(seq, d)
+        self.blocks = nn.ModuleList(Block(d, heads) for _ in range(layers))
+        self.ln_f = nn.LayerNorm(d)
+        self.register_buffer("mask", torch.triu(torch.ones(seq, seq, dtype=torch.bool), 1))
+        for name, p in self.named_parameters():
+            if p.dim() >= 2:
+                std = 0.02 / math.sqrt(2 * layers) if name.endswith("proj.weight") else 0.02
+                nn.init.normal_(p, 0.0, std)
+            elif name.endswith("bias"):
+                nn.init.zeros_(p)
+
+    def forward(self, idx, targets):
+        B, T = idx.shape
+        x = self.wte(idx) + self.wpe(torch.arange(T))
+        for b in self.blocks:
+            x = b(x, self.mask)
+        logits = self.ln_f(x) @ self.wte.weight.t()
+        return F.cross_entropy(logits.view(-1, logits.size(-1)), targets.reshape(-1))
+
+
+def main():
+    rank, world = int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1))
+    torch.set_num_threads(int(os.environ.get("BENCH_THREADS", 1)))
+    layers, heads, d, seq, vocab = 6, 6, 384, 256, 256
+    micro, steps, warmup = int(os.environ.get("BENCH_MICRO", 8)), int(os.environ.get("BENCH_STEPS", 20)), 3
+    torch.manual_seed(0)
+    model = GPT(layers, heads, d, seq, vocab)
+    if world > 1:
+        dist.init_process_group("gloo", rank=rank, world_size=world)
+        model = nn.parallel.DistributedDataParallel(model)
+    decay = [p for p in model.parameters() if p.dim() >= 2]
+    no_decay = [p for p in model.parameters() if p.dim() < 2]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": no_decay, "weight_decay": 0.0}],
+                            lr=3e-4, betas=(0.9, 0.95), eps=1e-8)
+    gen = torch.Generator().manual_seed(rank)
+    for step in range(warmup + steps):
+        if step == warmup:
+            t0 = time.perf_counter()
+        tokens = torch.randint(0, vocab, (micro, seq + 1), generator=gen)
+        loss = model(tokens[:, :-1], tokens[:, 1:])
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+    elapsed = time.perf_counter() - t0
+    rss_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    rss = [None] * world
+    if world > 1:
+        dist.all_gather_object(rss, rss_mib)
+    else:
+        rss = [rss_mib]
+    if rank == 0:
+        print(json.dumps({"tokens_per_s": steps * micro * seq * world / elapsed, "step_s": elapsed / steps,
+                          "peak_rss_mib": rss, "loss": loss.item()}))
+
+
+if __name__ == "__main__":
+    main()
