@@ -1,0 +1,252 @@
+#include "comm/collectives.h"
+
+#include <chrono>
+#include <stdexcept>
+
+namespace dtrain {
+
+struct CommHandle::State {
+  Group* group = nullptr;
+  CollectiveRecord record;
+  c10::intrusive_ptr<c10d::Work> work;
+  std::function<void()> finish;  // runs after the backend is done: averaging, local reductions
+  std::chrono::steady_clock::time_point start;
+  bool done = false;
+};
+
+namespace {
+
+std::vector<int64_t> shape_of(const at::Tensor& t) { return t.sizes().vec(); }
+
+// PyTorch's Python names ("float32"), which users know, rather than c10's ("Float").
+std::string dtype_name(at::ScalarType t) {
+  switch (t) {
+    case at::kFloat: return "float32";
+    case at::kDouble: return "float64";
+    case at::kHalf: return "float16";
+    case at::kBFloat16: return "bfloat16";
+    case at::kLong: return "int64";
+    case at::kInt: return "int32";
+    case at::kShort: return "int16";
+    case at::kChar: return "int8";
+    case at::kByte: return "uint8";
+    case at::kBool: return "bool";
+    default: return c10::toString(t);
+  }
+}
+
+void check_tensor(const Group& g, const char* op, const at::Tensor& t) {
+  if (!t.is_contiguous())
+    throw std::invalid_argument(std::string(op) + " on group " + g.name() + ": the tensor must be contiguous");
+}
+
+c10d::ReduceOp backend_op(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::Sum:
+    case ReduceOp::Avg:  // Gloo has no average: sum, then divide in finish
+      return c10d::ReduceOp::SUM;
+    case ReduceOp::Max: return c10d::ReduceOp::MAX;
+    case ReduceOp::Min: return c10d::ReduceOp::MIN;
+  }
+  return c10d::ReduceOp::SUM;
+}
+
+// Records the op as entered and starts it; `launch` returns the backend's work.
+CommHandle start(Group& g, std::string op, const at::Tensor& t, const std::string& label, bool numbered,
+                 const std::function<c10::intrusive_ptr<c10d::Work>()>& launch, std::function<void()> finish = {}) {
+  auto s = std::make_shared<CommHandle::State>();
+  s->group = &g;
+  s->record.seq = numbered ? g.next_seq() : 0;
+  s->record.op = std::move(op);
+  s->record.shape = shape_of(t);
+  s->record.dtype = dtype_name(t.scalar_type());
+  s->record.label = label;
+  s->finish = std::move(finish);
+  s->start = std::chrono::steady_clock::now();
+  g.log().record(g.key(), s->record);
+  try {
+    s->work = launch();
+  } catch (const std::exception& e) {
+    g.log().set_state(g.key(), s->record.seq, s->record.op, OpState::Failed);
+    std::string what = e.what();
+    throw std::runtime_error(s->record.describe() + " on group " + g.name() + " failed to start on rank " +
+                             std::to_string(g.global_rank()) + ": " + what.substr(0, what.find('\n')));
+  }
+  return CommHandle(s);
+}
+
+}  // namespace
+
+void CommHandle::wait() {
+  if (!state_ || state_->done) return;
+  State& s = *state_;
+  Group& g = *s.group;
+  try {
+    s.work->wait();
+  } catch (const std::exception& e) {
+    s.done = true;
+    g.log().set_state(g.key(), s.record.seq, s.record.op, OpState::Failed);
+    FailedCollective f;
+    f.group_key = g.key();
+    f.group_name = g.name();
+    f.ranks = g.ranks();
+    f.failing_rank = g.global_rank();
+    f.op = s.record;
+    f.waited_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - s.start).count();
+    f.backend_error = e.what();
+    throw std::runtime_error(g.diagnosis().diagnose(f));
+  }
+  s.done = true;
+  g.log().set_state(g.key(), s.record.seq, s.record.op, OpState::Completed);
+  if (s.finish) s.finish();
+}
+
+bool CommHandle::completed() const { return !state_ || state_->done || state_->work->isCompleted(); }
+
+CommHandle all_reduce_async(Group& g, at::Tensor t, ReduceOp op, const std::string& label) {
+  if (g.size() == 1) return {};
+  check_tensor(g, "all_reduce", t);
+  if (op == ReduceOp::Avg && !at::isFloatingType(t.scalar_type()))
+    throw std::invalid_argument("all_reduce avg on group " + g.name() + " needs a floating-point tensor");
+  const int n = g.size();
+  std::function<void()> finish;
+  if (op == ReduceOp::Avg) finish = [t, n]() mutable { t.div_(n); };
+  return start(
+      g, "all_reduce", t, label, true,
+      [&] {
+        std::vector<at::Tensor> v{t};
+        c10d::AllreduceOptions o;
+        o.reduceOp = backend_op(op);
+        return g.backend().allreduce(v, o);
+      },
+      std::move(finish));
+}
+
+void all_reduce(Group& g, at::Tensor& t, ReduceOp op, const std::string& label) {
+  all_reduce_async(g, t, op, label).wait();
+}
+
+CommHandle all_gather_async(Group& g, const at::Tensor& in, at::Tensor out, const std::string& label) {
+  check_tensor(g, "all_gather", in);
+  check_tensor(g, "all_gather", out);
+  if (out.numel() != in.numel() * g.size())
+    throw std::invalid_argument("all_gather on group " + g.name() + ": output has " + std::to_string(out.numel()) +
+                                " elements, expected " + std::to_string(in.numel() * g.size()));
+  if (g.size() == 1) {
+    out.view_as(in).copy_(in);
+    return {};
+  }
+  return start(g, "all_gather", in, label, true, [&] {
+    std::vector<std::vector<at::Tensor>> outputs{out.view({g.size(), -1}).unbind(0)};
+    for (auto& o : outputs[0]) o = o.view(in.sizes());
+    std::vector<at::Tensor> inputs{in};
+    return g.backend().allgather(outputs, inputs);
+  });
+}
+
+at::Tensor all_gather(Group& g, const at::Tensor& in, const std::string& label) {
+  auto sizes = in.sizes().vec();
+  if (sizes.empty()) sizes.push_back(1);
+  sizes[0] *= g.size();
+  at::Tensor out = at::empty(sizes, in.options());
+  all_gather_async(g, in, out, label).wait();
+  return out;
+}
+
+CommHandle reduce_scatter_async(Group& g, const at::Tensor& in, at::Tensor out, ReduceOp op, const std::string& label) {
+  check_tensor(g, "reduce_scatter", in);
+  const int n = g.size();
+  if (in.dim() == 0 || in.size(0) % n != 0)
+    throw std::invalid_argument("reduce_scatter on group " + g.name() + ": dim 0 of the input (" +
+                                (in.dim() ? std::to_string(in.size(0)) : std::string("scalar")) +
+                                ") must divide into " + std::to_string(n) + " chunks");
+  if (out.numel() != in.numel() / n)
+    throw std::invalid_argument("reduce_scatter on group " + g.name() + ": output has " + std::to_string(out.numel()) +
+                                " elements, expected " + std::to_string(in.numel() / n));
+  if (n == 1) {
+    out.copy_(in.view_as(out));
+    return {};
+  }
+  // Gloo has no reduce-scatter: an all-to-all moves chunk r of every rank to rank r (the same bytes a
+  // ring reduce-scatter moves), and the reduction over sources happens locally.
+  at::Tensor received = at::empty_like(in);
+  auto finish = [received, out, op, n]() mutable {
+    at::Tensor stacked = received.view({n, -1});
+    at::Tensor reduced = op == ReduceOp::Max ? stacked.amax(0) : op == ReduceOp::Min ? stacked.amin(0) : stacked.sum(0);
+    if (op == ReduceOp::Avg) reduced.div_(n);
+    out.view({-1}).copy_(reduced);
+  };
+  return start(
+      g, "reduce_scatter", in, label, true,
+      [&] {
+        std::vector<int64_t> equal;
+        return g.backend().alltoall_base(received, const_cast<at::Tensor&>(in), equal, equal);
+      },
+      finish);
+}
+
+at::Tensor reduce_scatter(Group& g, const at::Tensor& in, ReduceOp op, const std::string& label) {
+  auto sizes = in.sizes().vec();
+  if (!sizes.empty()) sizes[0] /= g.size();
+  at::Tensor out = at::empty(sizes, in.options());
+  reduce_scatter_async(g, in, out, op, label).wait();
+  return out;
+}
+
+CommHandle broadcast_async(Group& g, at::Tensor t, int root, const std::string& label) {
+  if (root < 0 || root >= g.size())
+    throw std::invalid_argument("broadcast on group " + g.name() + ": root " + std::to_string(root) +
+                                " is not a group rank");
+  if (g.size() == 1) return {};
+  check_tensor(g, "broadcast", t);
+  return start(g, "broadcast", t, label, true, [&] {
+    std::vector<at::Tensor> v{t};
+    c10d::BroadcastOptions o;
+    o.rootRank = root;
+    return g.backend().broadcast(v, o);
+  });
+}
+
+void broadcast(Group& g, at::Tensor& t, int root, const std::string& label) { broadcast_async(g, t, root, label).wait(); }
+
+CommHandle send_async(Group& g, const at::Tensor& t, int dst, const std::string& label) {
+  check_tensor(g, "send", t);
+  // Point-to-point ops involve two ranks, so they are recorded but not numbered: the group's
+  // sequence must stay identical on every member.
+  return start(g, "send->" + std::to_string(dst), t, label, false, [&] {
+    std::vector<at::Tensor> v{t};
+    return g.backend().send(v, dst, 0);
+  });
+}
+
+CommHandle recv_async(Group& g, at::Tensor t, int src, const std::string& label) {
+  check_tensor(g, "recv", t);
+  return start(g, "recv<-" + std::to_string(src), t, label, false, [&] {
+    std::vector<at::Tensor> v{t};
+    return g.backend().recv(v, src, 0);
+  });
+}
+
+void send(Group& g, const at::Tensor& t, int dst, const std::string& label) { send_async(g, t, dst, label).wait(); }
+void recv(Group& g, at::Tensor& t, int src, const std::string& label) { recv_async(g, t, src, label).wait(); }
+
+void barrier(Group& g, const std::string& label) {
+  if (g.size() == 1) return;
+  start(g, "barrier", at::Tensor(at::empty({0})), label, true, [&] { return g.backend().barrier(); }).wait();
+}
+
+at::Tensor all_to_all(Group& g, const at::Tensor& in, const std::string& label) {
+  check_tensor(g, "all_to_all", in);
+  if (in.dim() == 0 || in.size(0) % g.size() != 0)
+    throw std::invalid_argument("all_to_all on group " + g.name() + ": dim 0 must divide into " +
+                                std::to_string(g.size()) + " chunks");
+  at::Tensor out = at::empty_like(in);
+  if (g.size() == 1) return out.copy_(in);
+  start(g, "all_to_all", in, label, true, [&] {
+    std::vector<int64_t> equal;
+    return g.backend().alltoall_base(out, const_cast<at::Tensor&>(in), equal, equal);
+  }).wait();
+  return out;
+}
+
+}  // namespace dtrain

@@ -1,0 +1,128 @@
+#include "comm/world.h"
+
+#include <torch/csrc/distributed/c10d/HashStore.hpp>
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#ifdef USE_C10D_NCCL
+#include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
+#endif
+#include <torch/cuda.h>
+
+#include <cstdlib>
+#include <stdexcept>
+
+namespace dtrain {
+namespace {
+
+#ifdef USE_C10D_NCCL
+constexpr bool kHaveNccl = true;
+#else
+constexpr bool kHaveNccl = false;
+#endif
+
+std::string choose_backend(const std::string& requested) {
+  if (requested == "auto") return kHaveNccl && torch::cuda::is_available() ? "nccl" : "gloo";
+  if (requested == "gloo") return requested;
+  if (requested == "nccl") {
+    if (!kHaveNccl)
+      throw std::invalid_argument("dist.backend=nccl, but this build of dtrain has no NCCL (it links a CPU-only "
+                                  "LibTorch); use dist.backend=gloo or auto");
+    return requested;
+  }
+  throw std::invalid_argument("dist.backend='" + requested + "' is not one of auto, gloo, nccl");
+}
+
+c10::intrusive_ptr<c10d::Store> connect_store(const WorkerEnv& env, bool server, std::chrono::milliseconds timeout) {
+  c10d::TCPStoreOptions o;
+  o.port = static_cast<uint16_t>(env.master_port);
+  o.isServer = server;
+  o.waitWorkers = false;
+  o.timeout = timeout;
+  try {
+    return c10::make_intrusive<c10d::TCPStore>(env.master_addr, o);
+  } catch (const std::exception& e) {
+    std::string what = e.what();
+    throw std::runtime_error("rank " + std::to_string(env.rank) + ": cannot " + (server ? "host" : "reach") +
+                             " the rendezvous store at " + env.master_addr + ":" + std::to_string(env.master_port) +
+                             " (MASTER_ADDR/MASTER_PORT): " + what.substr(0, what.find('\n')));
+  }
+}
+
+// Which interface Gloo binds: GLOO_SOCKET_IFNAME as in PyTorch, loopback for single-host jobs,
+// otherwise the address this host's name resolves to.
+std::shared_ptr<::gloo::transport::Device> gloo_device(const WorkerEnv& env) {
+  if (const char* ifname = std::getenv("GLOO_SOCKET_IFNAME"))
+    return c10d::ProcessGroupGloo::createDeviceForInterface(ifname);
+  if (env.master_addr == "localhost" || env.master_addr.rfind("127.", 0) == 0)
+    return c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1");
+  return c10d::ProcessGroupGloo::createDefaultDevice();
+}
+
+}  // namespace
+
+std::shared_ptr<World> World::init(const WorldOptions& options, const WorkerEnv& env) {
+  std::shared_ptr<World> w(new World());
+  w->env_ = env;
+  w->options_ = options;
+  w->backend_ = choose_backend(options.backend);
+  if (w->backend_ == "nccl") w->device_ = at::Device(at::kCUDA, env.local_rank);
+  w->log_ = std::make_shared<CollectiveLog>();
+
+  c10::intrusive_ptr<c10d::Store> responder_store;
+  if (env.world_size == 1) {
+    // A world of one talks to nobody: no port, no server.
+    w->store_ = c10::make_intrusive<c10d::HashStore>();
+    responder_store = w->store_;
+  } else {
+    const std::string prefix = "dtrain/r" + std::to_string(env.restart_count);
+    w->store_ = c10::make_intrusive<c10d::PrefixStore>(
+        prefix, connect_store(env, !env.agent_store && env.rank == 0, options.timeout));
+    responder_store = c10::make_intrusive<c10d::PrefixStore>(prefix, connect_store(env, false, options.timeout));
+  }
+  w->diagnosis_ = std::make_shared<HangDiagnosis>(w->store_, responder_store, env.rank, w->log_);
+
+  std::vector<int> all(env.world_size);
+  for (int r = 0; r < env.world_size; ++r) all[r] = r;
+  w->world_group_ = w->new_group("world", all);
+  return w;
+}
+
+c10::intrusive_ptr<c10d::ProcessGroup> World::make_backend(const std::string& key, int rank, int size) {
+  auto store = c10::make_intrusive<c10d::PrefixStore>("pg/" + key, store_);
+#ifdef USE_C10D_NCCL
+  if (backend_ == "nccl") {
+    auto o = c10d::ProcessGroupNCCL::Options::create();
+    o->timeout = options_.timeout;
+    return c10::make_intrusive<c10d::ProcessGroupNCCL>(store, rank, size, o);
+  }
+#endif
+  auto o = c10d::ProcessGroupGloo::Options::create();
+  o->timeout = options_.timeout;
+  o->devices.push_back(gloo_device(env_));
+  return c10::make_intrusive<c10d::ProcessGroupGloo>(store, rank, size, o);
+}
+
+std::shared_ptr<Group> World::new_group(const std::string& name, const std::vector<int>& ranks) {
+  for (int r : ranks)
+    if (r < 0 || r >= size())
+      throw std::invalid_argument("group " + name + ": rank " + std::to_string(r) + " is outside the world of " +
+                                  std::to_string(size()));
+  auto me = std::find(ranks.begin(), ranks.end(), rank());
+  if (me == ranks.end()) return nullptr;
+  const int group_rank = static_cast<int>(me - ranks.begin());
+  const std::string key = name + ":" + format_ranks(ranks);
+  c10::intrusive_ptr<c10d::ProcessGroup> backend;
+  if (ranks.size() > 1) {
+    try {
+      backend = make_backend(key, group_rank, static_cast<int>(ranks.size()));
+    } catch (const std::exception& e) {
+      std::string what = e.what();
+      throw std::runtime_error("rank " + std::to_string(rank()) + ": creating process group " + name + " (ranks " +
+                               format_ranks(ranks) + ") failed: " + what.substr(0, what.find('\n')));
+    }
+  }
+  return std::make_shared<Group>(name, ranks, rank(), backend, options_.timeout, log_, diagnosis_);
+}
+
+}  // namespace dtrain

@@ -1,0 +1,53 @@
+// The job as this rank sees it: its place (from the launcher's env, or mpirun's, or srun's), the
+// store every rank shares, the backend (Gloo on CPU, NCCL on CUDA builds) and the world group.
+#pragma once
+#include <torch/csrc/distributed/c10d/Store.hpp>
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include "comm/group.h"
+#include "launch/worker_env.h"
+
+namespace dtrain {
+
+struct WorldOptions {
+  std::string backend = "auto";                 // auto | gloo | nccl (dist.backend)
+  std::chrono::milliseconds timeout{300000};    // every group's collective timeout (dist.timeout_s)
+};
+
+class World {
+ public:
+  // Connects the store (a client of the launcher's when env.agent_store, otherwise rank 0 hosts it
+  // on master_addr:master_port), keys under "dtrain/r<restart>/", and creates the world group.
+  static std::shared_ptr<World> init(const WorldOptions& options, const WorkerEnv& env);
+
+  int rank() const { return env_.rank; }
+  int size() const { return env_.world_size; }
+  int local_rank() const { return env_.local_rank; }
+  const WorkerEnv& env() const { return env_; }
+  const std::string& backend() const { return backend_; }
+  at::Device device() const { return device_; }
+  std::shared_ptr<Group> world_group() const { return world_group_; }
+  c10::intrusive_ptr<c10d::Store> store() const { return store_; }
+
+  // A group of the given global ranks. Every rank of the world calls it, in the same order, with
+  // the same arguments (as c10d requires); ranks outside `ranks` get nullptr.
+  std::shared_ptr<Group> new_group(const std::string& name, const std::vector<int>& ranks);
+
+ private:
+  World() = default;
+  c10::intrusive_ptr<c10d::ProcessGroup> make_backend(const std::string& key, int rank, int size);
+
+  WorkerEnv env_;
+  WorldOptions options_;
+  std::string backend_;
+  at::Device device_{at::kCPU};
+  c10::intrusive_ptr<c10d::Store> store_;
+  std::shared_ptr<CollectiveLog> log_;
+  std::shared_ptr<HangDiagnosis> diagnosis_;
+  std::shared_ptr<Group> world_group_;
+};
+
+}  // namespace dtrain

@@ -1,0 +1,121 @@
+#include "launch/job_coordinator.h"
+
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+
+#include <stdexcept>
+#include <thread>
+
+namespace dtrain {
+namespace {
+using Clock = std::chrono::steady_clock;
+constexpr auto kBeatInterval = std::chrono::milliseconds(500);
+
+std::string as_string(const std::vector<uint8_t>& v) { return std::string(v.begin(), v.end()); }
+std::vector<uint8_t> as_bytes(const std::string& s) { return std::vector<uint8_t>(s.begin(), s.end()); }
+std::string first_line(const std::string& s) { return s.substr(0, s.find('\n')); }
+}  // namespace
+
+JobCoordinator::JobCoordinator(const LaunchOptions& options) : options_(options) {
+  c10d::TCPStoreOptions o;
+  o.port = static_cast<uint16_t>(options.master_port);
+  o.isServer = options.node_rank == 0;
+  o.waitWorkers = false;
+  o.timeout = std::chrono::milliseconds(static_cast<int64_t>(options.rdzv_timeout_s * 1000));
+  c10::intrusive_ptr<c10d::TCPStore> tcp;
+  try {
+    tcp = c10::make_intrusive<c10d::TCPStore>(options.master_addr, o);
+  } catch (const std::exception& e) {
+    const std::string where = options.master_addr + ":" + std::to_string(options.master_port);
+    throw std::runtime_error(o.isServer ? "cannot host the rendezvous store on port " +
+                                              std::to_string(options.master_port) + ": " + first_line(e.what())
+                                        : "cannot reach the rendezvous store of node 0 at " + where + " within " +
+                                              std::to_string(static_cast<int>(options.rdzv_timeout_s)) +
+                                              "s (--master-addr/--master-port/--rdzv-timeout): " + first_line(e.what()));
+  }
+  port_ = tcp->getPort();
+  store_ = c10::make_intrusive<c10d::PrefixStore>("agent", tcp);
+  store_->set("nproc/" + std::to_string(options.node_rank), as_bytes(std::to_string(options.nproc_per_node)));
+}
+
+std::string JobCoordinator::key(int round, const std::string& what) const {
+  return "round/" + std::to_string(round) + "/" + what;
+}
+
+void JobCoordinator::join_round(int round) {
+  store_->add(key(round, "joined"), 1);
+  const auto deadline = Clock::now() + std::chrono::milliseconds(static_cast<int64_t>(options_.rdzv_timeout_s * 1000));
+  int64_t joined = 0;
+  while ((joined = store_->add(key(round, "joined"), 0)) < options_.nnodes) {
+    if (Clock::now() > deadline) {
+      std::string missing;
+      for (int n = 0; n < options_.nnodes; ++n)
+        if (!store_->check({"nproc/" + std::to_string(n)})) missing += (missing.empty() ? "" : ",") + std::to_string(n);
+      throw std::runtime_error("rendezvous timed out after " + std::to_string(static_cast<int>(options_.rdzv_timeout_s)) +
+                               "s: " + std::to_string(joined) + " of " + std::to_string(options_.nnodes) +
+                               " nodes joined" + (missing.empty() ? "" : " (never seen: node " + missing + ")"));
+    }
+    heartbeat();
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  if (round == 0) {
+    for (int n = 0; n < options_.nnodes; ++n) {
+      const int theirs = std::stoi(as_string(store_->get("nproc/" + std::to_string(n))));
+      if (theirs != options_.nproc_per_node)
+        throw std::runtime_error("node " + std::to_string(n) + " runs --nproc-per-node " + std::to_string(theirs) +
+                                 " but node " + std::to_string(options_.node_rank) + " runs " +
+                                 std::to_string(options_.nproc_per_node) + ": every node must run the same number");
+    }
+  }
+  // Heartbeats restart from now: a node is not late for the time spent waiting here.
+  for (auto& [node, seen] : peers_) seen.second = Clock::now();
+}
+
+void JobCoordinator::heartbeat() {
+  if (options_.nnodes == 1) return;
+  const auto now = Clock::now();
+  if (now - last_beat_ < kBeatInterval) return;
+  last_beat_ = now;
+  store_->add("beat/" + std::to_string(options_.node_rank), 1);
+}
+
+void JobCoordinator::report_failure(int round, const std::string& what) {
+  // compareSet keeps the first report when two nodes fail at once.
+  store_->compareSet(key(round, "failed"), {}, as_bytes("node " + std::to_string(options_.node_rank) + ": " + what));
+}
+
+std::optional<std::string> JobCoordinator::failure(int round) {
+  const auto now = Clock::now();
+  if (now - last_check_ < std::chrono::milliseconds(200)) return std::nullopt;
+  last_check_ = now;
+  if (store_->check({key(round, "failed")})) return as_string(store_->get(key(round, "failed")));
+  if (options_.nnodes == 1) return std::nullopt;
+  for (int n = 0; n < options_.nnodes; ++n) {
+    if (n == options_.node_rank) continue;
+    const int64_t beat = store_->add("beat/" + std::to_string(n), 0);
+    auto it = peers_.find(n);
+    if (it == peers_.end() || it->second.first != beat) {
+      peers_[n] = {beat, now};
+    } else if (now - it->second.second > std::chrono::milliseconds(static_cast<int64_t>(options_.heartbeat_timeout_s * 1000))) {
+      const std::string what = "node " + std::to_string(n) + "'s agent stopped beating for " +
+                               std::to_string(static_cast<int>(options_.heartbeat_timeout_s)) + "s (agent dead or host down)";
+      report_failure(round, what);
+      return as_string(store_->get(key(round, "failed")));
+    }
+  }
+  return std::nullopt;
+}
+
+void JobCoordinator::report_done(int round) { store_->add(key(round, "done"), 1); }
+
+bool JobCoordinator::all_done(int round) { return store_->add(key(round, "done"), 0) >= options_.nnodes; }
+
+void JobCoordinator::leave(int round) {
+  store_->add(key(round, "left"), 1);
+  if (options_.node_rank != 0) return;
+  const auto deadline = Clock::now() + std::chrono::seconds(10);
+  while (store_->add(key(round, "left"), 0) < options_.nnodes && Clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+}
+
+}  // namespace dtrain

@@ -1,0 +1,50 @@
+// How the agents of one job agree, through the store node 0 hosts: they meet at the start of every
+// round (the first run and each restart), any agent can declare the round failed, each one beats a
+// heartbeat so a dead agent is noticed, and they leave together when every node has succeeded.
+// The round number is the job's restart count, identical on every node.
+#pragma once
+#include <torch/csrc/distributed/c10d/Store.hpp>
+
+#include <chrono>
+#include <map>
+#include <optional>
+#include <string>
+
+#include "launch/launch_options.h"
+
+namespace dtrain {
+
+class JobCoordinator {
+ public:
+  // Node 0 hosts the store (on a free port when none was given); other nodes connect to it,
+  // retrying until --rdzv-timeout.
+  explicit JobCoordinator(const LaunchOptions& options);
+
+  int port() const { return port_; }
+
+  // Blocks until every node has joined `round`; throws naming the missing nodes on timeout.
+  void join_round(int round);
+  // Beats this node's heartbeat (rate-limited; call as often as you like).
+  void heartbeat();
+  // Declares `round` failed for every node; the first declaration wins.
+  void report_failure(int round, const std::string& what);
+  // Set once any node declared `round` failed, or a node's heartbeat stopped.
+  std::optional<std::string> failure(int round);
+  // This node's workers all succeeded in `round`.
+  void report_done(int round);
+  bool all_done(int round);
+  // Last act before exiting after success: node 0 keeps the store up until the others have left.
+  void leave(int round);
+
+ private:
+  std::string key(int round, const std::string& what) const;
+
+  LaunchOptions options_;
+  c10::intrusive_ptr<c10d::Store> store_;
+  int port_ = 0;
+  std::chrono::steady_clock::time_point last_beat_{};
+  std::chrono::steady_clock::time_point last_check_{};
+  std::map<int, std::pair<int64_t, std::chrono::steady_clock::time_point>> peers_;  // node -> (beat, when it changed)
+};
+
+}  // namespace dtrain

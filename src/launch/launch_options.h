@@ -1,0 +1,25 @@
+// `dtrain launch` flags: parsed, defaulted and checked before anything starts.
+#pragma once
+#include <string>
+#include <vector>
+
+namespace dtrain {
+
+struct LaunchOptions {
+  int nproc_per_node = 1;
+  int nnodes = 1;
+  int node_rank = 0;
+  std::string master_addr = "127.0.0.1";
+  int master_port = 0;          // 0: a free port on a single node, 29500 (torchrun's) across nodes
+  int max_restarts = 0;         // restarts of the whole job, counted across all nodes
+  double rdzv_timeout_s = 300;  // how long agents wait for each other (and for node 0's store)
+  double grace_s = 5;           // SIGTERM-to-SIGKILL grace when stopping workers
+  double heartbeat_timeout_s = 10;  // a node whose agent is silent this long has failed
+  std::vector<std::string> program;  // the worker command: PROGRAM ARGS...
+};
+
+// Parses `launch [flags] -- PROGRAM ARGS...`. Returns false when the caller should exit with
+// `exit_code` (help printed, or a usage error already reported on stderr).
+bool parse_launch_options(int argc, char** argv, LaunchOptions* out, int* exit_code);
+
+}  // namespace dtrain

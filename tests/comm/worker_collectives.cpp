@@ -1,0 +1,164 @@
+// A rank of the multi-rank comm tests, started by `dtrain launch`. Each scenario checks its results
+// against closed forms computed locally and exits non-zero with a message on any difference.
+//   worker_collectives collectives | mesh | skip | mismatch
+#include <ATen/ATen.h>
+
+#include <chrono>
+#include <iostream>
+#include <thread>
+
+#include "comm/collectives.h"
+#include "comm/device_mesh.h"
+#include "comm/world.h"
+
+using namespace dtrain;
+
+namespace {
+
+int failures = 0;
+
+void expect_equal(const at::Tensor& got, const at::Tensor& want, const std::string& what) {
+  if (!got.sizes().equals(want.sizes()) || !at::equal(got, want.to(got.scalar_type()))) {
+    ++failures;
+    std::cerr << "MISMATCH " << what << ": got " << got.flatten().slice(0, 0, 8) << " want "
+              << want.flatten().slice(0, 0, 8) << "\n";
+  }
+}
+
+// Every collective, sync and async, on odd sizes and several dtypes. Values are small integers,
+// exact in every dtype, so results must match bit for bit.
+void collectives(World& world) {
+  Group& g = *world.world_group();
+  const int n = g.size(), r = g.rank();
+  for (auto dtype : {at::kFloat, at::kDouble, at::kInt, at::kLong}) {
+    const std::string dt = c10::toString(dtype);
+    for (int64_t len : {1, 7, 1001}) {
+      auto opts = at::TensorOptions().dtype(dtype);
+      const std::string tag = dt + " x" + std::to_string(len);
+      at::Tensor i = at::arange(len, opts);
+      at::Tensor t = i * (r + 1);  // rank r holds (r+1)*i
+      all_reduce(g, t, ReduceOp::Sum, "sum");
+      expect_equal(t, i * (n * (n + 1) / 2), "all_reduce sum " + tag);
+
+      t = i + r;
+      all_reduce(g, t, ReduceOp::Max);
+      expect_equal(t, i + (n - 1), "all_reduce max " + tag);
+      t = i + r;
+      all_reduce(g, t, ReduceOp::Min);
+      expect_equal(t, i, "all_reduce min " + tag);
+      if (at::isFloatingType(dtype)) {
+        t = i * (r + 1);
+        all_reduce(g, t, ReduceOp::Avg);
+        expect_equal(t, i * ((n + 1) / 2.0), "all_reduce avg " + tag);
+      }
+      t = i * (r + 1);
+      all_reduce_async(g, t, ReduceOp::Sum, "async").wait();
+      expect_equal(t, i * (n * (n + 1) / 2), "all_reduce_async " + tag);
+
+      at::Tensor gathered = all_gather(g, i + 100 * r);
+      expect_equal(gathered, at::cat([&] {
+                     std::vector<at::Tensor> parts;
+                     for (int k = 0; k < n; ++k) parts.push_back(i + 100 * k);
+                     return parts;
+                   }()),
+                   "all_gather " + tag);
+
+      // reduce_scatter: rank r holds (r+1)*j over n*len elements; chunk c sums to n(n+1)/2 * j.
+      at::Tensor full = at::arange(n * len, opts);
+      at::Tensor rs = reduce_scatter(g, full * (r + 1), ReduceOp::Sum);
+      expect_equal(rs, full.slice(0, r * len, (r + 1) * len) * (n * (n + 1) / 2), "reduce_scatter " + tag);
+      at::Tensor rs_max = at::empty({len}, opts);
+      reduce_scatter_async(g, full + r, rs_max, ReduceOp::Max).wait();
+      expect_equal(rs_max, full.slice(0, r * len, (r + 1) * len) + (n - 1), "reduce_scatter_async max " + tag);
+
+      for (int root = 0; root < n; ++root) {
+        at::Tensor b = r == root ? i + 7 * root : at::zeros_like(i);
+        broadcast(g, b, root);
+        expect_equal(b, i + 7 * root, "broadcast root " + std::to_string(root) + " " + tag);
+      }
+
+      // all_to_all: rank r sends chunk j = 1000*r + 10*j + i to rank j.
+      std::vector<at::Tensor> chunks;
+      for (int j = 0; j < n; ++j) chunks.push_back(i + 1000 * r + 10 * j);
+      at::Tensor a2a = all_to_all(g, at::cat(chunks));
+      std::vector<at::Tensor> expected;
+      for (int src = 0; src < n; ++src) expected.push_back(i + 1000 * src + 10 * r);
+      expect_equal(a2a, at::cat(expected), "all_to_all " + tag);
+    }
+  }
+  // Point to point: a ring, even ranks sending first.
+  at::Tensor out = at::full({5}, r, at::kFloat), in = at::empty({5});
+  const int next = (r + 1) % n, prev = (r + n - 1) % n;
+  auto s = send_async(g, out, next);
+  recv(g, in, prev);
+  s.wait();
+  expect_equal(in, at::full({5}, prev, at::kFloat), "send/recv ring");
+  barrier(g, "end");
+}
+
+// On a 2x2 mesh {dp: 2, tp: 2}: tp groups are {0,1},{2,3}; dp groups are {0,2},{1,3}.
+void mesh(World& world) {
+  DeviceMesh m(world, {{"dp", -1}, {"tp", 2}});
+  const int r = world.rank();
+  at::Tensor t = at::full({3}, 1 << r, at::kLong);  // one bit per rank: the sum names the members
+  all_reduce(*m.group("tp"), t);
+  const int64_t tp_bits = r < 2 ? 0b0011 : 0b1100;
+  expect_equal(t, at::full({3}, tp_bits, at::kLong), "tp group sum");
+  t = at::full({3}, 1 << r, at::kLong);
+  all_reduce(*m.group("dp"), t);
+  const int64_t dp_bits = r % 2 == 0 ? 0b0101 : 0b1010;
+  expect_equal(t, at::full({3}, dp_bits, at::kLong), "dp group sum");
+  if (m.coord("tp") != r % 2 || m.coord("dp") != r / 2 || m.size("dp") != 2) {
+    ++failures;
+    std::cerr << "MISMATCH mesh coordinates on rank " << r << "\n";
+  }
+}
+
+// The last rank skips the second all-reduce and waits; the others must fail with a diagnosis.
+void skip(World& world) {
+  Group& g = *world.world_group();
+  at::Tensor t = at::ones({10});
+  broadcast(g, t, 0, "first");
+  if (world.rank() == world.size() - 1) {
+    std::this_thread::sleep_for(std::chrono::seconds(30));
+    return;
+  }
+  all_reduce(g, t, ReduceOp::Sum, "the skipped one");
+}
+
+// Rank 1 calls a broadcast where everyone else calls an all-reduce.
+void mismatch(World& world) {
+  Group& g = *world.world_group();
+  at::Tensor t = at::ones({1000});
+  barrier(g, "start");
+  if (world.rank() == 1) {
+    at::Tensor small = at::ones({10});
+    broadcast(g, small, 0, "wrong op");
+  } else {
+    all_reduce(g, t, ReduceOp::Sum, "right op");
+  }
+  std::this_thread::sleep_for(std::chrono::seconds(30));
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  at::set_num_threads(1);
+  const std::string scenario = argc > 1 ? argv[1] : "collectives";
+  WorldOptions opts;
+  if (argc > 2) opts.timeout = std::chrono::milliseconds(std::stoi(argv[2]));
+  try {
+    auto world = World::init(opts, derive_worker_env(current_env()));
+    if (scenario == "collectives") collectives(*world);
+    else if (scenario == "mesh") mesh(*world);
+    else if (scenario == "skip") skip(*world);
+    else if (scenario == "mismatch") mismatch(*world);
+    else throw std::invalid_argument("unknown scenario " + scenario);
+  } catch (const std::exception& e) {
+    std::cerr << "ERROR " << e.what() << "\n";
+    return 1;
+  }
+  if (failures) return 1;
+  std::cout << "PASS " << scenario << "\n";
+  return 0;
+}
