@@ -51,7 +51,8 @@ void Agent::start_workers(int port, int round) {
         {"DTRAIN_AGENT_STORE", "1"},
     };
     // As torchrun: many ranks on one host must not each start a thread per core.
-    if (!std::getenv("OMP_NUM_THREADS")) env["OMP_NUM_THREADS"] = "1";
+    const char* omp = std::getenv("OMP_NUM_THREADS");
+    if (!omp || !*omp) env["OMP_NUM_THREADS"] = "1";
     workers_.push_back(std::make_unique<WorkerProcess>(rank, options_.program, env));
   }
 }

@@ -1,10 +1,135 @@
+// `dtrain bench-comm`: collective bandwidth in the style of nccl-tests. Every result is verified
+// against its closed form, so a fast but wrong collective shows up in the `wrong` column.
 #include "tools/bench_comm_command.h"
 
-#include <iostream>
+#include <CLI/CLI.hpp>
+
+#include <chrono>
+#include <cstdio>
+#include <map>
+
+#include "comm/collectives.h"
+#include "comm/world.h"
+#include "launch/worker_env.h"
 
 namespace dtrain {
-int bench_comm_command(int, char**) {
-  std::cerr << "dtrain: this command is not implemented yet\n";
-  return 2;
+namespace {
+
+struct BenchCommOptions {
+  int64_t min_bytes = 1024;
+  int64_t max_bytes = 64 << 20;
+  int64_t factor = 4;
+  int iters = 20;
+  int warmup = 3;
+  std::vector<std::string> ops{"all_reduce", "all_gather", "reduce_scatter", "broadcast"};
+  std::string dtype = "float32";
+  double timeout_s = 120;
+};
+
+// nccl-tests' bus-bandwidth factors: what each rank's link must carry relative to the algorithm
+// bandwidth, so results compare across rank counts and against the hardware's peak.
+double bus_factor(const std::string& op, int n) {
+  if (op == "all_reduce") return 2.0 * (n - 1) / n;
+  if (op == "broadcast") return 1.0;
+  return double(n - 1) / n;
 }
+
+at::ScalarType parse_dtype(const std::string& name) {
+  static const std::map<std::string, at::ScalarType> kTypes{
+      {"float32", at::kFloat}, {"float64", at::kDouble}, {"int32", at::kInt}, {"int64", at::kLong}};
+  auto it = kTypes.find(name);
+  if (it == kTypes.end()) throw std::invalid_argument("--dtype '" + name + "' is not one of float32, float64, int32, int64");
+  return it->second;
+}
+
+// One measured collective: `count` is the full vector in nccl-tests' convention (the gathered output
+// of all_gather, the input of reduce_scatter). Returns {seconds, wrong elements on this rank}.
+std::pair<double, int64_t> run_once(Group& g, const std::string& op, int64_t count, at::ScalarType dtype,
+                                    const at::Device& device) {
+  const int n = g.size(), r = g.rank();
+  const int64_t chunk = count / n;
+  auto opts = at::TensorOptions().dtype(dtype).device(device);
+  const double sum = n * (n + 1) / 2.0;
+  at::Tensor expected, result;
+  at::Tensor in = at::full({op == "all_gather" ? chunk : count}, r + 1, opts);
+  barrier(g, "bench-comm");
+  auto t0 = std::chrono::steady_clock::now();
+  if (op == "all_reduce") {
+    all_reduce(g, in, ReduceOp::Sum, "bench-comm");
+    result = in;
+    expected = at::full({count}, sum, opts);
+  } else if (op == "all_gather") {
+    result = all_gather(g, in, "bench-comm");
+    expected = at::arange(n, opts).repeat_interleave(chunk) + 1;
+  } else if (op == "reduce_scatter") {
+    result = reduce_scatter(g, in, ReduceOp::Sum, "bench-comm");
+    expected = at::full({chunk}, sum, opts);
+  } else if (op == "broadcast") {
+    in.fill_(r == 0 ? 7 : 0);
+    broadcast(g, in, 0, "bench-comm");
+    result = in;
+    expected = at::full({count}, 7, opts);
+  } else {
+    throw std::invalid_argument("--ops: unknown collective '" + op +
+                                "' (known: all_reduce, all_gather, reduce_scatter, broadcast)");
+  }
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return {seconds, result.ne(expected).sum().item<int64_t>()};
+}
+
+}  // namespace
+
+int bench_comm_command(int argc, char** argv) {
+  BenchCommOptions o;
+  CLI::App app{"Collective bandwidth table (nccl-tests style). Run under `dtrain launch`."};
+  app.add_option("-b,--min-bytes", o.min_bytes, "smallest message in bytes")->capture_default_str();
+  app.add_option("-e,--max-bytes", o.max_bytes, "largest message in bytes")->capture_default_str();
+  app.add_option("-f,--factor", o.factor, "size multiplier between rows")->capture_default_str()->check(CLI::Range(2, 1024));
+  app.add_option("-n,--iters", o.iters, "timed iterations per size")->capture_default_str()->check(CLI::PositiveNumber);
+  app.add_option("-w,--warmup", o.warmup, "untimed iterations per size")->capture_default_str();
+  app.add_option("--ops", o.ops, "collectives to measure")->delimiter(',')->capture_default_str();
+  app.add_option("--dtype", o.dtype, "float32 | float64 | int32 | int64")->capture_default_str();
+  app.add_option("--timeout-s", o.timeout_s, "collective timeout")->capture_default_str();
+  CLI11_PARSE(app, argc, argv);
+  const at::ScalarType dtype = parse_dtype(o.dtype);
+
+  WorldOptions wo;
+  wo.timeout = std::chrono::milliseconds(static_cast<int64_t>(o.timeout_s * 1000));
+  auto world = World::init(wo, derive_worker_env(current_env()));
+  Group& g = *world->world_group();
+  const int n = g.size();
+  const int64_t elem = at::elementSize(dtype);
+  if (g.rank() == 0)
+    std::printf("# dtrain bench-comm: %d ranks, %s, sum; time = slowest rank's mean over %d iterations\n", n,
+                o.dtype.c_str(), o.iters);
+  int64_t total_wrong = 0;
+  for (const auto& op : o.ops) {
+    if (g.rank() == 0)
+      std::printf("# %s\n%12s %12s %10s %11s %11s %8s\n", op.c_str(), "size(B)", "count", "time(us)",
+                  "algbw(GB/s)", "busbw(GB/s)", "wrong");
+    for (int64_t bytes = o.min_bytes; bytes <= o.max_bytes; bytes *= o.factor) {
+      const int64_t count = std::max<int64_t>(bytes / elem / n, 1) * n;
+      double total = 0;
+      int64_t wrong = 0;
+      for (int i = 0; i < o.warmup + o.iters; ++i) {
+        auto [seconds, bad] = run_once(g, op, count, dtype, world->device());
+        if (i >= o.warmup) total += seconds;
+        wrong += bad;
+      }
+      at::Tensor stats = at::tensor({total / o.iters}, at::kDouble).to(world->device());
+      all_reduce(g, stats, ReduceOp::Max, "bench-comm stats");
+      at::Tensor wrong_all = at::tensor({wrong}, at::kLong).to(world->device());
+      all_reduce(g, wrong_all, ReduceOp::Sum, "bench-comm stats");
+      const double t = stats.item<double>();
+      const double algbw = count * elem / t / 1e9;
+      total_wrong += wrong_all.item<int64_t>();
+      if (g.rank() == 0)
+        std::printf("%12ld %12ld %10.1f %11.3f %11.3f %8ld\n", long(count * elem), long(count), t * 1e6, algbw,
+                    algbw * bus_factor(op, n), long(wrong_all.item<int64_t>()));
+    }
+  }
+  if (g.rank() == 0) std::printf("# out of bounds values: %ld %s\n", long(total_wrong), total_wrong ? "FAILED" : "OK");
+  return total_wrong ? 1 : 0;
+}
+
 }  // namespace dtrain

@@ -21,4 +21,12 @@ ProcessResult run_process(const std::vector<std::string>& argv, double timeout_s
 // True if any process other than the caller's ancestors has `marker` in its command line.
 bool process_with_marker_alive(const std::string& marker);
 
+// A TCP port that is free on loopback right now, for tests that must name one up front.
+int free_port();
+
+// Whether `text` contains `needle`; on failure gtest prints the whole text.
+inline bool contains(const std::string& text, const std::string& needle) {
+  return text.find(needle) != std::string::npos;
+}
+
 }  // namespace dtrain::test

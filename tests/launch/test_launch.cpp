@@ -1,0 +1,226 @@
+// `dtrain launch` as users meet it: the env contract, failures, restarts, two agents, signals and bad
+// input — all with real processes on loopback.
+#include <gtest/gtest.h>
+
+#include <future>
+#include <map>
+#include <regex>
+#include <sstream>
+
+#include "support/process.h"
+
+namespace dtrain::test {
+namespace {
+
+const std::string kBin = DTRAIN_BIN;
+const std::string kSleeper = std::string(DTRAIN_TEST_BIN_DIR) + "/worker_sleep";
+
+std::vector<std::string> launch(std::vector<std::string> flags, const std::vector<std::string>& program) {
+  std::vector<std::string> argv{kBin, "launch"};
+  argv.insert(argv.end(), flags.begin(), flags.end());
+  argv.push_back("--");
+  argv.insert(argv.end(), program.begin(), program.end());
+  return argv;
+}
+
+std::string unique_marker(const std::string& name) {
+  return "dtrain-test-" + name + "-" + std::to_string(getpid());
+}
+
+// Each worker prints its contract; returns rank -> the variables it saw.
+std::map<int, std::map<std::string, std::string>> env_by_rank(const std::string& output) {
+  static const char* kVars[] = {"RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "ROLE_RANK",
+                                "MASTER_ADDR", "MASTER_PORT", "DTRAIN_RESTART_COUNT", "DTRAIN_AGENT_STORE",
+                                "OMP_NUM_THREADS"};
+  std::map<int, std::map<std::string, std::string>> out;
+  std::istringstream lines(output);
+  std::string line;
+  std::regex re(R"(\[rank (\d+)\] ENV (.*))");
+  while (std::getline(lines, line)) {
+    std::smatch m;
+    if (!std::regex_match(line, m, re)) continue;
+    std::istringstream values(m[2].str());
+    for (const char* v : kVars) values >> out[std::stoi(m[1].str())][v];
+  }
+  return out;
+}
+
+const std::string kPrintEnv =
+    "echo ENV $RANK $LOCAL_RANK $WORLD_SIZE $LOCAL_WORLD_SIZE $GROUP_RANK $ROLE_RANK $MASTER_ADDR $MASTER_PORT "
+    "$DTRAIN_RESTART_COUNT $DTRAIN_AGENT_STORE $OMP_NUM_THREADS";
+
+class EnvContract : public ::testing::TestWithParam<int> {};
+
+TEST_P(EnvContract, EveryWorkerGetsTorchrunsVariables) {
+  const int n = GetParam();
+  auto r = run_process(launch({"--nproc-per-node", std::to_string(n)}, {"sh", "-c", kPrintEnv}), 30,
+                       {"OMP_NUM_THREADS="});
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  auto env = env_by_rank(r.output);
+  ASSERT_EQ(static_cast<int>(env.size()), n) << r.output;
+  for (int rank = 0; rank < n; ++rank) {
+    auto& e = env[rank];
+    EXPECT_EQ(e["RANK"], std::to_string(rank));
+    EXPECT_EQ(e["LOCAL_RANK"], std::to_string(rank));
+    EXPECT_EQ(e["WORLD_SIZE"], std::to_string(n));
+    EXPECT_EQ(e["LOCAL_WORLD_SIZE"], std::to_string(n));
+    EXPECT_EQ(e["GROUP_RANK"], "0");
+    EXPECT_EQ(e["ROLE_RANK"], std::to_string(rank));
+    EXPECT_EQ(e["MASTER_ADDR"], "127.0.0.1");
+    EXPECT_EQ(e["MASTER_PORT"], env[0]["MASTER_PORT"]);  // one free port, picked by the agent
+    EXPECT_GT(std::stoi(e["MASTER_PORT"]), 0);
+    EXPECT_EQ(e["DTRAIN_RESTART_COUNT"], "0");
+    EXPECT_EQ(e["DTRAIN_AGENT_STORE"], "1");
+    EXPECT_EQ(e["OMP_NUM_THREADS"], "1");
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Workers, EnvContract, ::testing::Values(1, 3, 4));
+
+TEST(Launch, WorkerExitCodeStopsTheJobAndNamesTheRank) {
+  const std::string marker = unique_marker("exit3");
+  auto r = run_process(launch({"--nproc-per-node", "3", "--grace-period", "2"},
+                              {"sh", "-c", "if [ $RANK = 1 ]; then echo about to fail; exit 3; fi; exec " + kSleeper +
+                                               " 30 " + marker}),
+                       30);
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_FALSE(r.timed_out);
+  EXPECT_TRUE(contains(r.output, "rank 1 failed: exit code 3")) << r.output;
+  EXPECT_TRUE(contains(r.output, "last lines of rank 1:\n  | about to fail")) << r.output;
+  EXPECT_FALSE(process_with_marker_alive(marker));
+}
+
+TEST(Launch, KilledWorkerIsReportedWithItsSignal) {
+  const std::string marker = unique_marker("sigkill");
+  auto r = run_process(
+      launch({"--nproc-per-node", "2"}, {"sh", "-c", "if [ $RANK = 0 ]; then kill -9 $$; fi; exec " + kSleeper + " 30 " + marker}),
+      30);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_TRUE(contains(r.output, "rank 0 failed: signal 9 (SIGKILL)")) << r.output;
+  EXPECT_FALSE(process_with_marker_alive(marker));
+}
+
+TEST(Launch, RestartsTheWholeGroupThenSucceeds) {
+  auto r = run_process(launch({"--nproc-per-node", "2", "--max-restarts", "2"},
+                              {"sh", "-c",
+                               "if [ $RANK = 1 ] && [ $DTRAIN_RESTART_COUNT = 0 ]; then exit 3; fi; "
+                               "echo done restart=$DTRAIN_RESTART_COUNT"}),
+                       30);
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(contains(r.output, "restarting the job (restart 1 of 2)")) << r.output;
+  EXPECT_TRUE(contains(r.output, "[rank 0] done restart=1")) << r.output;
+  EXPECT_TRUE(contains(r.output, "[rank 1] done restart=1")) << r.output;
+}
+
+TEST(Launch, GivesUpWhenRestartsAreSpent) {
+  auto r = run_process(launch({"--nproc-per-node", "2", "--max-restarts", "1"}, {"sh", "-c", "exit 4"}), 30);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_TRUE(contains(r.output, "giving up after 1 restart (--max-restarts 1)")) << r.output;
+}
+
+std::future<ProcessResult> start_node(int node, int port, const std::vector<std::string>& extra,
+                                      const std::vector<std::string>& program) {
+  std::vector<std::string> flags{"--nnodes", "2", "--node-rank", std::to_string(node), "--nproc-per-node", "2",
+                                 "--master-port", std::to_string(port), "--rdzv-timeout", "20"};
+  flags.insert(flags.end(), extra.begin(), extra.end());
+  return std::async(std::launch::async, [=] { return run_process(launch(flags, program), 60); });
+}
+
+TEST(Launch, TwoAgentsFormOneWorld) {
+  const int port = free_port();
+  auto node0 = start_node(0, port, {}, {"sh", "-c", kPrintEnv});
+  auto node1 = start_node(1, port, {}, {"sh", "-c", kPrintEnv});
+  auto r0 = node0.get(), r1 = node1.get();
+  ASSERT_EQ(r0.exit_code, 0) << r0.output;
+  ASSERT_EQ(r1.exit_code, 0) << r1.output;
+  auto env = env_by_rank(r0.output + r1.output);
+  ASSERT_EQ(env.size(), 4u);
+  EXPECT_EQ(env[3]["GROUP_RANK"], "1");
+  EXPECT_EQ(env[3]["LOCAL_RANK"], "1");
+  EXPECT_EQ(env[3]["WORLD_SIZE"], "4");
+  EXPECT_EQ(env[2]["MASTER_PORT"], std::to_string(port));
+}
+
+TEST(Launch, AWorkerDyingOnOneNodeStopsBothNodes) {
+  const int port = free_port();
+  const std::string marker = unique_marker("twonodes");
+  const std::vector<std::string> program{"sh", "-c", "if [ $RANK = 3 ]; then sleep 1; exit 3; fi; exec " + kSleeper + " 30 " + marker};
+  auto node0 = start_node(0, port, {"--grace-period", "2"}, program);
+  auto node1 = start_node(1, port, {"--grace-period", "2"}, program);
+  auto r0 = node0.get(), r1 = node1.get();
+  EXPECT_EQ(r1.exit_code, 1) << r1.output;
+  EXPECT_TRUE(contains(r1.output, "rank 3 failed: exit code 3")) << r1.output;
+  EXPECT_EQ(r0.exit_code, 1) << r0.output;
+  EXPECT_TRUE(contains(r0.output, "the job failed elsewhere: node 1: rank 3 failed: exit code 3")) << r0.output;
+  EXPECT_FALSE(process_with_marker_alive(marker));
+}
+
+TEST(Launch, TwoNodesRestartTogether) {
+  const int port = free_port();
+  const std::vector<std::string> program{
+      "sh", "-c", "if [ $RANK = 2 ] && [ $DTRAIN_RESTART_COUNT = 0 ]; then exit 3; fi; echo ok=$DTRAIN_RESTART_COUNT"};
+  auto node0 = start_node(0, port, {"--max-restarts", "1"}, program);
+  auto node1 = start_node(1, port, {"--max-restarts", "1"}, program);
+  auto r0 = node0.get(), r1 = node1.get();
+  EXPECT_EQ(r0.exit_code, 0) << r0.output;
+  EXPECT_EQ(r1.exit_code, 0) << r1.output;
+  EXPECT_TRUE(contains(r0.output, "[rank 0] ok=1")) << r0.output;
+  EXPECT_TRUE(contains(r1.output, "[rank 2] ok=1")) << r1.output;
+}
+
+TEST(Launch, AgentStoppedBySigtermLeavesNoWorker) {
+  const std::string marker = unique_marker("sigterm");
+  auto r = run_process({"sh", "-c",
+                        kBin + " launch --nproc-per-node 2 -- " + kSleeper + " 30 " + marker +
+                            " & sleep 1; kill -TERM $!; wait $!; echo agent_exit=$?"},
+                       30);
+  EXPECT_TRUE(contains(r.output, "agent_exit=143")) << r.output;
+  EXPECT_TRUE(contains(r.output, "stopped by signal 15")) << r.output;
+  EXPECT_FALSE(process_with_marker_alive(marker));
+}
+
+TEST(Launch, KilledAgentTakesItsWorkersWithIt) {
+  const std::string marker = unique_marker("agentkill");
+  auto r = run_process({"sh", "-c",
+                        kBin + " launch --nproc-per-node 2 -- " + kSleeper + " 30 " + marker +
+                            " & sleep 1; kill -KILL $!; wait $!; sleep 0.5"},
+                       30);
+  EXPECT_FALSE(process_with_marker_alive(marker)) << r.output;
+}
+
+TEST(LaunchBadInput, UnknownFlag) {
+  auto r = run_process({kBin, "launch", "--nproc-per-nod", "2", "--", "true"}, 10);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_TRUE(contains(r.output, "--nproc-per-nod")) << r.output;
+}
+
+TEST(LaunchBadInput, NodeRankOutsideNnodes) {
+  auto r = run_process(launch({"--nnodes", "2", "--node-rank", "2"}, {"true"}), 10);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_TRUE(contains(r.output, "--node-rank 2 must be smaller than --nnodes 2")) << r.output;
+}
+
+TEST(LaunchBadInput, MissingProgram) {
+  auto r = run_process({kBin, "launch", "--nproc-per-node", "2"}, 10);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_TRUE(contains(r.output, "no worker program")) << r.output;
+}
+
+TEST(LaunchBadInput, UnreachableMaster) {
+  auto r = run_process(launch({"--nnodes", "2", "--node-rank", "1", "--master-port", std::to_string(free_port()),
+                               "--rdzv-timeout", "2"},
+                              {"true"}),
+                       30);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_TRUE(contains(r.output, "cannot reach the rendezvous store of node 0 at 127.0.0.1:")) << r.output;
+}
+
+TEST(LaunchBadInput, ProgramThatCannotRun) {
+  auto r = run_process(launch({"--nproc-per-node", "1"}, {"/nonexistent/program"}), 10);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_TRUE(contains(r.output, "cannot execute /nonexistent/program")) << r.output;
+  EXPECT_TRUE(contains(r.output, "rank 0 failed: exit code 127")) << r.output;
+}
+
+}  // namespace
+}  // namespace dtrain::test
