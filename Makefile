@@ -15,8 +15,10 @@ build: setup
 test: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
+# Until `dtrain run` trains, the demo is a visible multi-rank self-check: two local ranks measure
+# and verify every collective.
 demo: build
-	$(BUILD)/dtrain run
+	$(BUILD)/dtrain launch --nproc-per-node 2 -- $(BUILD)/dtrain bench-comm -e 4194304
 
 clean:
 	rm -rf $(BUILD)
