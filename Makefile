@@ -15,10 +15,9 @@ build: setup
 test: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
-# Until `dtrain run` trains, the demo is a visible multi-rank self-check: two local ranks measure
-# and verify every collective.
+# The demo: the default model on the built-in corpus on two local ranks, then a sample.
 demo: build
-	$(BUILD)/dtrain launch --nproc-per-node 2 -- $(BUILD)/dtrain bench-comm -e 4194304
+	$(BUILD)/dtrain run
 
 clean:
 	rm -rf $(BUILD)

@@ -1,4 +1,6 @@
 // The one dtrain binary: a thin dispatch from the subcommand to the module that owns it.
+#include <c10/util/Exception.h>
+
 #include <cstring>
 #include <iostream>
 
@@ -40,6 +42,9 @@ int main(int argc, char** argv) {
     if (!std::strcmp(argv[1], c.name)) {
       try {
         return c.main(argc - 1, argv + 1);
+      } catch (const c10::Error& e) {  // LibTorch's own: its message without the C++ backtrace
+        std::cerr << "dtrain " << c.name << ": error: " << e.what_without_backtrace() << "\n";
+        return 1;
       } catch (const std::exception& e) {
         std::cerr << "dtrain " << c.name << ": error: " << e.what() << "\n";
         return 1;

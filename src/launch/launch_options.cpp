@@ -7,6 +7,28 @@
 
 namespace dtrain {
 
+void add_launch_flags(CLI::App& app, LaunchOptions& o) {
+  app.add_option("--nproc-per-node", o.nproc_per_node, "workers on this node")->check(CLI::Range(1, 4096))->capture_default_str();
+  app.add_option("--nnodes", o.nnodes, "nodes in the job")->check(CLI::Range(1, 100000))->capture_default_str();
+  app.add_option("--node-rank", o.node_rank, "this node's rank, 0..nnodes-1")->check(CLI::NonNegativeNumber)->capture_default_str();
+  app.add_option("--master-addr", o.master_addr, "address of node 0 (hosts the rendezvous store)")->capture_default_str();
+  app.add_option("--master-port", o.master_port,
+                 "port of the rendezvous store (default: a free port on one node, 29500 across nodes)")
+      ->check(CLI::Range(1, 65535));
+  app.add_option("--max-restarts", o.max_restarts, "restarts of the whole job before giving up")->check(CLI::NonNegativeNumber)->capture_default_str();
+  app.add_option("--rdzv-timeout", o.rdzv_timeout_s, "seconds to wait for all nodes and the store")->check(CLI::PositiveNumber)->capture_default_str();
+  app.add_option("--grace-period", o.grace_s, "seconds between SIGTERM and SIGKILL when stopping workers")->check(CLI::NonNegativeNumber)->capture_default_str();
+  app.add_option("--heartbeat-timeout", o.heartbeat_timeout_s, "seconds of silence after which a node counts as failed")->check(CLI::PositiveNumber)->capture_default_str();
+}
+
+std::string finish_launch_options(LaunchOptions& o) {
+  if (o.node_rank >= o.nnodes)
+    return "--node-rank " + std::to_string(o.node_rank) + " must be smaller than --nnodes " + std::to_string(o.nnodes);
+  if (o.master_port == 0 && o.nnodes > 1) o.master_port = 29500;
+  if (o.master_port == 0 && o.node_rank != 0) return "--master-port is required on nodes other than 0";
+  return "";
+}
+
 bool parse_launch_options(int argc, char** argv, LaunchOptions* out, int* exit_code) {
   LaunchOptions o;
   // Everything after "--" is the worker's command line, never a launcher flag.
@@ -21,17 +43,7 @@ bool parse_launch_options(int argc, char** argv, LaunchOptions* out, int* exit_c
 
   CLI::App app{"Start and supervise the workers of one node.\nusage: dtrain launch [options] -- PROGRAM [ARGS...]",
                "dtrain launch"};
-  app.add_option("--nproc-per-node", o.nproc_per_node, "workers on this node")->check(CLI::Range(1, 4096))->capture_default_str();
-  app.add_option("--nnodes", o.nnodes, "nodes in the job")->check(CLI::Range(1, 100000))->capture_default_str();
-  app.add_option("--node-rank", o.node_rank, "this node's rank, 0..nnodes-1")->check(CLI::NonNegativeNumber)->capture_default_str();
-  app.add_option("--master-addr", o.master_addr, "address of node 0 (hosts the rendezvous store)")->capture_default_str();
-  app.add_option("--master-port", o.master_port,
-                 "port of the rendezvous store (default: a free port on one node, 29500 across nodes)")
-      ->check(CLI::Range(1, 65535));
-  app.add_option("--max-restarts", o.max_restarts, "restarts of the whole job before giving up")->check(CLI::NonNegativeNumber)->capture_default_str();
-  app.add_option("--rdzv-timeout", o.rdzv_timeout_s, "seconds to wait for all nodes and the store")->check(CLI::PositiveNumber)->capture_default_str();
-  app.add_option("--grace-period", o.grace_s, "seconds between SIGTERM and SIGKILL when stopping workers")->check(CLI::NonNegativeNumber)->capture_default_str();
-  app.add_option("--heartbeat-timeout", o.heartbeat_timeout_s, "seconds of silence after which a node counts as failed")->check(CLI::PositiveNumber)->capture_default_str();
+  add_launch_flags(app, o);
   try {
     app.parse(split, argv);
   } catch (const CLI::ParseError& e) {
@@ -44,12 +56,8 @@ bool parse_launch_options(int argc, char** argv, LaunchOptions* out, int* exit_c
     *exit_code = 2;
     return false;
   };
-  if (o.node_rank >= o.nnodes)
-    return usage_error("--node-rank " + std::to_string(o.node_rank) + " must be smaller than --nnodes " +
-                       std::to_string(o.nnodes));
+  if (auto error = finish_launch_options(o); !error.empty()) return usage_error(error);
   if (o.program.empty()) return usage_error("no worker program: use dtrain launch [options] -- PROGRAM [ARGS...]");
-  if (o.master_port == 0 && o.nnodes > 1) o.master_port = 29500;
-  if (o.master_port == 0 && o.node_rank != 0) return usage_error("--master-port is required on nodes other than 0");
   *out = o;
   return true;
 }

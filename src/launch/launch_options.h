@@ -3,6 +3,8 @@
 #include <string>
 #include <vector>
 
+namespace CLI { class App; }
+
 namespace dtrain {
 
 struct LaunchOptions {
@@ -17,6 +19,11 @@ struct LaunchOptions {
   double heartbeat_timeout_s = 10;  // a node whose agent is silent this long has failed
   std::vector<std::string> program;  // the worker command: PROGRAM ARGS...
 };
+
+// Adds the launcher's flags to `app`, writing into `o` (shared by `launch` and `run`).
+void add_launch_flags(CLI::App& app, LaunchOptions& o);
+// Checks flag combinations and fills defaults; returns an error message, empty when all is well.
+std::string finish_launch_options(LaunchOptions& o);
 
 // Parses `launch [flags] -- PROGRAM ARGS...`. Returns false when the caller should exit with
 // `exit_code` (help printed, or a usage error already reported on stderr).

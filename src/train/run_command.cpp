@@ -1,10 +1,80 @@
 #include "train/run_command.h"
 
+#include <CLI/CLI.hpp>
+#include <unistd.h>
+
+#include <algorithm>
+#include <ctime>
 #include <iostream>
 
+#include "launch/agent.h"
+#include "launch/launch_options.h"
+#include "train/sample_text.h"
+#include "train/train_config.h"
+
 namespace dtrain {
-int run_command(int, char**) {
-  std::cerr << "dtrain: this command is not implemented yet\n";
-  return 2;
+
+namespace {
+
+std::string self_executable() {
+  char path[4096];
+  const ssize_t n = ::readlink("/proc/self/exe", path, sizeof path - 1);
+  if (n <= 0) throw std::runtime_error("cannot find the dtrain binary (/proc/self/exe)");
+  return std::string(path, size_t(n));
 }
+
+std::string stamped_run_dir() {
+  std::time_t now = std::time(nullptr);
+  char stamp[32];
+  std::strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", std::localtime(&now));
+  return std::string("runs/") + stamp;
+}
+
+}  // namespace
+
+int run_command(int argc, char** argv) {
+  LaunchOptions launch;
+  launch.nproc_per_node = std::clamp(int(::sysconf(_SC_NPROCESSORS_ONLN)), 1, 2);
+  std::string config_path, prompt = "The ";
+  std::vector<std::string> sets;
+  bool no_sample = false;
+  CLI::App app{"Launch local ranks and train: `dtrain launch` + `dtrain train` in one command. With no arguments it is "
+               "the demo: the default model on the built-in corpus, then a sample from the final checkpoint.",
+               "dtrain run"};
+  add_launch_flags(app, launch);
+  app.add_option("--config", config_path, "JSON config (default: the demo config)");
+  app.add_option("--set", sets, "override a key: --set train.steps=100 (repeatable)")->allow_extra_args(false);
+  app.add_option("--prompt", prompt, "prompt of the sample printed at the end")->capture_default_str();
+  app.add_flag("--no-sample", no_sample, "do not print a sample at the end");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int code = app.exit(e);
+    return code == 0 ? 0 : 2;
+  }
+  if (auto error = finish_launch_options(launch); !error.empty()) {
+    std::cerr << "dtrain run: error: " << error << "\n";
+    return 2;
+  }
+  // Checked once here, before any process starts, rather than once per rank.
+  nlohmann::json user = read_config_file(config_path);
+  apply_overrides(user, sets);
+  TrainConfig config = resolve_config(user, launch.nproc_per_node * launch.nnodes, config_path.empty() ? "demo config" : config_path);
+  // One run directory for all ranks and all restarts, so a restarted job resumes its own checkpoints.
+  if (config.run_dir.empty()) {
+    config.run_dir = stamped_run_dir();
+    sets.push_back("train.run_dir=" + config.run_dir);
+  }
+  launch.program = {self_executable(), "train"};
+  if (!config_path.empty()) launch.program.insert(launch.program.end(), {"--config", config_path});
+  for (const auto& s : sets) launch.program.insert(launch.program.end(), {"--set", s});
+  const int rc = Agent(launch).run();
+  if (rc != 0 || no_sample || launch.node_rank != 0) return rc;
+  const std::string ckpt = config.checkpoint.dir.empty() ? config.run_dir + "/ckpt" : config.checkpoint.dir;
+  SamplingOptions options;
+  options.seed = config.seed;
+  std::cout << "\nsample from " << resolve_checkpoint_dir(ckpt) << ":\n" << prompt << sample_text(resolve_checkpoint_dir(ckpt), prompt, options) << "\n";
+  return 0;
+}
+
 }  // namespace dtrain

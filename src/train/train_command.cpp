@@ -1,10 +1,37 @@
 #include "train/train_command.h"
 
+#include <CLI/CLI.hpp>
+
 #include <iostream>
 
+#include "comm/world.h"
+#include "launch/worker_env.h"
+#include "train/train_config.h"
+#include "train/trainer.h"
+
 namespace dtrain {
-int train_command(int, char**) {
-  std::cerr << "dtrain: this command is not implemented yet\n";
-  return 2;
+
+int train_command(int argc, char** argv) {
+  std::string config_path;
+  std::vector<std::string> sets;
+  CLI::App app{"Train as one rank of a job started by `dtrain launch`, mpirun or srun (or alone, as a world of 1).",
+               "dtrain train"};
+  app.add_option("--config", config_path, "JSON config (default: the demo config)");
+  app.add_option("--set", sets, "override a key: --set train.steps=100 (repeatable)")->allow_extra_args(false);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int code = app.exit(e);
+    return code == 0 ? 0 : 2;
+  }
+  const WorkerEnv env = derive_worker_env(current_env());
+  nlohmann::json user = read_config_file(config_path);
+  apply_overrides(user, sets);
+  const TrainConfig config = resolve_config(user, env.world_size, config_path.empty() ? "demo config" : config_path);
+  WorldOptions options;
+  options.backend = config.backend;
+  options.timeout = std::chrono::milliseconds(int64_t(config.timeout_s * 1000));
+  return run_trainer(config, World::init(options, env));
 }
+
 }  // namespace dtrain

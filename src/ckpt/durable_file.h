@@ -1,0 +1,29 @@
+// Files that survive a crash: written, fsynced, and (for the atomic forms) renamed into place, so a
+// reader sees the old content or the new, never half of one.
+#pragma once
+#include <cstdio>
+#include <string>
+
+namespace dtrain {
+
+// A file being written; close() flushes and fsyncs, and throws naming the path on any failure.
+class DurableFile {
+ public:
+  explicit DurableFile(const std::string& path);
+  ~DurableFile();
+  DurableFile(const DurableFile&) = delete;
+  DurableFile& operator=(const DurableFile&) = delete;
+  void write(const void* data, size_t bytes);
+  void close();
+
+ private:
+  std::string path_;
+  std::FILE* file_ = nullptr;
+};
+
+// Writes `text` to path.tmp, fsyncs, renames over `path`, fsyncs the directory.
+void write_file_atomically(const std::string& path, const std::string& text);
+void fsync_directory(const std::string& dir);
+std::string read_text_file(const std::string& path);
+
+}  // namespace dtrain

@@ -1,0 +1,157 @@
+#include "data/token_source.h"
+
+#include <dirent.h>
+#include <glob.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+#include <vector>
+
+namespace dtrain {
+
+namespace {
+
+[[noreturn]] void fail(const std::string& msg) { throw std::runtime_error("data.source: " + msg); }
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail("cannot read '" + path + "': " + std::strerror(errno));
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+bool is_regular_file(const std::string& path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
+at::Tensor bytes_to_tokens(const std::string& text) {
+  auto t = at::empty({int64_t(text.size())}, at::kInt);
+  auto* p = t.data_ptr<int32_t>();
+  for (size_t i = 0; i < text.size(); ++i) p[i] = static_cast<unsigned char>(text[i]);
+  return t;
+}
+
+std::string human_bytes(double n) {
+  std::ostringstream s;
+  s.precision(3);
+  if (n >= 1e6) s << n / 1e6 << " MB"; else s << n / 1e3 << " kB";
+  return s.str();
+}
+
+// Sentences from a fixed vocabulary, so a machine without the fortunes package still trains on
+// something with structure to learn.
+std::string synthetic_corpus() {
+  const char* subjects[] = {"The cat", "A dog", "The old man", "My friend", "The computer", "A small bird"};
+  const char* verbs[] = {"sees", "likes", "finds", "remembers", "builds", "follows"};
+  const char* objects[] = {"the river.", "a red house.", "the quiet road.", "an open door.", "the morning sun."};
+  std::string text;
+  uint64_t x = 42;
+  auto next = [&x](int n) { x = x * 6364136223846793005ULL + 1442695040888963407ULL; return int((x >> 33) % n); };
+  while (text.size() < (1u << 20)) {
+    text += subjects[next(6)];
+    text += ' ';
+    text += verbs[next(6)];
+    text += ' ';
+    text += objects[next(5)];
+    text += next(4) == 0 ? "\n" : " ";
+  }
+  return text;
+}
+
+TokenSource load_builtin() {
+  const std::string dir = builtin_corpus_dir();
+  std::vector<std::string> files;
+  if (DIR* d = ::opendir(dir.c_str())) {
+    while (dirent* e = ::readdir(d)) {
+      std::string name = e->d_name;
+      auto ends = [&name](const char* suffix) {
+        size_t n = std::strlen(suffix);
+        return name.size() >= n && name.compare(name.size() - n, n, suffix) == 0;
+      };
+      if (name[0] == '.' || ends(".dat") || ends(".u8")) continue;
+      if (is_regular_file(dir + "/" + name)) files.push_back(dir + "/" + name);
+    }
+    ::closedir(d);
+  }
+  std::sort(files.begin(), files.end());
+  if (files.empty()) {
+    TokenSource s{bytes_to_tokens(synthetic_corpus()), "built-in synthetic corpus (1 MB)",
+                  "the fortunes package is missing (no text in " + dir +
+                      "); training on a synthetic corpus instead (scripts/setup.sh installs fortunes)"};
+    return s;
+  }
+  // Fortune files separate entries with lines holding only "%"; a blank line reads better.
+  std::string text;
+  for (const auto& f : files) {
+    std::istringstream lines(read_file(f));
+    for (std::string line; std::getline(lines, line);) text += (line == "%" ? "" : line) + "\n";
+  }
+  return {bytes_to_tokens(text),
+          "built-in corpus (" + std::to_string(files.size()) + " fortune files, " + human_bytes(text.size()) + ")", ""};
+}
+
+TokenSource load_text(const std::string& path) {
+  if (!is_regular_file(path)) fail("text file '" + path + "' does not exist");
+  std::string text = read_file(path);
+  if (text.size() < 2) fail("text file '" + path + "' is empty");
+  return {bytes_to_tokens(text), "text file " + path + " (" + human_bytes(text.size()) + ")", ""};
+}
+
+// One shard: llm.c's layout (256 int32 header: magic 20240520, version 1, token count; then uint16
+// tokens) or nanoGPT's (uint16 tokens only).
+void append_shard(const std::string& path, std::vector<int32_t>& out) {
+  std::string bytes = read_file(path);
+  size_t offset = 0, count = bytes.size() / 2;
+  int32_t header[3] = {0, 0, 0};
+  if (bytes.size() >= 1024) std::memcpy(header, bytes.data(), sizeof header);
+  if (header[0] == 20240520) {
+    if (header[1] != 1) fail("shard '" + path + "' has llm.c version " + std::to_string(header[1]) + " (1 expected)");
+    offset = 1024;
+    count = size_t(header[2]);
+    if (bytes.size() < offset + 2 * count)
+      fail("shard '" + path + "' is truncated: its header promises " + std::to_string(count) + " tokens, the file holds " +
+           std::to_string((bytes.size() - offset) / 2));
+  } else if (bytes.size() % 2 != 0) {
+    fail("shard '" + path + "' has an odd size; uint16 tokens expected");
+  }
+  const auto* p = reinterpret_cast<const uint16_t*>(bytes.data() + offset);
+  out.insert(out.end(), p, p + count);
+}
+
+TokenSource load_bin(const std::string& pattern) {
+  glob_t g{};
+  const int rc = ::glob(pattern.c_str(), 0, nullptr, &g);
+  std::vector<std::string> files(g.gl_pathv, g.gl_pathv + (rc == 0 ? g.gl_pathc : 0));
+  ::globfree(&g);
+  if (files.empty()) fail("no token shard matches '" + pattern + "'");
+  std::vector<int32_t> tokens;
+  for (const auto& f : files) append_shard(f, tokens);
+  if (tokens.size() < 2) fail("the shards matching '" + pattern + "' hold fewer than 2 tokens");
+  auto t = at::empty({int64_t(tokens.size())}, at::kInt);
+  std::memcpy(t.data_ptr<int32_t>(), tokens.data(), tokens.size() * sizeof(int32_t));
+  return {t, std::to_string(files.size()) + " token shard(s) matching " + pattern + " (" + std::to_string(tokens.size()) + " tokens)", ""};
+}
+
+}  // namespace
+
+std::string builtin_corpus_dir() {
+  const char* dir = std::getenv("DTRAIN_FORTUNES_DIR");
+  return dir && *dir ? dir : "/usr/share/games/fortunes";
+}
+
+TokenSource load_tokens(const std::string& source) {
+  if (source == "builtin") return load_builtin();
+  if (source.rfind("text:", 0) == 0) return load_text(source.substr(5));
+  if (source.rfind("bin:", 0) == 0) return load_bin(source.substr(4));
+  fail("\"" + source + "\" is not one of \"builtin\", \"text:PATH\", \"bin:GLOB\"");
+}
+
+}  // namespace dtrain

@@ -1,0 +1,136 @@
+#include "model/transformer.h"
+
+#include <ATen/CPUGeneratorImpl.h>
+#include <torch/nn/functional/loss.h>
+
+#include <cmath>
+
+namespace dtrain {
+
+namespace {
+at::Tensor empty_param(std::initializer_list<int64_t> shape) { return torch::empty(shape); }
+}  // namespace
+
+ParamGroupImpl::ParamGroupImpl(at::Tensor w, at::Tensor b) {
+  weight = register_parameter("weight", std::move(w));
+  if (b.defined()) bias = register_parameter("bias", std::move(b));
+}
+
+BlockImpl::BlockImpl(const TransformerConfig& c) : c_(c) {
+  const int64_t d = c.d_model, hd = c.head_dim(), qkv_out = (c.n_head + 2 * c.kv_heads()) * hd;
+  const int64_t fc_out = c.is_llama() ? 2 * c.ff_dim() : c.ff_dim();
+  // GPT-2 has biases everywhere; Llama has none.
+  auto bias = [&c](int64_t n) { return c.is_llama() ? at::Tensor() : torch::zeros({n}); };
+  ln1 = register_module("ln1", ParamGroup(torch::ones({d}), bias(d)));
+  qkv = register_module("qkv", ParamGroup(empty_param({qkv_out, d}), bias(qkv_out)));
+  proj = register_module("proj", ParamGroup(empty_param({d, d}), bias(d)));
+  ln2 = register_module("ln2", ParamGroup(torch::ones({d}), bias(d)));
+  fc = register_module("fc", ParamGroup(empty_param({fc_out, d}), bias(fc_out)));
+  fc_proj = register_module("fc_proj", ParamGroup(empty_param({d, c.ff_dim()}), bias(d)));
+}
+
+namespace {
+// LayerNorm for GPT-2, RMSNorm for Llama.
+at::Tensor norm(const TransformerConfig& c, const at::Tensor& x, const at::Tensor& w, const at::Tensor& b) {
+  if (!c.is_llama()) return at::layer_norm(x, {c.d_model}, w, b, c.norm_eps);
+  return x * at::rsqrt(x.pow(2).mean(-1, true) + c.norm_eps) * w;
+}
+
+// Rotates each head's halves (the "rotate half" form of RoPE): x·cos + rotate(x)·sin.
+at::Tensor apply_rope(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin) {
+  const int64_t half = x.size(-1) / 2;
+  auto x1 = x.narrow(-1, 0, half), x2 = x.narrow(-1, half, half);
+  return at::cat({x1 * cos - x2 * sin, x2 * cos + x1 * sin}, -1);
+}
+}  // namespace
+
+at::Tensor BlockImpl::attention(const at::Tensor& x, const at::Tensor& causal_mask, const at::Tensor& cos,
+                                const at::Tensor& sin) {
+  const int64_t B = x.size(0), T = x.size(1), H = c_.n_head, KV = c_.kv_heads(), hd = c_.head_dim();
+  auto packed = at::linear(x, qkv->weight, qkv->bias);
+  auto q = packed.narrow(2, 0, H * hd).view({B, T, H, hd}).transpose(1, 2);
+  auto k = packed.narrow(2, H * hd, KV * hd).view({B, T, KV, hd}).transpose(1, 2);
+  auto v = packed.narrow(2, (H + KV) * hd, KV * hd).view({B, T, KV, hd}).transpose(1, 2);
+  if (cos.defined()) {
+    q = apply_rope(q, cos, sin);
+    k = apply_rope(k, cos, sin);
+  }
+  if (KV != H) {  // grouped-query attention: each kv head serves H/KV query heads
+    k = k.unsqueeze(2).expand({B, KV, H / KV, T, hd}).reshape({B, H, T, hd});
+    v = v.unsqueeze(2).expand({B, KV, H / KV, T, hd}).reshape({B, H, T, hd});
+  }
+  auto scores = at::matmul(q, k.transpose(-2, -1)) * (1.0 / std::sqrt(double(hd)));
+  auto att = at::softmax(scores.masked_fill(causal_mask, -INFINITY), -1);
+  auto y = at::matmul(att, v).transpose(1, 2).reshape({B, T, H * hd});
+  return at::linear(y, proj->weight, proj->bias);
+}
+
+at::Tensor BlockImpl::mlp(const at::Tensor& x) {
+  auto h = at::linear(x, fc->weight, fc->bias);
+  if (c_.is_llama()) {
+    auto gate_up = h.chunk(2, -1);
+    h = at::silu(gate_up[0]) * gate_up[1];
+  } else {
+    h = at::gelu(h, "tanh");
+  }
+  return at::linear(h, fc_proj->weight, fc_proj->bias);
+}
+
+at::Tensor BlockImpl::forward(const at::Tensor& x, const at::Tensor& causal_mask, const at::Tensor& cos,
+                              const at::Tensor& sin) {
+  auto h = x + attention(norm(c_, x, ln1->weight, ln1->bias), causal_mask, cos, sin);
+  return h + mlp(norm(c_, h, ln2->weight, ln2->bias));
+}
+
+TransformerImpl::TransformerImpl(const TransformerConfig& c, uint64_t seed) : c_(c) {
+  c.validate();
+  const bool gpt2 = !c.is_llama();
+  wte = register_module("wte", ParamGroup(empty_param({c.vocab_size, c.d_model}), at::Tensor()));
+  if (gpt2) wpe = register_module("wpe", ParamGroup(empty_param({c.seq_len, c.d_model}), at::Tensor()));
+  blocks_ = register_module("blocks", torch::nn::ModuleList());
+  for (int i = 0; i < c.n_layer; ++i) blocks_->push_back(Block(c));
+  ln_f = register_module("ln_f", ParamGroup(torch::ones({c.d_model}), gpt2 ? torch::zeros({c.d_model}) : at::Tensor()));
+  if (!c.tie_embeddings) lm_head = register_module("lm_head", ParamGroup(empty_param({c.vocab_size, c.d_model}), at::Tensor()));
+  initialise(seed);
+}
+
+void TransformerImpl::initialise(uint64_t seed) {
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(seed);
+  const double residual_std = 0.02 / std::sqrt(2.0 * c_.n_layer);
+  torch::NoGradGuard no_grad;
+  for (auto& item : named_parameters()) {
+    if (item.value().dim() < 2) continue;  // biases start at zero, norm weights at one
+    const auto& name = item.key();
+    const bool residual = name.size() >= 11 && name.compare(name.size() - 11, 11, "proj.weight") == 0;
+    item.value().normal_(0.0, residual ? residual_std : 0.02, gen);
+  }
+}
+
+void TransformerImpl::prepare_caches(int64_t T, const at::Device& device) {
+  if (causal_mask_.defined() && causal_mask_.size(0) == T && causal_mask_.device() == device) return;
+  causal_mask_ = torch::ones({T, T}, torch::dtype(torch::kBool).device(device)).triu(1);
+  if (!c_.is_llama()) return;
+  const int64_t half = c_.head_dim() / 2;
+  auto opts = torch::dtype(torch::kFloat64).device(device);
+  auto inv_freq = torch::pow(c_.rope_theta, -torch::arange(0, half, opts) / double(half));
+  auto angles = torch::outer(torch::arange(0, T, opts), inv_freq);  // [T, half]
+  rope_cos_ = angles.cos().to(torch::kFloat32);
+  rope_sin_ = angles.sin().to(torch::kFloat32);
+}
+
+at::Tensor TransformerImpl::forward(const at::Tensor& tokens) {
+  const int64_t T = tokens.size(1);
+  TORCH_CHECK(T <= c_.seq_len, "sequence of ", T, " tokens is longer than model.seq_len ", c_.seq_len);
+  prepare_caches(T, tokens.device());
+  auto x = at::embedding(wte->weight, tokens);
+  if (wpe) x = x + wpe->weight.narrow(0, 0, T);
+  for (auto& block : *blocks_) x = block->as<BlockImpl>()->forward(x, causal_mask_, rope_cos_, rope_sin_);
+  return at::linear(norm(c_, x, ln_f->weight, ln_f->bias), c_.tie_embeddings ? wte->weight : lm_head->weight);
+}
+
+at::Tensor TransformerImpl::loss(const at::Tensor& tokens, const at::Tensor& targets) {
+  auto logits = forward(tokens);
+  return torch::nn::functional::cross_entropy(logits.view({-1, logits.size(-1)}), targets.reshape({-1}));
+}
+
+}  // namespace dtrain

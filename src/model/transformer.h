@@ -1,0 +1,64 @@
+// The decoder-only transformer both architectures share. Parameter names follow nanoGPT
+// (wte, wpe, blocks.N.{ln1,qkv,proj,ln2,fc,fc_proj}, ln_f, lm_head) so checkpoints read the same
+// across archs; Llama's SwiGLU keeps gate and up projections fused in `fc`.
+#pragma once
+#include <torch/nn/module.h>
+#include <torch/nn/modules/container/modulelist.h>
+
+#include <cstdint>
+
+#include "model/transformer_config.h"
+
+namespace dtrain {
+
+// A named weight (and optional bias), so parameters read "blocks.0.qkv.weight" as in nanoGPT.
+class ParamGroupImpl : public torch::nn::Module {
+ public:
+  ParamGroupImpl(at::Tensor weight, at::Tensor bias);
+  at::Tensor weight, bias;  // bias undefined when the layer has none
+};
+TORCH_MODULE(ParamGroup);
+
+class BlockImpl : public torch::nn::Module {
+ public:
+  explicit BlockImpl(const TransformerConfig& c);
+  // `rope` is (cos, sin) for Llama, undefined tensors for GPT-2.
+  at::Tensor forward(const at::Tensor& x, const at::Tensor& causal_mask, const at::Tensor& cos,
+                     const at::Tensor& sin);
+
+ private:
+  at::Tensor attention(const at::Tensor& x, const at::Tensor& causal_mask, const at::Tensor& cos,
+                       const at::Tensor& sin);
+  at::Tensor mlp(const at::Tensor& x);
+
+  TransformerConfig c_;
+  ParamGroup ln1{nullptr}, qkv{nullptr}, proj{nullptr}, ln2{nullptr}, fc{nullptr}, fc_proj{nullptr};
+};
+TORCH_MODULE(Block);
+
+class TransformerImpl : public torch::nn::Module {
+ public:
+  // Parameters are created on the CPU and initialised from `seed` alone (GPT-2's scheme: normal
+  // std 0.02, residual projections 0.02/sqrt(2·layers), zero biases, unit norms), so every rank
+  // builds the same model; move it with ->to(device) afterwards.
+  TransformerImpl(const TransformerConfig& c, uint64_t seed);
+
+  // tokens [batch, T] (int64, T ≤ seq_len) → logits [batch, T, vocab].
+  at::Tensor forward(const at::Tensor& tokens);
+  // Mean next-token cross-entropy of logits(tokens) against targets [batch, T].
+  at::Tensor loss(const at::Tensor& tokens, const at::Tensor& targets);
+
+  const TransformerConfig& config() const { return c_; }
+
+ private:
+  void initialise(uint64_t seed);
+  void prepare_caches(int64_t T, const at::Device& device);
+
+  TransformerConfig c_;
+  ParamGroup wte{nullptr}, wpe{nullptr}, ln_f{nullptr}, lm_head{nullptr};
+  torch::nn::ModuleList blocks_{nullptr};
+  at::Tensor causal_mask_, rope_cos_, rope_sin_;  // built lazily for the sequence length in use
+};
+TORCH_MODULE(Transformer);
+
+}  // namespace dtrain

@@ -1,0 +1,47 @@
+// The shape of a decoder-only transformer: GPT-2 style (LayerNorm, GELU, learned positions, biases)
+// or Llama style (RMSNorm, RoPE, SwiGLU, grouped-query attention, no biases). Presets name the
+// shapes the demo, the tests and the benchmarks use.
+#pragma once
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace dtrain {
+
+struct TransformerConfig {
+  std::string arch = "gpt2";  // gpt2 | llama
+  int n_layer = 4;
+  int n_head = 4;
+  int n_kv_head = 0;          // 0: same as n_head (multi-head); fewer: grouped-query attention
+  int d_model = 192;
+  int d_ff = 0;               // 0: 4·d_model for gpt2, SwiGLU's rounded 8/3·d_model for llama
+  int seq_len = 128;
+  int vocab_size = 256;
+  bool tie_embeddings = true;
+  double norm_eps = 1e-5;
+  double rope_theta = 10000.0;
+
+  int kv_heads() const { return n_kv_head > 0 ? n_kv_head : n_head; }
+  int head_dim() const { return d_model / n_head; }
+  int ff_dim() const;
+  bool is_llama() const { return arch == "llama"; }
+
+  // Throws std::invalid_argument naming the model.* key at fault.
+  void validate() const;
+  int64_t parameter_count() const;
+  // Training FLOPs per token: 6·N for the matmuls plus 12·layers·seq·d for attention scores
+  // (PaLM's appendix B accounting, used for MFU).
+  double train_flops_per_token() const;
+  std::string describe() const;
+};
+
+std::vector<std::string> model_preset_names();
+// A preset by name (tiny, demo, gpt2-124m, llama-1b); throws naming the known ones otherwise.
+TransformerConfig model_preset(const std::string& name);
+
+nlohmann::json to_json(const TransformerConfig& c);
+TransformerConfig transformer_config_from_json(const nlohmann::json& j);
+
+}  // namespace dtrain

@@ -1,0 +1,81 @@
+#include "optim/flat_optimizer.h"
+
+#include <algorithm>
+#include <set>
+#include <stdexcept>
+
+#include "optim/adamw.h"
+#include "optim/sgd.h"
+
+namespace dtrain {
+
+namespace {
+
+std::string lower(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(), ::tolower);
+  return s;
+}
+
+// Reads optimizer.params.<key> as a number (or keeps the default), rejecting keys the type lacks.
+class ParamReader {
+ public:
+  ParamReader(const nlohmann::json& params, std::set<std::string> known) : params_(params) {
+    for (auto it = params.begin(); it != params.end(); ++it)
+      if (!known.count(it.key())) throw std::invalid_argument("optimizer.params." + it.key() + " is not a parameter of this optimizer");
+  }
+  double number(const std::string& key, double fallback, double min_value) const {
+    if (!params_.contains(key)) return fallback;
+    const auto& v = params_.at(key);
+    if (!v.is_number()) throw std::invalid_argument("optimizer.params." + key + " must be a number");
+    const double x = v.get<double>();
+    if (x < min_value) throw std::invalid_argument("optimizer.params." + key + " must be at least " + std::to_string(min_value));
+    return x;
+  }
+  const nlohmann::json& raw(const std::string& key) const { return params_.at(key); }
+  bool has(const std::string& key) const { return params_.contains(key); }
+
+ private:
+  const nlohmann::json& params_;
+};
+
+}  // namespace
+
+std::unique_ptr<FlatOptimizer> make_flat_optimizer(const nlohmann::json& spec, const at::Tensor& like) {
+  const std::string type = spec.value("type", "AdamW");
+  const nlohmann::json params = spec.value("params", nlohmann::json::object());
+  const std::string t = lower(type);
+  if (t == "adamw" || t == "adam") {
+    ParamReader r(params, {"lr", "betas", "eps", "weight_decay", "adam_w_mode", "torch_adam", "bias_correction"});
+    AdamWOptions o;
+    o.lr = r.number("lr", o.lr, 0);
+    o.eps = r.number("eps", o.eps, 0);
+    o.weight_decay = r.number("weight_decay", t == "adam" ? 0.0 : o.weight_decay, 0);
+    if (r.has("betas")) {
+      const auto& b = r.raw("betas");
+      if (!b.is_array() || b.size() != 2 || !b[0].is_number() || !b[1].is_number())
+        throw std::invalid_argument("optimizer.params.betas must be two numbers, e.g. [0.9, 0.95]");
+      o.beta1 = b[0];
+      o.beta2 = b[1];
+      if (o.beta1 < 0 || o.beta1 >= 1 || o.beta2 < 0 || o.beta2 >= 1)
+        throw std::invalid_argument("optimizer.params.betas must lie in [0, 1)");
+    }
+    if (r.has("adam_w_mode") && r.raw("adam_w_mode") == false)
+      throw std::invalid_argument("optimizer.params.adam_w_mode=false (L2-coupled Adam) is not implemented; use AdamW");
+    return std::make_unique<AdamW>(o, like);
+  }
+  if (t == "sgd") {
+    ParamReader r(params, {"lr", "momentum", "dampening", "weight_decay", "nesterov"});
+    SgdOptions o;
+    o.lr = r.number("lr", o.lr, 0);
+    o.momentum = r.number("momentum", 0, 0);
+    o.dampening = r.number("dampening", 0, 0);
+    o.weight_decay = r.number("weight_decay", 0, 0);
+    o.nesterov = r.has("nesterov") && r.raw("nesterov") == true;
+    if (o.nesterov && (o.momentum == 0 || o.dampening != 0))
+      throw std::invalid_argument("optimizer.params.nesterov needs momentum > 0 and dampening 0");
+    return std::make_unique<Sgd>(o, like);
+  }
+  throw std::invalid_argument("optimizer.type \"" + type + "\" is unknown (known: AdamW, Adam, SGD)");
+}
+
+}  // namespace dtrain

@@ -1,0 +1,34 @@
+// Optimizers that step a whole flat parameter buffer with a handful of vectorised ops instead of
+// a loop of small per-tensor kernels. `optimizer {type, params}` keeps DeepSpeed's meaning:
+// AdamW / Adam (decoupled weight decay, as DeepSpeed's adam_w_mode) and SGD with momentum.
+// Weight decay skips biases and norm weights (FlatParameters::decay_mask).
+#pragma once
+#include <ATen/ATen.h>
+#include <nlohmann/json.hpp>
+
+#include <map>
+#include <memory>
+#include <string>
+
+#include "optim/flat_parameters.h"
+
+namespace dtrain {
+
+class FlatOptimizer {
+ public:
+  virtual ~FlatOptimizer() = default;
+  // One update of `params` from `grads` at learning rate `lr`.
+  virtual void step(at::Tensor& params, const at::Tensor& grads, const at::Tensor& decay_mask, double lr) = 0;
+  // The state a checkpoint saves, as named flat tensors (the step count as a 0-d tensor).
+  virtual std::map<std::string, at::Tensor> state() const = 0;
+  // Restores state(); throws naming the missing or mis-sized entry.
+  virtual void load_state(const std::map<std::string, at::Tensor>& state) = 0;
+  // The base learning rate (optimizer.params.lr) that schedules scale.
+  virtual double base_lr() const = 0;
+};
+
+// Builds from `optimizer {type, params}` for a flat buffer like `like`. Throws naming the key at
+// fault (unknown type or param, out-of-range value).
+std::unique_ptr<FlatOptimizer> make_flat_optimizer(const nlohmann::json& spec, const at::Tensor& like);
+
+}  // namespace dtrain

@@ -1,0 +1,32 @@
+#include "optim/flat_parameters.h"
+
+#include <stdexcept>
+
+namespace dtrain {
+
+FlatParameters::FlatParameters(const std::vector<std::pair<std::string, at::Tensor>>& named) {
+  int64_t total = 0;
+  for (auto it = named.rbegin(); it != named.rend(); ++it) {
+    const at::Tensor& p = it->second;
+    if (!p.requires_grad()) continue;
+    entries_.push_back({it->first, p, total, p.numel(), p.dim() >= 2});
+    total += p.numel();
+  }
+  if (entries_.empty()) throw std::invalid_argument("no trainable parameters: train.freeze froze every parameter");
+  const auto options = entries_.front().param.options();
+  data_ = at::empty({total}, options);
+  grad_ = at::zeros({total}, options);
+  decay_mask_ = at::zeros({total}, options);
+  at::NoGradGuard no_grad;
+  for (auto& e : entries_) {
+    TORCH_CHECK(e.param.options().dtype() == options.dtype() && e.param.device() == options.device(),
+                "parameter ", e.name, " differs in dtype or device from the others");
+    auto slot = data_.narrow(0, e.offset, e.numel);
+    slot.copy_(e.param.detach().reshape({-1}));
+    e.param.set_data(slot.view(e.param.sizes()));
+    e.param.mutable_grad() = grad_.narrow(0, e.offset, e.numel).view(e.param.sizes());
+    if (e.decay) decay_mask_.narrow(0, e.offset, e.numel).fill_(1);
+  }
+}
+
+}  // namespace dtrain

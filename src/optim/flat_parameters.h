@@ -1,0 +1,42 @@
+// The trainable parameters packed into one flat buffer, with their gradients in a second one.
+// Each parameter becomes a view into the flat data, and its .grad a view into the flat gradient,
+// so autograd accumulates straight into the buffer that the optimizer steps in one pass and that
+// data parallelism reduces in buckets. Order is reverse registration: the order backward produces
+// gradients in, so a bucket fills front to back.
+#pragma once
+#include <ATen/ATen.h>
+
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace dtrain {
+
+struct FlatEntry {
+  std::string name;
+  at::Tensor param;  // the module's parameter, now a view into FlatParameters::data()
+  int64_t offset = 0;
+  int64_t numel = 0;
+  bool decay = true;  // weight decay applies (matrices and embeddings; not biases or norm weights)
+};
+
+class FlatParameters {
+ public:
+  // `named` in registration order; parameters with requires_grad false are skipped (frozen).
+  explicit FlatParameters(const std::vector<std::pair<std::string, at::Tensor>>& named);
+
+  at::Tensor& data() { return data_; }
+  at::Tensor& grad() { return grad_; }
+  const std::vector<FlatEntry>& entries() const { return entries_; }
+  int64_t numel() const { return data_.numel(); }
+  // 1 where weight decay applies, 0 elsewhere; same shape and device as data().
+  const at::Tensor& decay_mask() const { return decay_mask_; }
+  // Zeroes the flat gradient in place (the views stay attached; .grad is never reset to undefined).
+  void zero_grad() { grad_.zero_(); }
+
+ private:
+  std::vector<FlatEntry> entries_;
+  at::Tensor data_, grad_, decay_mask_;
+};
+
+}  // namespace dtrain

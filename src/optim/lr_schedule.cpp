@@ -1,0 +1,118 @@
+#include "optim/lr_schedule.h"
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+#include <stdexcept>
+
+namespace dtrain {
+
+namespace {
+
+class Params {
+ public:
+  Params(const nlohmann::json& params, const std::set<std::string>& known) : p_(params) {
+    for (auto it = params.begin(); it != params.end(); ++it)
+      if (!known.count(it.key())) throw std::invalid_argument("scheduler.params." + it.key() + " is not a parameter of this scheduler");
+  }
+  double number(const std::string& key, double fallback) const {
+    if (!p_.contains(key)) return fallback;
+    if (!p_.at(key).is_number()) throw std::invalid_argument("scheduler.params." + key + " must be a number");
+    return p_.at(key).get<double>();
+  }
+  int64_t steps(const std::string& key, int64_t fallback) const {
+    const double v = number(key, double(fallback));
+    if (v < 0 || v != std::floor(v)) throw std::invalid_argument("scheduler.params." + key + " must be a whole number ≥ 0");
+    return int64_t(v);
+  }
+  std::string text(const std::string& key, const std::string& fallback) const {
+    return p_.contains(key) ? p_.at(key).get<std::string>() : fallback;
+  }
+
+ private:
+  const nlohmann::json& p_;
+};
+
+// DeepSpeed's warmup gamma: log(step+1)/log(warmup) or step/warmup, 1 after warmup.
+std::function<double(int64_t)> deepspeed_warmup(int64_t warmup, const std::string& type) {
+  if (type != "log" && type != "linear")
+    throw std::invalid_argument("scheduler.params.warmup_type must be \"log\" or \"linear\", got \"" + type + "\"");
+  const double inv_log = 1.0 / std::log(double(std::max<int64_t>(warmup, 2)));
+  return [=](int64_t step) {
+    if (step >= warmup) return 1.0;
+    return type == "log" ? inv_log * std::log(double(step + 1)) : double(step) / double(warmup);
+  };
+}
+
+double linear_warmup(int64_t step, int64_t warmup) { return double(step + 1) / double(warmup + 1); }
+
+}  // namespace
+
+LrSchedule::LrSchedule(const nlohmann::json& spec, double base_lr, int64_t total_steps) {
+  type_ = spec.value("type", "constant");
+  const nlohmann::json params = spec.value("params", nlohmann::json::object());
+  const double lr0 = base_lr;
+  if (type_ == "constant" || type_ == "linear" || type_ == "cosine" || type_ == "wsd") {
+    Params p(params, {"warmup_steps", "min_ratio", "decay_steps", "decay_fraction"});
+    const int64_t warmup = p.steps("warmup_steps", 0);
+    const double min_ratio = p.number("min_ratio", 0.0);
+    if (min_ratio < 0 || min_ratio > 1) throw std::invalid_argument("scheduler.params.min_ratio must be in [0, 1]");
+    const int64_t total = std::max<int64_t>(total_steps, warmup + 1);
+    std::function<double(int64_t)> after;  // ratio as a function of progress after warmup
+    if (type_ == "constant") {
+      after = [](int64_t) { return 1.0; };
+    } else if (type_ == "linear" || type_ == "cosine") {
+      const bool cosine = type_ == "cosine";
+      after = [=](int64_t step) {
+        const double progress = std::min(1.0, double(step - warmup) / double(std::max<int64_t>(1, total - 1 - warmup)));
+        const double shape = cosine ? 0.5 * (1 + std::cos(M_PI * progress)) : 1 - progress;
+        return min_ratio + (1 - min_ratio) * shape;
+      };
+    } else {
+      const double fraction = p.number("decay_fraction", 0.1);
+      const int64_t decay = p.steps("decay_steps", int64_t(std::round(fraction * total)));
+      const int64_t decay_start = total - std::max<int64_t>(decay, 1);
+      if (decay_start < warmup)
+        throw std::invalid_argument("scheduler.params: warmup_steps + decay steps exceed train.steps (" + std::to_string(total_steps) + ")");
+      after = [=](int64_t step) {
+        if (step < decay_start) return 1.0;
+        const double progress = std::min(1.0, double(step - decay_start + 1) / double(total - decay_start));
+        return min_ratio + (1 - min_ratio) * (1 - progress);
+      };
+    }
+    fn_ = [=](int64_t step) { return lr0 * (step < warmup ? linear_warmup(step, warmup) : after(step)); };
+  } else if (type_ == "WarmupLR" || type_ == "WarmupDecayLR") {
+    Params p(params, {"warmup_min_lr", "warmup_max_lr", "warmup_num_steps", "warmup_type", "total_num_steps", "last_batch_iteration"});
+    const double min_lr = p.number("warmup_min_lr", 0.0), max_lr = p.number("warmup_max_lr", lr0);
+    const int64_t warmup = std::max<int64_t>(p.steps("warmup_num_steps", 1000), 1);
+    auto gamma = deepspeed_warmup(warmup, p.text("warmup_type", "log"));
+    if (type_ == "WarmupLR") {
+      fn_ = [=](int64_t step) { return min_lr + (max_lr - min_lr) * gamma(step); };
+    } else {
+      const int64_t total = p.steps("total_num_steps", total_steps);
+      if (total < warmup) throw std::invalid_argument("scheduler.params.total_num_steps must be at least warmup_num_steps");
+      fn_ = [=](int64_t step) {
+        const double g = step < warmup ? gamma(step)
+                                       : std::max(0.0, double(total - step) / double(std::max<int64_t>(1, total - warmup)));
+        return min_lr + (max_lr - min_lr) * g;
+      };
+    }
+  } else if (type_ == "WarmupCosineLR") {
+    Params p(params, {"total_num_steps", "warmup_min_ratio", "warmup_num_steps", "cos_min_ratio", "warmup_type", "last_batch_iteration"});
+    const int64_t total = p.steps("total_num_steps", total_steps);
+    const int64_t warmup = std::max<int64_t>(p.steps("warmup_num_steps", 1000), 1);
+    const double warmup_min = p.number("warmup_min_ratio", 0.0), cos_min = p.number("cos_min_ratio", 0.0001);
+    if (total < warmup) throw std::invalid_argument("scheduler.params.total_num_steps must be at least warmup_num_steps");
+    auto gamma = deepspeed_warmup(warmup, p.text("warmup_type", "log"));
+    fn_ = [=](int64_t step) {
+      if (step < warmup) return lr0 * (warmup_min + (1 - warmup_min) * gamma(step));
+      const double progress = double(step - warmup + 1) / double(std::max<int64_t>(1, total - warmup));
+      return lr0 * std::max(0.0, cos_min + (1 - cos_min) * 0.5 * (1 + std::cos(M_PI * progress)));
+    };
+  } else {
+    throw std::invalid_argument("scheduler.type \"" + type_ +
+                                "\" is unknown (known: constant, linear, cosine, wsd, WarmupLR, WarmupDecayLR, WarmupCosineLR)");
+  }
+}
+
+}  // namespace dtrain

@@ -1,2 +1,0 @@
-// Placeholder so the module links until its first real file lands; delete it then.
-namespace dtrain { void optim_stub() {} }

@@ -1,0 +1,100 @@
+#include "train/config_schema.h"
+
+#include <algorithm>
+#include <functional>
+
+namespace dtrain {
+
+const nlohmann::json& config_defaults() {
+  static const nlohmann::json defaults = nlohmann::json::parse(R"({
+    "train_batch_size": "auto",
+    "train_micro_batch_size_per_gpu": "auto",
+    "gradient_accumulation_steps": "auto",
+    "gradient_clipping": 0.0,
+    "steps_per_print": 10,
+    "wall_clock_breakdown": false,
+    "optimizer": {"type": "AdamW", "params": {}},
+    "scheduler": {"type": "constant", "params": {}},
+    "fp16": {"enabled": false, "loss_scale": 0, "initial_scale_power": 16, "loss_scale_window": 1000,
+             "hysteresis": 2, "min_loss_scale": 1, "auto_cast": false},
+    "bf16": {"enabled": false},
+    "zero_optimization": {"stage": 0, "reduce_bucket_size": 6250000, "allgather_bucket_size": 500000000,
+                          "overlap_comm": true, "contiguous_gradients": true, "reduce_scatter": true,
+                          "allgather_partitions": true, "round_robin_gradients": false, "sub_group_size": 1000000000,
+                          "offload_optimizer": {}, "offload_param": {},
+                          "stage3_prefetch_bucket_size": "auto", "stage3_param_persistence_threshold": "auto",
+                          "stage3_max_live_parameters": 1000000000, "stage3_max_reuse_distance": 1000000000,
+                          "stage3_gather_16bit_weights_on_model_save": false},
+    "activation_checkpointing": {"partition_activations": false, "cpu_checkpointing": false,
+                                 "contiguous_memory_optimization": false, "number_checkpoints": null,
+                                 "synchronize_checkpoint_boundary": false, "profile": false},
+    "model": {"preset": "demo", "arch": null, "n_layer": null, "n_head": null, "n_kv_head": null, "d_model": null,
+              "d_ff": null, "seq_len": null, "vocab_size": null, "tie_embeddings": null, "norm_eps": null,
+              "rope_theta": null},
+    "data": {"source": "builtin", "val_fraction": 0.05, "shuffle": true},
+    "train": {"steps": 300, "seed": 1234, "deterministic": false, "resume": "auto", "freeze": [], "run_dir": "",
+              "threads": 0, "eval_every": 100, "eval_samples": 64, "spike_factor": 0.0, "spike_window": 50,
+              "skip_spikes": false, "peak_flops": 0.0},
+    "parallel": {"dp": "auto", "tp": 1, "pp": 1, "cp": 1, "sequence_parallel": false, "pipeline_schedule": "1f1b",
+                 "micro_batches": "auto"},
+    "checkpoint": {"dir": "", "every_steps": 0, "every_hours": 0.0, "keep": 2, "async": false},
+    "dist": {"backend": "auto", "timeout_s": 300}
+  })");
+  return defaults;
+}
+
+bool is_free_form(const std::string& path) {
+  static const std::vector<std::string> free = {"optimizer.params", "scheduler.params", "zero_optimization.offload_optimizer",
+                                                "zero_optimization.offload_param"};
+  return std::find(free.begin(), free.end(), path) != free.end();
+}
+
+namespace {
+
+size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diagonal = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t above = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diagonal = above;
+    }
+  }
+  return row[b.size()];
+}
+
+void collect_keys(const nlohmann::json& j, const std::string& prefix, std::vector<std::string>& out) {
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    const std::string path = prefix.empty() ? it.key() : prefix + "." + it.key();
+    out.push_back(path);
+    if (it.value().is_object() && !is_free_form(path)) collect_keys(it.value(), path, out);
+  }
+}
+
+}  // namespace
+
+std::string nearest_known_key(const std::string& key) {
+  static const std::vector<std::string> known = [] {
+    std::vector<std::string> keys;
+    collect_keys(config_defaults(), "", keys);
+    return keys;
+  }();
+  std::string best;
+  size_t best_distance = std::max<size_t>(3, key.size() / 3) + 1;
+  // The last components are compared too, so a key in the wrong section ("steps") finds its home
+  // ("train.steps").
+  auto last = [](const std::string& k) { return k.substr(k.find_last_of('.') + 1); };
+  for (const auto& k : known) {
+    const size_t d = std::min(edit_distance(key, k), edit_distance(last(key), last(k)) + 1);
+    if (d < best_distance) {
+      best_distance = d;
+      best = k;
+    }
+  }
+  return best;
+}
+
+}  // namespace dtrain

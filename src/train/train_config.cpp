@@ -1,0 +1,295 @@
+#include "train/train_config.h"
+
+#include <fstream>
+#include <sstream>
+
+#include "optim/flat_optimizer.h"
+#include "optim/lr_schedule.h"
+#include "train/config_schema.h"
+
+namespace dtrain {
+
+namespace {
+
+using json = nlohmann::json;
+
+[[noreturn]] void fail(const std::string& origin, const std::string& msg) { throw ConfigError(origin + ": " + msg); }
+
+std::string join(const std::string& prefix, const std::string& key) { return prefix.empty() ? key : prefix + "." + key; }
+
+// Overlays `user` on `base`, rejecting keys the schema lacks.
+void merge_checked(json& base, const json& user, const std::string& prefix, const std::string& origin) {
+  if (!user.is_object()) fail(origin, (prefix.empty() ? std::string("the config") : "'" + prefix + "'") + " must be a JSON object");
+  for (auto it = user.begin(); it != user.end(); ++it) {
+    const std::string path = join(prefix, it.key());
+    if (!base.contains(it.key())) {
+      const std::string near = nearest_known_key(path);
+      fail(origin, "unknown key '" + path + "'" + (near.empty() ? "" : " (did you mean '" + near + "'?)") +
+                       "; docs/config.md lists every key");
+    }
+    json& slot = base[it.key()];
+    if (slot.is_object() && !is_free_form(path)) {
+      merge_checked(slot, it.value(), path, origin);
+    } else {
+      if (is_free_form(path) && !it.value().is_object()) fail(origin, "'" + path + "' must be a JSON object");
+      slot = it.value();
+    }
+  }
+}
+
+// Typed reads from the merged config, each naming its key when the type is wrong.
+class Reader {
+ public:
+  Reader(const json& j, std::string origin) : j_(j), origin_(std::move(origin)) {}
+  const json& at(const std::string& dotted) const {
+    const json* node = &j_;
+    std::istringstream parts(dotted);
+    for (std::string part; std::getline(parts, part, '.');) node = &node->at(part);
+    return *node;
+  }
+  bool is_auto(const std::string& key) const { return at(key).is_string() && at(key) == "auto"; }
+  bool is_null(const std::string& key) const { return at(key).is_null(); }
+  int64_t integer(const std::string& key, int64_t min_value) const {
+    const json& v = at(key);
+    if (!v.is_number_integer() && !(v.is_number_float() && v.get<double>() == double(int64_t(v.get<double>()))))
+      fail(origin_, "'" + key + "' must be a whole number, got " + v.dump());
+    const int64_t x = v.is_number_integer() ? v.get<int64_t>() : int64_t(v.get<double>());
+    if (x < min_value) fail(origin_, "'" + key + "' must be at least " + std::to_string(min_value) + ", got " + std::to_string(x));
+    return x;
+  }
+  double number(const std::string& key, double min_value) const {
+    const json& v = at(key);
+    if (!v.is_number()) fail(origin_, "'" + key + "' must be a number, got " + v.dump());
+    if (v.get<double>() < min_value) fail(origin_, "'" + key + "' must be at least " + std::to_string(min_value));
+    return v.get<double>();
+  }
+  bool boolean(const std::string& key) const {
+    if (!at(key).is_boolean()) fail(origin_, "'" + key + "' must be true or false, got " + at(key).dump());
+    return at(key).get<bool>();
+  }
+  std::string text(const std::string& key) const {
+    if (!at(key).is_string()) fail(origin_, "'" + key + "' must be a string, got " + at(key).dump());
+    return at(key).get<std::string>();
+  }
+  const std::string& origin() const { return origin_; }
+
+ private:
+  const json& j_;
+  std::string origin_;
+};
+
+// Keys the config accepts (DeepSpeed configs carry them) whose features land in later releases.
+// Setting them is an error, never silently ignored.
+void reject_unimplemented(const Reader& r) {
+  auto refuse = [&](const std::string& what) {
+    fail(r.origin(), what + " is accepted but not implemented yet in this version of dtrain; remove it or set it back to its default");
+  };
+  if (r.integer("zero_optimization.stage", 0) != 0) refuse("zero_optimization.stage=" + r.at("zero_optimization.stage").dump() + " (ZeRO sharding)");
+  if (!r.at("zero_optimization.offload_optimizer").empty()) refuse("zero_optimization.offload_optimizer");
+  if (!r.at("zero_optimization.offload_param").empty()) refuse("zero_optimization.offload_param");
+  if (r.boolean("fp16.enabled")) refuse("fp16.enabled=true (mixed precision)");
+  if (r.boolean("bf16.enabled")) refuse("bf16.enabled=true (mixed precision)");
+  for (const char* key : {"partition_activations", "cpu_checkpointing", "contiguous_memory_optimization"})
+    if (r.boolean(std::string("activation_checkpointing.") + key)) refuse(std::string("activation_checkpointing.") + key);
+  if (!r.is_null("activation_checkpointing.number_checkpoints")) refuse("activation_checkpointing.number_checkpoints");
+  for (const char* key : {"tp", "pp", "cp"})
+    if (r.integer(std::string("parallel.") + key, 1) != 1) refuse(std::string("parallel.") + key + " > 1");
+  if (r.boolean("parallel.sequence_parallel")) refuse("parallel.sequence_parallel");
+  if (r.boolean("checkpoint.async")) refuse("checkpoint.async");
+  if (!r.is_auto("parallel.micro_batches")) refuse("parallel.micro_batches (pipeline parallelism)");
+}
+
+TransformerConfig resolve_model(const Reader& r) {
+  TransformerConfig m;
+  try {
+    m = model_preset(r.text("model.preset"));
+  } catch (const std::invalid_argument& e) {
+    fail(r.origin(), e.what());
+  }
+  auto int_key = [&](const char* key, int& field) {
+    if (!r.is_null(std::string("model.") + key)) field = int(r.integer(std::string("model.") + key, 0));
+  };
+  if (!r.is_null("model.arch")) m.arch = r.text("model.arch");
+  int_key("n_layer", m.n_layer);
+  int_key("n_head", m.n_head);
+  int_key("n_kv_head", m.n_kv_head);
+  int_key("d_model", m.d_model);
+  int_key("d_ff", m.d_ff);
+  int_key("seq_len", m.seq_len);
+  int_key("vocab_size", m.vocab_size);
+  if (!r.is_null("model.tie_embeddings")) m.tie_embeddings = r.boolean("model.tie_embeddings");
+  if (!r.is_null("model.norm_eps")) m.norm_eps = r.number("model.norm_eps", 0);
+  if (!r.is_null("model.rope_theta")) m.rope_theta = r.number("model.rope_theta", 1);
+  try {
+    m.validate();
+  } catch (const std::invalid_argument& e) {
+    fail(r.origin(), e.what());
+  }
+  return m;
+}
+
+// DeepSpeed's rule: train_batch_size = micro × accumulation × dp; any one may be "auto" (derived
+// from the others), and when all are given they must agree.
+void resolve_batch(const Reader& r, TrainConfig& c) {
+  const bool has_b = !r.is_auto("train_batch_size"), has_m = !r.is_auto("train_micro_batch_size_per_gpu"),
+             has_a = !r.is_auto("gradient_accumulation_steps");
+  int64_t b = has_b ? r.integer("train_batch_size", 1) : 0;
+  int64_t m = has_m ? r.integer("train_micro_batch_size_per_gpu", 1) : 0;
+  int64_t a = has_a ? r.integer("gradient_accumulation_steps", 1) : 0;
+  const int64_t dp = c.dp;
+  auto explain = [&] {
+    return "train_batch_size (" + (has_b ? std::to_string(b) : "auto") + ") must equal train_micro_batch_size_per_gpu (" +
+           (has_m ? std::to_string(m) : "auto") + ") × gradient_accumulation_steps (" + (has_a ? std::to_string(a) : "auto") +
+           ") × data-parallel size (" + std::to_string(dp) + ")";
+  };
+  auto divide = [&](int64_t total, int64_t by) {
+    if (total % by != 0) fail(r.origin(), explain() + ", and " + std::to_string(total) + " is not divisible by " + std::to_string(by));
+    return total / by;
+  };
+  if (has_b && has_m && has_a) {
+    if (b != m * a * dp) fail(r.origin(), explain() + " = " + std::to_string(m * a * dp));
+  } else if (has_b && has_m) {
+    a = divide(b, m * dp);
+  } else if (has_b && has_a) {
+    m = divide(b, a * dp);
+  } else if (has_m && has_a) {
+    b = m * a * dp;
+  } else if (has_b) {
+    a = 1;
+    m = divide(b, dp);
+  } else if (has_m) {
+    a = 1;
+    b = m * dp;
+  } else if (has_a) {
+    fail(r.origin(), "gradient_accumulation_steps alone does not fix the batch: set train_batch_size or train_micro_batch_size_per_gpu too");
+  } else {
+    m = 8;
+    a = 1;
+    b = m * dp;
+  }
+  c.global_batch = b;
+  c.micro_batch = m;
+  c.accumulation = a;
+  c.json["train_batch_size"] = b;
+  c.json["train_micro_batch_size_per_gpu"] = m;
+  c.json["gradient_accumulation_steps"] = a;
+}
+
+}  // namespace
+
+const json& demo_config() {
+  static const json demo = json::parse(R"({
+    "model": {"preset": "demo"},
+    "data": {"source": "builtin", "val_fraction": 0.05},
+    "train_micro_batch_size_per_gpu": 8,
+    "gradient_clipping": 1.0,
+    "optimizer": {"type": "AdamW", "params": {"lr": 0.002, "betas": [0.9, 0.95], "weight_decay": 0.1}},
+    "scheduler": {"type": "cosine", "params": {"warmup_steps": 20, "min_ratio": 0.1}},
+    "steps_per_print": 20,
+    "train": {"steps": 300, "eval_every": 100},
+    "checkpoint": {"every_steps": 100, "keep": 2}
+  })");
+  return demo;
+}
+
+json read_config_file(const std::string& path) {
+  if (path.empty()) return demo_config();
+  std::ifstream in(path);
+  if (!in) throw ConfigError("config file '" + path + "' cannot be read (does it exist?)");
+  try {
+    return json::parse(in);
+  } catch (const json::parse_error& e) {
+    throw ConfigError("config file '" + path + "' is not valid JSON: " + e.what());
+  }
+}
+
+void apply_overrides(json& config, const std::vector<std::string>& sets) {
+  for (const auto& s : sets) {
+    const auto eq = s.find('=');
+    if (eq == std::string::npos || eq == 0) throw ConfigError("--set '" + s + "' must look like dotted.key=value");
+    const std::string key = s.substr(0, eq), text = s.substr(eq + 1);
+    json value;
+    try {
+      value = json::parse(text);
+    } catch (const json::parse_error&) {
+      value = text;  // a bare word is a string: --set data.source=text:corpus.txt
+    }
+    json* node = &config;
+    std::istringstream parts(key);
+    std::vector<std::string> path;
+    for (std::string part; std::getline(parts, part, '.');) path.push_back(part);
+    for (size_t i = 0; i + 1 < path.size(); ++i) {
+      json& next = (*node)[path[i]];
+      if (next.is_null()) next = json::object();
+      if (!next.is_object()) throw ConfigError("--set " + key + ": '" + path[i] + "' is not a section");
+      node = &next;
+    }
+    (*node)[path.back()] = value;
+  }
+}
+
+TrainConfig resolve_config(const json& user, int world_size, const std::string& origin) {
+  TrainConfig c;
+  c.json = config_defaults();
+  merge_checked(c.json, user, "", origin);
+  const Reader r(c.json, origin);
+  reject_unimplemented(r);
+
+  c.model = resolve_model(r);
+  c.json["model"].update(to_json(c.model));
+  c.data_source = r.text("data.source");
+  c.val_fraction = r.number("data.val_fraction", 0);
+  if (c.val_fraction >= 1) fail(origin, "'data.val_fraction' must be below 1");
+  c.shuffle = r.boolean("data.shuffle");
+
+  c.world_size = world_size;
+  c.dp = world_size;  // tp = pp = cp = 1 until those land
+  if (!r.is_auto("parallel.dp") && r.integer("parallel.dp", 1) != c.dp)
+    fail(origin, "'parallel.dp' is " + r.at("parallel.dp").dump() + " but the job has " + std::to_string(world_size) +
+                     " ranks (dp × tp × pp × cp must equal the world size)");
+  c.json["parallel"]["dp"] = c.dp;
+  resolve_batch(r, c);
+
+  c.steps = r.integer("train.steps", 0);
+  c.seed = uint64_t(r.integer("train.seed", 0));
+  c.deterministic = r.boolean("train.deterministic");
+  c.resume = r.text("train.resume");
+  if (!r.at("train.freeze").is_array()) fail(origin, "'train.freeze' must be a list of parameter-name globs");
+  for (const auto& g : r.at("train.freeze")) {
+    if (!g.is_string()) fail(origin, "'train.freeze' entries must be strings, got " + g.dump());
+    c.freeze.push_back(g.get<std::string>());
+  }
+  c.run_dir = r.text("train.run_dir");
+  c.threads = int(r.integer("train.threads", 0));
+  c.eval_every = r.integer("train.eval_every", 0);
+  c.eval_samples = r.integer("train.eval_samples", 1);
+  c.stability.spike_factor = r.number("train.spike_factor", 0);
+  c.stability.window = int(r.integer("train.spike_window", 1));
+  c.stability.skip_spikes = r.boolean("train.skip_spikes");
+  c.peak_flops = r.number("train.peak_flops", 0);
+
+  c.gradient_clipping = r.number("gradient_clipping", 0);
+  c.steps_per_print = r.integer("steps_per_print", 1);
+  c.wall_clock_breakdown = r.boolean("wall_clock_breakdown");
+  c.reduce_bucket_elements = r.integer("zero_optimization.reduce_bucket_size", 1);
+  c.optimizer = c.json["optimizer"];
+  c.scheduler = c.json["scheduler"];
+  try {  // built once here so `config check` reports their parameters' mistakes too
+    const auto probe = make_flat_optimizer(c.optimizer, at::zeros({1}));
+    LrSchedule(c.scheduler, probe->base_lr(), c.steps);
+  } catch (const std::invalid_argument& e) {
+    fail(origin, e.what());
+  }
+
+  c.checkpoint.dir = r.text("checkpoint.dir");
+  c.checkpoint.every_steps = r.integer("checkpoint.every_steps", 0);
+  c.checkpoint.every_hours = r.number("checkpoint.every_hours", 0);
+  c.checkpoint.keep = int(r.integer("checkpoint.keep", 0));
+  c.backend = r.text("dist.backend");
+  if (c.backend != "auto" && c.backend != "gloo" && c.backend != "nccl")
+    fail(origin, "'dist.backend' must be \"auto\", \"gloo\" or \"nccl\", got \"" + c.backend + "\"");
+  c.timeout_s = r.number("dist.timeout_s", 1);
+  return c;
+}
+
+}  // namespace dtrain

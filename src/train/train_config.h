@@ -1,0 +1,66 @@
+// The training config (shared/design.md §4): a JSON file, overridden by `--set dotted.key=value`,
+// merged over config_defaults(), checked key by key, with "auto" values and batch arithmetic
+// resolved for a given world size. Everything downstream reads typed fields from here.
+#pragma once
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ckpt/checkpoint_manager.h"
+#include "model/transformer_config.h"
+#include "train/stability_guard.h"
+
+namespace dtrain {
+
+// A config error: the message names the key (and the file or --set it came from).
+struct ConfigError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+struct TrainConfig {
+  nlohmann::json json;  // the merged, resolved config (what the run directory's config.json holds)
+
+  TransformerConfig model;
+  std::string data_source;
+  double val_fraction = 0.05;
+  bool shuffle = true;
+
+  int world_size = 1, dp = 1;
+  int64_t global_batch = 0, micro_batch = 0, accumulation = 0;
+
+  int64_t steps = 0;
+  uint64_t seed = 0;
+  bool deterministic = false;
+  std::string resume;  // auto | never | PATH
+  std::vector<std::string> freeze;
+  std::string run_dir;
+  int threads = 0;
+  int64_t eval_every = 0, eval_samples = 0;
+  StabilityOptions stability;
+  double peak_flops = 0;
+
+  double gradient_clipping = 0;
+  int64_t steps_per_print = 10;
+  bool wall_clock_breakdown = false;
+  int64_t reduce_bucket_elements = 0;
+  nlohmann::json optimizer, scheduler;
+
+  CheckpointOptions checkpoint;
+  std::string backend;
+  double timeout_s = 300;
+};
+
+// The config the demo runs: `dtrain run` with no --config, and `make demo`.
+const nlohmann::json& demo_config();
+
+// Reads a config file (`path` empty: the demo config). Throws ConfigError naming the file.
+nlohmann::json read_config_file(const std::string& path);
+// Applies "dotted.key=value" overrides; values parse as JSON, else as strings.
+void apply_overrides(nlohmann::json& config, const std::vector<std::string>& sets);
+// Merges over the defaults, rejects unknown and unimplemented keys, resolves "auto" and batch
+// arithmetic for `world_size` ranks. `origin` names where the config came from, for messages.
+TrainConfig resolve_config(const nlohmann::json& user, int world_size, const std::string& origin);
+
+}  // namespace dtrain

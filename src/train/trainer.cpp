@@ -1,0 +1,355 @@
+#include "train/trainer.h"
+
+#include <fnmatch.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <ctime>
+#include <filesystem>
+#include <iomanip>
+#include <sstream>
+
+#include "ckpt/checkpoint_manager.h"
+#include "ckpt/durable_file.h"
+#include "comm/collectives.h"
+#include "data/micro_batch_stream.h"
+#include "data/token_source.h"
+#include "optim/flat_optimizer.h"
+#include "optim/grad_clip.h"
+#include "optim/lr_schedule.h"
+#include "parallel/ddp/data_parallel.h"
+#include "train/matmul_peak.h"
+#include "train/metrics_log.h"
+#include "train/rank_log.h"
+#include "train/stability_guard.h"
+#include "train/training_state.h"
+
+namespace dtrain {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+std::string fixed(double v, int digits) {
+  std::ostringstream s;
+  s << std::fixed << std::setprecision(digits) << v;
+  return s.str();
+}
+
+std::string scientific(double v) {
+  std::ostringstream s;
+  s << std::scientific << std::setprecision(2) << v;
+  return s.str();
+}
+
+std::string rate(double tokens_per_s) {
+  return tokens_per_s >= 1e6 ? fixed(tokens_per_s / 1e6, 2) + "M" : fixed(tokens_per_s / 1e3, 1) + "k";
+}
+
+// runs/20261123-142501: the default run directory, chosen by rank 0 and shared through the store.
+std::string default_run_dir() {
+  std::time_t now = std::time(nullptr);
+  char stamp[32];
+  std::strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", std::localtime(&now));
+  return std::string("runs/") + stamp;
+}
+
+class Trainer {
+ public:
+  Trainer(const TrainConfig& config, std::shared_ptr<World> world)
+      : c_(config), world_(std::move(world)), log_(world_->rank(), world_->rank() == 0) {}
+
+  int run();
+
+ private:
+  void setup_run_dir();
+  void build_data();
+  void build_model();
+  void resume_or_start();
+  void train_step(int64_t step);
+  double evaluate();
+  void save(int64_t step);
+  void report_step(int64_t step, double loss, double lr, double grad_norm, double step_s, StepVerdict verdict,
+                   const std::string& reason);
+  int threads() const;
+
+  TrainConfig c_;
+  std::shared_ptr<World> world_;
+  RankLog log_;
+  std::unique_ptr<MetricsLog> metrics_;
+  std::shared_ptr<TokenDataset> dataset_;
+  std::unique_ptr<MicroBatchStream> stream_;
+  Transformer model_{nullptr};
+  std::vector<at::Tensor> frozen_;
+  std::unique_ptr<FlatParameters> flat_;
+  std::unique_ptr<FlatOptimizer> optimizer_;
+  std::unique_ptr<LrSchedule> schedule_;
+  std::unique_ptr<DataParallel> ddp_;
+  std::unique_ptr<StabilityGuard> guard_;
+  std::unique_ptr<CheckpointManager> checkpoints_;
+  TrainerProgress progress_;
+  double peak_flops_ = 0;  // all ranks together
+  Clock::time_point start_ = Clock::now();
+  double step_seconds_sum_ = 0;
+  int64_t steps_timed_ = 0;
+  double comm_s_ = 0, hidden_s_ = 0;
+};
+
+int Trainer::threads() const {
+  if (c_.threads > 0) return c_.threads;
+  if (const char* omp = std::getenv("OMP_NUM_THREADS"); omp && std::atoi(omp) > 0) return std::atoi(omp);
+  return std::max(1, int(::sysconf(_SC_NPROCESSORS_ONLN)) / std::max(1, world_->env().local_world_size));
+}
+
+void Trainer::setup_run_dir() {
+  auto store = world_->store();
+  if (world_->rank() == 0) {
+    if (c_.run_dir.empty()) c_.run_dir = default_run_dir();
+    std::filesystem::create_directories(c_.run_dir);
+    store->set("trainer/run_dir", std::vector<uint8_t>(c_.run_dir.begin(), c_.run_dir.end()));
+  } else {
+    const auto bytes = store->get("trainer/run_dir");
+    c_.run_dir.assign(bytes.begin(), bytes.end());
+  }
+  if (c_.checkpoint.dir.empty()) c_.checkpoint.dir = c_.run_dir + "/ckpt";
+  c_.json["train"]["run_dir"] = c_.run_dir;
+  c_.json["checkpoint"]["dir"] = c_.checkpoint.dir;
+  log_.open(c_.run_dir);
+  if (world_->rank() == 0) {
+    write_file_atomically(c_.run_dir + "/config.json", c_.json.dump(2));
+    metrics_ = std::make_unique<MetricsLog>(c_.run_dir + "/metrics.jsonl");
+  }
+}
+
+void Trainer::build_data() {
+  TokenSource source = load_tokens(c_.data_source);
+  if (!source.warning.empty()) log_.warn(source.warning);
+  dataset_ = std::make_shared<TokenDataset>(source.tokens, c_.model.seq_len, c_.val_fraction, c_.model.vocab_size);
+  stream_ = std::make_unique<MicroBatchStream>(dataset_, c_.dp, world_->rank(), int(c_.micro_batch),
+                                               SamplerOptions{c_.shuffle, c_.seed, true});
+  log_.info("data: " + source.description + " -> " + std::to_string(dataset_->size(Split::Train)) + " training and " +
+            std::to_string(dataset_->size(Split::Validation)) + " validation samples of " + std::to_string(c_.model.seq_len) + " tokens");
+}
+
+void Trainer::build_model() {
+  model_ = Transformer(c_.model, c_.seed);
+  std::vector<std::pair<std::string, at::Tensor>> named;
+  int64_t frozen_count = 0;
+  for (const auto& glob : c_.freeze) {
+    bool matched = false;
+    for (const auto& item : model_->named_parameters())
+      if (fnmatch(glob.c_str(), item.key().c_str(), 0) == 0) matched = true;
+    if (!matched)
+      throw ConfigError("train.freeze: '" + glob + "' matches no parameter (names look like blocks.0.qkv.weight, wte.weight)");
+  }
+  model_->to(world_->device());
+  for (auto& item : model_->named_parameters()) {
+    for (const auto& glob : c_.freeze) {
+      if (fnmatch(glob.c_str(), item.key().c_str(), 0) == 0) {
+        item.value().requires_grad_(false);
+        frozen_.push_back(item.value());
+        frozen_count += item.value().numel();
+        break;
+      }
+    }
+    named.emplace_back(item.key(), item.value());
+  }
+  flat_ = std::make_unique<FlatParameters>(named);
+  optimizer_ = make_flat_optimizer(c_.optimizer, flat_->data());
+  schedule_ = std::make_unique<LrSchedule>(c_.scheduler, optimizer_->base_lr(), c_.steps);
+  ddp_ = std::make_unique<DataParallel>(*flat_, world_->world_group(),
+                                        DataParallelOptions{c_.reduce_bucket_elements * flat_->data().element_size()});
+  guard_ = std::make_unique<StabilityGuard>(c_.stability);
+  log_.info("model: " + c_.model.describe() + " on " + world_->device().str());
+  log_.info("data parallel: " + std::to_string(c_.dp) + " rank(s); " + std::to_string(flat_->numel()) +
+            " trainable parameters in " + std::to_string(ddp_->buckets().size()) + " gradient bucket(s)" +
+            (frozen_.empty() ? "" : "; " + std::to_string(frozen_count) + " frozen parameters in " +
+                                        std::to_string(frozen_.size()) + " tensors, not communicated"));
+  log_.info("batch: " + std::to_string(c_.global_batch) + " = micro " + std::to_string(c_.micro_batch) + " x accumulation " +
+            std::to_string(c_.accumulation) + " x dp " + std::to_string(c_.dp) + " (" +
+            std::to_string(c_.global_batch * c_.model.seq_len) + " tokens per step)");
+}
+
+void Trainer::resume_or_start() {
+  checkpoints_ = std::make_unique<CheckpointManager>(c_.checkpoint, world_->rank(),
+                                                     [this] { barrier(*world_->world_group(), "checkpoint"); });
+  std::string from;
+  if (c_.resume == "auto") {
+    std::vector<std::string> warnings;
+    if (auto dir = checkpoints_->find_resumable(&warnings)) from = *dir;
+    for (const auto& w : warnings) log_.warn(w);
+  } else if (c_.resume != "never") {
+    CheckpointManager::verify(c_.resume);
+    from = c_.resume;
+  }
+  if (!from.empty()) {
+    progress_ = load_training_state(from, model_, *optimizer_);
+    stream_->restore(progress_.data);
+    log_.info("resumed from " + from + " at step " + std::to_string(progress_.step));
+  }
+  ddp_->broadcast_parameters(frozen_);
+}
+
+double Trainer::evaluate() {
+  const int64_t available = std::min<int64_t>(dataset_->size(Split::Validation), c_.eval_samples);
+  if (available == 0) return NAN;
+  at::NoGradGuard no_grad;
+  double sum = 0;
+  int64_t count = 0;
+  std::vector<int64_t> mine;
+  for (int64_t i = world_->rank(); i < available; i += c_.dp) mine.push_back(i);
+  for (size_t from = 0; from < mine.size(); from += size_t(c_.micro_batch)) {
+    std::vector<int64_t> chunk(mine.begin() + from, mine.begin() + std::min(mine.size(), from + size_t(c_.micro_batch)));
+    auto [x, y] = dataset_->batch(Split::Validation, chunk);
+    sum += model_->loss(x.to(world_->device()), y.to(world_->device())).item<double>() * double(chunk.size());
+    count += int64_t(chunk.size());
+  }
+  auto totals = at::tensor({sum, double(count)}, at::kDouble);
+  all_reduce(*world_->world_group(), totals, ReduceOp::Sum, "eval");
+  return totals[0].item<double>() / totals[1].item<double>();
+}
+
+void Trainer::train_step(int64_t step) {
+  const auto t0 = Clock::now();
+  flat_->zero_grad();
+  double loss_sum = 0;
+  const auto device = world_->device();
+  for (int64_t k = 0; k < c_.accumulation; ++k) {
+    const bool last = k + 1 == c_.accumulation;
+    ddp_->set_sync(last);
+    if (last) ddp_->begin_backward();
+    auto [x, y] = stream_->next();
+    auto loss = model_->loss(x.to(device), y.to(device));
+    (loss / double(c_.accumulation)).backward();
+    loss_sum += loss.item<double>();
+  }
+  ddp_->finish_gradient_sync();
+  auto loss_t = at::tensor({loss_sum / double(c_.accumulation)}, at::kDouble);
+  all_reduce(*world_->world_group(), loss_t, ReduceOp::Avg, "loss");
+  const double loss = loss_t.item<double>();
+  const double grad_norm = global_grad_norm(flat_->grad());
+  std::string reason;
+  const StepVerdict verdict = guard_->check(loss, grad_norm, &reason);
+  const double lr = schedule_->lr(step);
+  if (verdict == StepVerdict::Apply) {
+    clip_grads(flat_->grad(), grad_norm, c_.gradient_clipping);
+    optimizer_->step(flat_->data(), flat_->grad(), flat_->decay_mask(), lr);
+  } else {
+    ++progress_.skipped_steps;
+  }
+  progress_.step = step + 1;
+  progress_.data = stream_->position();
+  progress_.tokens_seen += double(c_.global_batch * c_.model.seq_len);
+  report_step(step, loss, lr, grad_norm, seconds_since(t0), verdict, reason);
+}
+
+void Trainer::report_step(int64_t step, double loss, double lr, double grad_norm, double step_s, StepVerdict verdict,
+                          const std::string& reason) {
+  const auto& overlap = ddp_->last_overlap();
+  comm_s_ += overlap.comm_s;
+  hidden_s_ += overlap.hidden_s;
+  if (step > 0 || c_.steps == 1) {  // the first step warms caches and allocators
+    step_seconds_sum_ += step_s;
+    ++steps_timed_;
+  }
+  if (!reason.empty()) log_.warn("step " + std::to_string(step + 1) + ": " + reason);
+  const double tokens_per_s = double(c_.global_batch * c_.model.seq_len) / step_s;
+  const double mfu = peak_flops_ > 0 ? c_.model.train_flops_per_token() * tokens_per_s / peak_flops_ : 0;
+  if (metrics_) {
+    nlohmann::json m = {{"step", step + 1}, {"loss", loss},       {"lr", lr},         {"grad_norm", grad_norm},
+                        {"tokens_per_s", tokens_per_s}, {"step_s", step_s}, {"mfu", mfu}};
+    if (verdict != StepVerdict::Apply) m["skipped"] = verdict == StepVerdict::SkipNonFinite ? "non_finite" : "spike";
+    if (c_.dp > 1) {
+      m["comm_ms"] = overlap.comm_s * 1e3;
+      m["comm_hidden_ms"] = overlap.hidden_s * 1e3;
+    }
+    if (c_.wall_clock_breakdown) {
+      m["first_bucket_launch_ms"] = overlap.first_launch_s * 1e3;
+      m["last_grad_ms"] = overlap.last_grad_s * 1e3;
+      m["backward_end_ms"] = overlap.backward_end_s * 1e3;
+      m["grad_sync_wait_ms"] = overlap.wait_s * 1e3;
+    }
+    metrics_->write(m);
+  }
+  const int64_t done = step + 1;
+  if (done % c_.steps_per_print != 0 && done != c_.steps && step != 0) return;
+  const double avg = steps_timed_ ? step_seconds_sum_ / double(steps_timed_) : step_s;
+  std::string line = "step " + std::to_string(done) + "/" + std::to_string(c_.steps) + " | loss " + fixed(loss, 4) +
+                     " | lr " + scientific(lr) + " | grad norm " + fixed(grad_norm, 3) + " | " + rate(tokens_per_s) +
+                     " tok/s | MFU " + fixed(100 * mfu, 1) + "%";
+  if (c_.dp > 1 && comm_s_ > 0) line += " | comm hidden " + fixed(100 * hidden_s_ / comm_s_, 0) + "%";
+  line += " | ETA " + format_duration(avg * double(c_.steps - done));
+  log_.info(line);
+}
+
+void Trainer::save(int64_t step) {
+  const auto t0 = Clock::now();
+  // every_hours must trigger on every rank at once: rank 0's clock decides.
+  const std::string dir = checkpoints_->save(step, seconds_since(start_) / 3600.0, [&](const std::string& tmp) {
+    save_training_state(tmp, world_->rank(), model_, *optimizer_, progress_, c_.json);
+  });
+  log_.info("checkpoint: " + dir + " (" + fixed(seconds_since(t0), 2) + " s)");
+}
+
+int Trainer::run() {
+  at::set_num_threads(threads());
+  if (c_.deterministic) at::globalContext().setDeterministicAlgorithms(true, false);
+  setup_run_dir();
+  log_.info("dtrain train: rank " + std::to_string(world_->rank()) + " of " + std::to_string(world_->size()) + ", backend " +
+            world_->backend() + ", " + std::to_string(at::get_num_threads()) + " thread(s) per rank, run dir " + c_.run_dir);
+  build_data();
+  build_model();
+  resume_or_start();
+
+  peak_flops_ = c_.peak_flops > 0 ? c_.peak_flops * c_.world_size : 0;
+  if (peak_flops_ == 0) {
+    auto peak = at::tensor({measure_matmul_flops(world_->device())}, at::kDouble);
+    all_reduce(*world_->world_group(), peak, ReduceOp::Sum, "matmul_peak");
+    peak_flops_ = peak.item<double>();
+  }
+  if (progress_.step >= c_.steps) {
+    log_.info("nothing to do: the checkpoint is at step " + std::to_string(progress_.step) + " of train.steps " + std::to_string(c_.steps));
+    return 0;
+  }
+  log_.info("training steps " + std::to_string(progress_.step + 1) + ".." + std::to_string(c_.steps) +
+            " (matmul peak " + fixed(peak_flops_ / 1e9, 1) + " GFLOP/s over all ranks)");
+  start_ = Clock::now();
+  const auto first = progress_.step;
+  for (int64_t step = progress_.step; step < c_.steps; ++step) {
+    train_step(step);
+    const bool last = step + 1 == c_.steps;
+    if (c_.eval_every > 0 && ((step + 1) % c_.eval_every == 0 || last)) {
+      const double val = evaluate();
+      if (!std::isnan(val)) {
+        log_.info("step " + std::to_string(step + 1) + " | validation loss " + fixed(val, 4));
+        if (metrics_) metrics_->write({{"step", step + 1}, {"val_loss", val}});
+      }
+    }
+    if (checkpoints_->due(step + 1, last, seconds_since(start_) / 3600.0)) save(step + 1);
+  }
+  const double elapsed = seconds_since(start_);
+  struct rusage usage;
+  ::getrusage(RUSAGE_SELF, &usage);
+  std::string summary = "done: " + std::to_string(c_.steps - first) + " steps in " + format_duration(elapsed) + ", " +
+                        rate(double((c_.steps - first) * c_.global_batch * c_.model.seq_len) / elapsed) + " tok/s";
+  if (c_.dp > 1 && comm_s_ > 0)
+    summary += ", gradient all-reduce " + fixed(comm_s_, 2) + " s of which " + fixed(100 * hidden_s_ / comm_s_, 0) + "% hidden behind backward";
+  if (guard_->skipped_non_finite() || guard_->spikes())
+    summary += ", " + std::to_string(guard_->skipped_non_finite()) + " non-finite step(s) skipped, " +
+               std::to_string(guard_->spikes()) + " spike(s)";
+  summary += ", peak RSS " + std::to_string(usage.ru_maxrss / 1024) + " MiB (rank " + std::to_string(world_->rank()) + ")";
+  log_.info(summary);
+  return 0;
+}
+
+}  // namespace
+
+int run_trainer(const TrainConfig& config, std::shared_ptr<World> world) {
+  Trainer trainer(config, std::move(world));
+  return trainer.run();
+}
+
+}  // namespace dtrain

@@ -1,0 +1,34 @@
+// What a checkpoint of a data-parallel run holds, and how it goes back: model.safetensors (every
+// parameter by name, frozen ones included, with the model config as metadata), optimizer.safetensors
+// (the flat optimizer state), rng.safetensors, trainer_state.json (step, data position, schedule,
+// guard counters) and config.json (the run's resolved config, which `dtrain generate` reads).
+// Replicated state is written by rank 0 alone; sharded strategies add per-rank files beside these.
+#pragma once
+#include <nlohmann/json.hpp>
+
+#include <string>
+
+#include "data/micro_batch_stream.h"
+#include "model/transformer.h"
+#include "optim/flat_optimizer.h"
+
+namespace dtrain {
+
+struct TrainerProgress {
+  int64_t step = 0;  // optimizer steps finished
+  DataPosition data;
+  int64_t skipped_steps = 0;
+  double tokens_seen = 0;
+};
+
+void save_training_state(const std::string& dir, int rank, Transformer& model, const FlatOptimizer& optimizer,
+                         const TrainerProgress& progress, const nlohmann::json& config);
+
+// Loads into `model` and `optimizer` (already built from the same config) and returns the progress.
+// Throws naming the checkpoint file at fault, or the parameter that does not fit.
+TrainerProgress load_training_state(const std::string& dir, Transformer& model, FlatOptimizer& optimizer);
+
+// The model alone, for generation: rebuilds the Transformer from model.safetensors' metadata.
+Transformer load_model(const std::string& dir);
+
+}  // namespace dtrain
