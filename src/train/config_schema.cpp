@@ -32,7 +32,7 @@ const nlohmann::json& config_defaults() {
               "d_ff": null, "seq_len": null, "vocab_size": null, "tie_embeddings": null, "norm_eps": null,
               "rope_theta": null},
     "data": {"source": "builtin", "val_fraction": 0.05, "shuffle": true},
-    "train": {"steps": 300, "seed": 1234, "deterministic": false, "resume": "auto", "freeze": [], "run_dir": "",
+    "train": {"steps": 300, "stop_at_step": 0, "seed": 1234, "deterministic": false, "resume": "auto", "freeze": [], "run_dir": "",
               "threads": 0, "eval_every": 100, "eval_samples": 64, "spike_factor": 0.0, "spike_window": 50,
               "skip_spikes": false, "peak_flops": 0.0},
     "parallel": {"dp": "auto", "tp": 1, "pp": 1, "cp": 1, "sequence_parallel": false, "pipeline_schedule": "1f1b",

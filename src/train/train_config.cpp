@@ -184,10 +184,10 @@ const json& demo_config() {
     "train_micro_batch_size_per_gpu": 8,
     "gradient_clipping": 1.0,
     "optimizer": {"type": "AdamW", "params": {"lr": 0.002, "betas": [0.9, 0.95], "weight_decay": 0.1}},
-    "scheduler": {"type": "cosine", "params": {"warmup_steps": 20, "min_ratio": 0.1}},
-    "steps_per_print": 20,
-    "train": {"steps": 300, "eval_every": 100},
-    "checkpoint": {"every_steps": 100, "keep": 2}
+    "scheduler": {"type": "cosine", "params": {"warmup_steps": 30, "min_ratio": 0.1}},
+    "steps_per_print": 25,
+    "train": {"steps": 600, "eval_every": 200},
+    "checkpoint": {"every_steps": 200, "keep": 2}
   })");
   return demo;
 }
@@ -251,6 +251,7 @@ TrainConfig resolve_config(const json& user, int world_size, const std::string& 
   resolve_batch(r, c);
 
   c.steps = r.integer("train.steps", 0);
+  c.stop_at_step = r.integer("train.stop_at_step", 0);
   c.seed = uint64_t(r.integer("train.seed", 0));
   c.deterministic = r.boolean("train.deterministic");
   c.resume = r.text("train.resume");

@@ -31,6 +31,7 @@ struct TrainConfig {
   int64_t global_batch = 0, micro_batch = 0, accumulation = 0;
 
   int64_t steps = 0;
+  int64_t stop_at_step = 0;  // stop early (with a checkpoint) after this step, as a time-limited job does
   uint64_t seed = 0;
   bool deterministic = false;
   std::string resume;  // auto | never | PATH

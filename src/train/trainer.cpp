@@ -9,6 +9,7 @@
 #include <ctime>
 #include <filesystem>
 #include <iomanip>
+#include <iostream>
 #include <sstream>
 
 #include "ckpt/checkpoint_manager.h"
@@ -90,6 +91,7 @@ class Trainer {
   std::unique_ptr<DataParallel> ddp_;
   std::unique_ptr<StabilityGuard> guard_;
   std::unique_ptr<CheckpointManager> checkpoints_;
+  std::vector<std::string> setup_lines_;  // logged once the run directory (and its logs) exist
   TrainerProgress progress_;
   double peak_flops_ = 0;  // all ranks together
   Clock::time_point start_ = Clock::now();
@@ -126,11 +128,11 @@ void Trainer::setup_run_dir() {
 
 void Trainer::build_data() {
   TokenSource source = load_tokens(c_.data_source);
-  if (!source.warning.empty()) log_.warn(source.warning);
+  if (!source.warning.empty()) std::cerr << "warning: " << source.warning << "\n";
   dataset_ = std::make_shared<TokenDataset>(source.tokens, c_.model.seq_len, c_.val_fraction, c_.model.vocab_size);
   stream_ = std::make_unique<MicroBatchStream>(dataset_, c_.dp, world_->rank(), int(c_.micro_batch),
                                                SamplerOptions{c_.shuffle, c_.seed, true});
-  log_.info("data: " + source.description + " -> " + std::to_string(dataset_->size(Split::Train)) + " training and " +
+  setup_lines_.push_back("data: " + source.description + " -> " + std::to_string(dataset_->size(Split::Train)) + " training and " +
             std::to_string(dataset_->size(Split::Validation)) + " validation samples of " + std::to_string(c_.model.seq_len) + " tokens");
 }
 
@@ -163,12 +165,12 @@ void Trainer::build_model() {
   ddp_ = std::make_unique<DataParallel>(*flat_, world_->world_group(),
                                         DataParallelOptions{c_.reduce_bucket_elements * flat_->data().element_size()});
   guard_ = std::make_unique<StabilityGuard>(c_.stability);
-  log_.info("model: " + c_.model.describe() + " on " + world_->device().str());
-  log_.info("data parallel: " + std::to_string(c_.dp) + " rank(s); " + std::to_string(flat_->numel()) +
+  setup_lines_.push_back("model: " + c_.model.describe() + " on " + world_->device().str());
+  setup_lines_.push_back("data parallel: " + std::to_string(c_.dp) + " rank(s); " + std::to_string(flat_->numel()) +
             " trainable parameters in " + std::to_string(ddp_->buckets().size()) + " gradient bucket(s)" +
             (frozen_.empty() ? "" : "; " + std::to_string(frozen_count) + " frozen parameters in " +
                                         std::to_string(frozen_.size()) + " tensors, not communicated"));
-  log_.info("batch: " + std::to_string(c_.global_batch) + " = micro " + std::to_string(c_.micro_batch) + " x accumulation " +
+  setup_lines_.push_back("batch: " + std::to_string(c_.global_batch) + " = micro " + std::to_string(c_.micro_batch) + " x accumulation " +
             std::to_string(c_.accumulation) + " x dp " + std::to_string(c_.dp) + " (" +
             std::to_string(c_.global_batch * c_.model.seq_len) + " tokens per step)");
 }
@@ -297,11 +299,13 @@ void Trainer::save(int64_t step) {
 int Trainer::run() {
   at::set_num_threads(threads());
   if (c_.deterministic) at::globalContext().setDeterministicAlgorithms(true, false);
+  // Inputs are checked before the run directory exists, so a bad start leaves nothing on disk.
+  build_data();
+  build_model();
   setup_run_dir();
   log_.info("dtrain train: rank " + std::to_string(world_->rank()) + " of " + std::to_string(world_->size()) + ", backend " +
             world_->backend() + ", " + std::to_string(at::get_num_threads()) + " thread(s) per rank, run dir " + c_.run_dir);
-  build_data();
-  build_model();
+  for (const auto& line : setup_lines_) log_.info(line);
   resume_or_start();
 
   peak_flops_ = c_.peak_flops > 0 ? c_.peak_flops * c_.world_size : 0;
@@ -328,7 +332,12 @@ int Trainer::run() {
         if (metrics_) metrics_->write({{"step", step + 1}, {"val_loss", val}});
       }
     }
-    if (checkpoints_->due(step + 1, last, seconds_since(start_) / 3600.0)) save(step + 1);
+    const bool stop = c_.stop_at_step > 0 && step + 1 == c_.stop_at_step && !last;
+    if (stop || checkpoints_->due(step + 1, last, seconds_since(start_) / 3600.0)) save(step + 1);
+    if (stop) {
+      log_.info("stopping after step " + std::to_string(step + 1) + " as train.stop_at_step asks; resume continues from here");
+      return 0;
+    }
   }
   const double elapsed = seconds_since(start_);
   struct rusage usage;

@@ -1,0 +1,158 @@
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <numeric>
+#include <set>
+
+#include "data/distributed_sampler.h"
+#include "data/micro_batch_stream.h"
+#include "data/token_dataset.h"
+#include "data/token_source.h"
+
+using namespace dtrain;
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string temp_dir(const std::string& name) {
+  const auto dir = fs::temp_directory_path() / ("dtrain_test_data_" + name + "_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir.string();
+}
+
+void write_bytes(const std::string& path, const void* data, size_t n) {
+  std::ofstream(path, std::ios::binary).write(static_cast<const char*>(data), std::streamsize(n));
+}
+
+}  // namespace
+
+TEST(DistributedSampler, RanksAreDisjointAndCoverEverySampleWithPadding) {
+  const int64_t n = 103;
+  std::multiset<int64_t> seen;
+  for (int r = 0; r < 4; ++r) {
+    DistributedSampler s(n, 4, r, {true, 7, false});
+    EXPECT_EQ(s.num_samples(), 26);
+    for (auto i : s.indices()) seen.insert(i);
+  }
+  EXPECT_EQ(seen.size(), 104u);  // 103 plus one repeated to pad to 4 x 26
+  for (int64_t i = 0; i < n; ++i) EXPECT_GE(seen.count(i), 1u);
+}
+
+TEST(DistributedSampler, DropLastTruncatesAndRanksStayDisjoint) {
+  std::set<int64_t> seen;
+  for (int r = 0; r < 4; ++r) {
+    DistributedSampler s(103, 4, r, {true, 7, true});
+    EXPECT_EQ(s.num_samples(), 25);
+    for (auto i : s.indices()) EXPECT_TRUE(seen.insert(i).second) << "sample " << i << " given twice";
+  }
+  EXPECT_EQ(seen.size(), 100u);
+}
+
+TEST(DistributedSampler, ShuffleDependsOnSeedAndEpochAndIsReproducible) {
+  DistributedSampler a(50, 1, 0, {true, 1, false}), b(50, 1, 0, {true, 1, false}), c(50, 1, 0, {true, 2, false});
+  EXPECT_EQ(a.indices(), b.indices());
+  EXPECT_NE(a.indices(), c.indices());
+  const auto epoch0 = a.indices();
+  a.set_epoch(1);
+  EXPECT_NE(a.indices(), epoch0);
+  DistributedSampler plain(5, 1, 0, {false, 0, false});
+  EXPECT_EQ(plain.indices(), (std::vector<int64_t>{0, 1, 2, 3, 4}));
+}
+
+TEST(DistributedSampler, TheFirstKOfEveryRankAreTheFirstKTimesRSamplesOfTheOneRankOrder) {
+  // What makes 1x16, 2x8 and 4x4 see the same global batches.
+  DistributedSampler one(64, 1, 0, {true, 3, true});
+  const auto order = one.indices();
+  for (int ranks : {2, 4}) {
+    std::multiset<int64_t> first, expected(order.begin(), order.begin() + 16);
+    for (int r = 0; r < ranks; ++r) {
+      const auto mine = DistributedSampler(64, ranks, r, {true, 3, true}).indices();
+      first.insert(mine.begin(), mine.begin() + 16 / ranks);
+    }
+    EXPECT_EQ(first, expected) << ranks << " ranks";
+  }
+}
+
+TEST(TokenDataset, WindowsShiftTargetsAndSplitsDoNotOverlap) {
+  auto tokens = torch::arange(0, 101, torch::kInt);
+  TokenDataset ds(tokens, 10, 0.2, 256);
+  EXPECT_EQ(ds.size(Split::Train), 8);
+  EXPECT_EQ(ds.size(Split::Validation), 2);
+  auto [x, y] = ds.batch(Split::Train, {0, 7});
+  EXPECT_EQ(x[1][0].item<int64_t>(), 70);
+  EXPECT_EQ(y[1][9].item<int64_t>(), 80);
+  auto [vx, vy] = ds.batch(Split::Validation, {0});
+  EXPECT_EQ(vx[0][0].item<int64_t>(), 80);
+  EXPECT_THROW(TokenDataset(tokens, 10, 0.0, 50), std::invalid_argument);  // token 100 >= vocab 50
+  EXPECT_THROW(TokenDataset(tokens, 200, 0.0, 256), std::invalid_argument);
+}
+
+TEST(MicroBatchStream, RestoringAPositionContinuesWithTheSameBatches) {
+  auto ds = std::make_shared<TokenDataset>(torch::arange(0, 2001, torch::kInt).remainder(256), 10, 0.0, 256);
+  MicroBatchStream a(ds, 2, 1, 4, {true, 5, true});
+  for (int i = 0; i < 30; ++i) a.next();  // crosses an epoch (200 samples / 2 ranks / 4 per batch = 25 per epoch)
+  const auto pos = a.position();
+  EXPECT_EQ(pos.epoch, 1);
+  EXPECT_EQ(pos.offset, 20);
+  MicroBatchStream b(ds, 2, 1, 4, {true, 5, true});
+  b.restore(pos);
+  for (int i = 0; i < 5; ++i) EXPECT_TRUE(torch::equal(a.next().first, b.next().first));
+  EXPECT_THROW(b.restore({0, 1000}), std::invalid_argument);
+}
+
+TEST(TokenSource, ReadsLlmcAndNanogptShardsInNameOrder) {
+  const auto dir = temp_dir("bin");
+  std::vector<int32_t> header(256, 0);
+  header[0] = 20240520, header[1] = 1, header[2] = 3;
+  std::vector<uint16_t> a = {1, 2, 3}, b = {400, 500};
+  {
+    std::ofstream f(dir + "/a.bin", std::ios::binary);
+    f.write(reinterpret_cast<const char*>(header.data()), 1024);
+    f.write(reinterpret_cast<const char*>(a.data()), 6);
+  }
+  write_bytes(dir + "/b.bin", b.data(), 4);
+  const auto src = load_tokens("bin:" + dir + "/*.bin");
+  EXPECT_TRUE(torch::equal(src.tokens, torch::tensor({1, 2, 3, 400, 500}, torch::kInt)));
+
+  header[2] = 10;  // promises more tokens than the file holds
+  {
+    std::ofstream f(dir + "/c.bin", std::ios::binary);
+    f.write(reinterpret_cast<const char*>(header.data()), 1024);
+    f.write(reinterpret_cast<const char*>(a.data()), 6);
+  }
+  try {
+    load_tokens("bin:" + dir + "/*.bin");
+    FAIL();
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("c.bin"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(load_tokens("bin:" + dir + "/none*.bin"), std::runtime_error);
+}
+
+TEST(TokenSource, TextFilesAndErrorsNameTheSource) {
+  const auto dir = temp_dir("text");
+  std::ofstream(dir + "/t.txt") << "hello";
+  const auto src = load_tokens("text:" + dir + "/t.txt");
+  EXPECT_EQ(src.tokens.numel(), 5);
+  EXPECT_EQ(src.tokens[0].item<int>(), 'h');
+  try {
+    load_tokens("text:" + dir + "/missing.txt");
+    FAIL();
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("missing.txt"), std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("data.source"), std::string::npos);
+  }
+  EXPECT_THROW(load_tokens("csv:x"), std::runtime_error);
+}
+
+TEST(TokenSource, BuiltinFallsBackToSyntheticTextWhenFortunesAreMissing) {
+  const auto dir = temp_dir("empty");
+  ::setenv("DTRAIN_FORTUNES_DIR", dir.c_str(), 1);
+  const auto src = load_tokens("builtin");
+  ::unsetenv("DTRAIN_FORTUNES_DIR");
+  EXPECT_FALSE(src.warning.empty());
+  EXPECT_GT(src.tokens.numel(), 100000);
+}

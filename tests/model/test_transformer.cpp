@@ -1,0 +1,105 @@
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <cmath>
+
+#include "model/sampling.h"
+#include "model/transformer.h"
+
+using namespace dtrain;
+
+namespace {
+
+TransformerConfig small(const std::string& arch) {
+  TransformerConfig c = model_preset("tiny");
+  c.arch = arch;
+  if (arch == "llama") c.n_head = 4, c.n_kv_head = 2;
+  return c;
+}
+
+int64_t counted(Transformer& m) {
+  int64_t n = 0;
+  for (const auto& p : m->parameters()) n += p.numel();
+  return n;
+}
+
+}  // namespace
+
+TEST(TransformerConfig, ParameterCountMatchesTheModelForBothArchsTiedAndUntied) {
+  for (const std::string arch : {"gpt2", "llama"}) {
+    for (bool tied : {true, false}) {
+      auto c = small(arch);
+      c.tie_embeddings = tied;
+      Transformer m(c, 0);
+      EXPECT_EQ(counted(m), c.parameter_count()) << arch << " tied=" << tied;
+    }
+  }
+}
+
+TEST(TransformerConfig, PresetsHaveTheirPublishedSizes) {
+  EXPECT_EQ(model_preset("gpt2-124m").parameter_count(), 124439808);  // GPT-2 small with tied embeddings
+  const auto llama = model_preset("llama-1b");
+  EXPECT_NEAR(double(llama.parameter_count()), 1.2358e9, 0.001e9);     // Llama 3.2 1B
+  EXPECT_THROW(model_preset("gpt5"), std::invalid_argument);
+}
+
+TEST(TransformerConfig, ValidateNamesTheKeyAtFault) {
+  auto c = small("gpt2");
+  c.d_model = 30;
+  c.n_head = 4;
+  try {
+    c.validate();
+    FAIL();
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("model.d_model"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Transformer, FutureTokensDoNotChangeEarlierLogits) {
+  for (const std::string arch : {"gpt2", "llama"}) {
+    Transformer m(small(arch), 3);
+    auto tokens = torch::randint(0, 256, {2, 16}, torch::kLong);
+    auto changed = tokens.clone();
+    changed.narrow(1, 10, 6).fill_(7);
+    auto a = m->forward(tokens), b = m->forward(changed);
+    EXPECT_TRUE(torch::allclose(a.narrow(1, 0, 10), b.narrow(1, 0, 10), 1e-6, 1e-6)) << arch;
+    EXPECT_FALSE(torch::allclose(a.narrow(1, 10, 6), b.narrow(1, 10, 6))) << arch;
+  }
+}
+
+TEST(Transformer, InitialisationFollowsGpt2AndDependsOnlyOnTheSeed) {
+  auto c = small("gpt2");
+  c.n_layer = 8;
+  c.d_model = 128;
+  Transformer a(c, 11), b(c, 11), other(c, 12);
+  const auto pa = a->named_parameters(), pb = b->named_parameters(), po = other->named_parameters();
+  for (const auto& item : pa) {
+    EXPECT_TRUE(torch::equal(item.value(), pb[item.key()])) << item.key();
+  }
+  EXPECT_FALSE(torch::equal(pa["wte.weight"], po["wte.weight"]));
+  EXPECT_NEAR(pa["blocks.0.qkv.weight"].std().item<double>(), 0.02, 0.001);
+  EXPECT_NEAR(pa["blocks.3.fc_proj.weight"].std().item<double>(), 0.02 / std::sqrt(16.0), 0.0003);
+  EXPECT_EQ(pa["blocks.0.qkv.bias"].abs().sum().item<double>(), 0.0);
+  EXPECT_EQ(pa["ln_f.weight"].mean().item<double>(), 1.0);
+}
+
+TEST(Transformer, LossAtInitIsNearUniform) {
+  Transformer m(small("llama"), 5);
+  auto tokens = torch::randint(0, 256, {4, 16}, torch::kLong), targets = torch::randint(0, 256, {4, 16}, torch::kLong);
+  EXPECT_NEAR(m->loss(tokens, targets).item<double>(), std::log(256.0), 0.1);
+}
+
+TEST(Sampling, GreedyIsDeterministicAndSeededSamplingRepeats) {
+  Transformer m(small("gpt2"), 1);
+  SamplingOptions greedy;
+  greedy.new_tokens = 20;
+  greedy.temperature = 0;
+  EXPECT_EQ(sample_tokens(m, {65, 66}, greedy), sample_tokens(m, {65, 66}, greedy));
+  SamplingOptions seeded;
+  seeded.new_tokens = 40;  // longer than seq_len: the context window slides
+  seeded.seed = 9;
+  const auto once = sample_tokens(m, {65}, seeded);
+  EXPECT_EQ(once.size(), 40u);
+  EXPECT_EQ(once, sample_tokens(m, {65}, seeded));
+  EXPECT_THROW(sample_tokens(m, {300}, seeded), std::invalid_argument);
+}

@@ -1,0 +1,168 @@
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <cmath>
+
+#include "optim/flat_optimizer.h"
+#include "optim/flat_parameters.h"
+#include "optim/grad_clip.h"
+#include "optim/lr_schedule.h"
+
+using namespace dtrain;
+using json = nlohmann::json;
+
+namespace {
+
+std::vector<std::pair<std::string, at::Tensor>> make_params(uint64_t seed) {
+  torch::manual_seed(seed);
+  return {{"w", torch::randn({4, 3}).requires_grad_()},
+          {"b", torch::randn({3}).requires_grad_()},
+          {"frozen", torch::randn({2})},
+          {"v", torch::randn({5, 2}).requires_grad_()}};
+}
+
+}  // namespace
+
+TEST(FlatParameters, ParametersBecomeViewsAndBackwardAccumulatesIntoTheFlatGradient) {
+  auto named = make_params(0);
+  const auto w0 = named[0].second.detach().clone();
+  FlatParameters flat(named);
+  ASSERT_EQ(flat.entries().size(), 3u);
+  EXPECT_EQ(flat.entries().front().name, "v");  // reverse registration order
+  EXPECT_EQ(flat.numel(), 12 + 3 + 10);
+  EXPECT_TRUE(torch::equal(named[0].second, w0));
+  auto loss = (named[0].second.sum() * 2) + named[1].second.sum() + named[3].second.pow(2).sum();
+  loss.backward();
+  const auto& e = flat.entries()[2];  // "w"
+  EXPECT_TRUE(torch::equal(flat.grad().narrow(0, e.offset, e.numel), torch::full({12}, 2.0)));
+  flat.data().add_(1.0);
+  EXPECT_TRUE(torch::allclose(named[0].second, w0 + 1));
+  EXPECT_EQ(flat.decay_mask().sum().item<double>(), 22);  // w and v decay; the bias does not
+}
+
+// torch.optim.AdamW's single-tensor update, tensor by tensor.
+TEST(AdamW, MatchesAPerTensorReferenceIncludingDecayMask) {
+  auto named = make_params(1);
+  auto reference = make_params(1);
+  FlatParameters flat(named);
+  const double lr = 0.01, b1 = 0.9, b2 = 0.95, eps = 1e-8, wd = 0.1;
+  auto opt = make_flat_optimizer({{"type", "AdamW"}, {"params", {{"lr", lr}, {"betas", {b1, b2}}, {"eps", eps}, {"weight_decay", wd}}}},
+                                 flat.data());
+  std::map<std::string, std::pair<at::Tensor, at::Tensor>> moments;
+  for (int step = 1; step <= 5; ++step) {
+    torch::manual_seed(100 + step);
+    for (auto& e : flat.entries()) e.param.mutable_grad().copy_(torch::randn(e.param.sizes()));
+    for (auto& [name, p] : reference) {
+      if (!p.requires_grad()) continue;
+      const auto& e = *std::find_if(flat.entries().begin(), flat.entries().end(), [&](const FlatEntry& x) { return x.name == name; });
+      at::NoGradGuard no_grad;
+      auto g = e.param.grad();
+      auto& [m, v] = moments[name];
+      if (!m.defined()) m = torch::zeros_like(p), v = torch::zeros_like(p);
+      if (p.dim() >= 2) p.mul_(1 - lr * wd);
+      m.mul_(b1).add_(g, 1 - b1);
+      v.mul_(b2).addcmul_(g, g, 1 - b2);
+      const double bc1 = 1 - std::pow(b1, step), bc2 = 1 - std::pow(b2, step);
+      p.addcdiv_(m, (v.sqrt() / std::sqrt(bc2)).add_(eps), -lr / bc1);
+    }
+    opt->step(flat.data(), flat.grad(), flat.decay_mask(), lr);
+  }
+  for (size_t i = 0; i < named.size(); ++i)
+    EXPECT_TRUE(torch::allclose(named[i].second, reference[i].second, 1e-6, 1e-7)) << named[i].first;
+}
+
+TEST(Sgd, MomentumAndNesterovMatchTheReference) {
+  for (bool nesterov : {false, true}) {
+    auto p = torch::tensor({1.0, -2.0});
+    auto flat_mask = torch::ones({2});
+    auto opt = make_flat_optimizer({{"type", "SGD"}, {"params", {{"lr", 0.1}, {"momentum", 0.9}, {"nesterov", nesterov}}}}, p);
+    auto ref = p.clone(), buf = torch::zeros({2});
+    for (int step = 0; step < 4; ++step) {
+      auto g = torch::tensor({0.5 * (step + 1), -1.0});
+      buf = step == 0 ? g.clone() : buf * 0.9 + g;
+      ref -= 0.1 * (nesterov ? g + 0.9 * buf : buf);
+      opt->step(p, g, flat_mask, 0.1);
+    }
+    EXPECT_TRUE(torch::allclose(p, ref, 1e-6, 1e-7)) << "nesterov=" << nesterov;
+  }
+}
+
+TEST(FlatOptimizer, BadParamsNameTheKey) {
+  auto like = torch::zeros({1});
+  auto expect_error = [&](const json& spec, const std::string& needle) {
+    try {
+      make_flat_optimizer(spec, like);
+      ADD_FAILURE() << "no error for " << spec.dump();
+    } catch (const std::invalid_argument& e) {
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    }
+  };
+  expect_error({{"type", "Lion"}}, "optimizer.type");
+  expect_error({{"type", "AdamW"}, {"params", {{"lr", -1}}}}, "optimizer.params.lr");
+  expect_error({{"type", "AdamW"}, {"params", {{"momentum", 0.9}}}}, "optimizer.params.momentum");
+  expect_error({{"type", "AdamW"}, {"params", {{"betas", {0.9}}}}}, "optimizer.params.betas");
+}
+
+TEST(OptimizerState, RoundTripsAndRejectsAnotherModelSize) {
+  auto p = torch::randn({6});
+  auto opt = make_flat_optimizer({{"type", "AdamW"}}, p);
+  opt->step(p, torch::ones({6}), torch::ones({6}), 0.1);
+  auto restored = make_flat_optimizer({{"type", "AdamW"}}, p);
+  restored->load_state(opt->state());
+  EXPECT_TRUE(torch::equal(restored->state().at("exp_avg"), opt->state().at("exp_avg")));
+  EXPECT_EQ(restored->state().at("step").item<int64_t>(), 1);
+  auto other = make_flat_optimizer({{"type", "AdamW"}}, torch::zeros({3}));
+  EXPECT_THROW(other->load_state(opt->state()), std::runtime_error);
+}
+
+TEST(LrSchedule, DtrainSchedulesAtKnownSteps) {
+  const json cosine = {{"type", "cosine"}, {"params", {{"warmup_steps", 10}, {"min_ratio", 0.1}}}};
+  LrSchedule c(cosine, 1.0, 110);
+  EXPECT_NEAR(c.lr(0), 1.0 / 11, 1e-12);
+  EXPECT_NEAR(c.lr(9), 10.0 / 11, 1e-12);
+  EXPECT_NEAR(c.lr(10), 1.0, 1e-12);
+  EXPECT_NEAR(c.lr(10 + 33), 0.1 + 0.9 * 0.75, 1e-12);  // a third of the way: cos(pi/3) = 1/2
+  EXPECT_NEAR(c.lr(109), 0.1, 1e-12);
+  LrSchedule linear({{"type", "linear"}, {"params", {{"min_ratio", 0.0}}}}, 2.0, 11);
+  EXPECT_NEAR(linear.lr(0), 2.0, 1e-12);
+  EXPECT_NEAR(linear.lr(5), 1.0, 1e-12);
+  EXPECT_NEAR(linear.lr(10), 0.0, 1e-12);
+  LrSchedule wsd({{"type", "wsd"}, {"params", {{"warmup_steps", 2}, {"decay_steps", 4}, {"min_ratio", 0.0}}}}, 1.0, 20);
+  EXPECT_NEAR(wsd.lr(1), 2.0 / 3, 1e-12);
+  EXPECT_NEAR(wsd.lr(15), 1.0, 1e-12);  // stable until the last 4 steps
+  EXPECT_NEAR(wsd.lr(16), 0.75, 1e-12);
+  EXPECT_NEAR(wsd.lr(19), 0.0, 1e-12);
+  EXPECT_NEAR(LrSchedule({{"type", "constant"}}, 0.3, 5).lr(4), 0.3, 1e-12);
+}
+
+TEST(LrSchedule, DeepSpeedSchedulesFollowTheirFormulas) {
+  LrSchedule warm({{"type", "WarmupLR"}, {"params", {{"warmup_min_lr", 0.0}, {"warmup_max_lr", 0.01}, {"warmup_num_steps", 100}}}}, 1.0, 1000);
+  EXPECT_NEAR(warm.lr(0), 0.0, 1e-12);  // log(1) = 0
+  EXPECT_NEAR(warm.lr(9), 0.01 * std::log(10.0) / std::log(100.0), 1e-12);
+  EXPECT_NEAR(warm.lr(500), 0.01, 1e-12);
+  LrSchedule lin({{"type", "WarmupLR"}, {"params", {{"warmup_max_lr", 0.01}, {"warmup_num_steps", 100}, {"warmup_type", "linear"}}}}, 1.0, 1000);
+  EXPECT_NEAR(lin.lr(50), 0.005, 1e-12);
+  LrSchedule decay({{"type", "WarmupDecayLR"},
+                    {"params", {{"warmup_max_lr", 0.01}, {"warmup_num_steps", 100}, {"total_num_steps", 1100}, {"warmup_type", "linear"}}}},
+                   1.0, 0);
+  EXPECT_NEAR(decay.lr(600), 0.01 * 500.0 / 1000.0, 1e-12);
+  EXPECT_NEAR(decay.lr(1100), 0.0, 1e-12);
+  LrSchedule cos({{"type", "WarmupCosineLR"},
+                  {"params", {{"total_num_steps", 1100}, {"warmup_num_steps", 100}, {"cos_min_ratio", 0.1}, {"warmup_type", "linear"}}}},
+                 0.5, 0);
+  EXPECT_NEAR(cos.lr(50), 0.25, 1e-12);
+  EXPECT_NEAR(cos.lr(599), 0.5 * (0.1 + 0.9 * 0.5), 1e-12);  // progress 500/1000
+  EXPECT_NEAR(cos.lr(1099), 0.5 * 0.1, 1e-12);
+  EXPECT_THROW(LrSchedule({{"type", "OneCycle"}}, 1.0, 10), std::invalid_argument);
+  EXPECT_THROW(LrSchedule({{"type", "cosine"}, {"params", {{"warmup", 3}}}}, 1.0, 10), std::invalid_argument);
+}
+
+TEST(GradClip, NormMatchesADirectComputationAndClipsToMax) {
+  auto g = torch::tensor({3.0f, 4.0f, 0.0f, 12.0f});
+  const double norm = global_grad_norm(g);
+  EXPECT_NEAR(norm, 13.0, 1e-6);
+  const double factor = clip_grads(g, norm, 1.3);
+  EXPECT_NEAR(factor, 1.3 / (13.0 + 1e-6), 1e-9);
+  EXPECT_NEAR(g.norm().item<double>(), 1.3, 1e-5);
+  EXPECT_EQ(clip_grads(g, 1.3, 0), 1.0);  // gradient_clipping 0 disables it
+}

@@ -1,0 +1,114 @@
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include "train/train_config.h"
+
+using namespace dtrain;
+using json = nlohmann::json;
+
+namespace {
+
+TrainConfig resolve(json user, int world = 1) { return resolve_config(user, world, "cfg.json"); }
+
+std::string error_of(json user, int world = 1) {
+  try {
+    resolve(user, world);
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+}  // namespace
+
+TEST(TrainConfig, BatchArithmeticDerivesTheMissingValue) {
+  auto c = resolve({{"train_batch_size", 32}, {"train_micro_batch_size_per_gpu", 4}}, 4);
+  EXPECT_EQ(c.accumulation, 2);
+  c = resolve({{"train_batch_size", 32}, {"gradient_accumulation_steps", 2}}, 2);
+  EXPECT_EQ(c.micro_batch, 8);
+  c = resolve({{"train_micro_batch_size_per_gpu", 4}, {"gradient_accumulation_steps", 3}}, 2);
+  EXPECT_EQ(c.global_batch, 24);
+  c = resolve({{"train_batch_size", 16}}, 4);
+  EXPECT_EQ(c.micro_batch, 4);
+  EXPECT_EQ(c.accumulation, 1);
+  c = resolve(json::object(), 2);
+  EXPECT_EQ(c.global_batch, 16);
+  EXPECT_EQ(c.json["train_batch_size"], 16);  // the resolved values replace "auto"
+}
+
+TEST(TrainConfig, InconsistentBatchArithmeticSaysWhichValuesDisagree) {
+  const auto msg = error_of({{"train_batch_size", 16}, {"train_micro_batch_size_per_gpu", 8}, {"gradient_accumulation_steps", 1}}, 4);
+  EXPECT_NE(msg.find("train_batch_size (16)"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("data-parallel size (4)"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("= 32"), std::string::npos) << msg;
+  EXPECT_NE(error_of({{"train_batch_size", 10}, {"train_micro_batch_size_per_gpu", 4}}).find("not divisible"), std::string::npos);
+}
+
+TEST(TrainConfig, UnknownKeysAreErrorsWithTheNearestKnownKey) {
+  auto msg = error_of({{"train", {{"stesp", 10}}}});
+  EXPECT_NE(msg.find("cfg.json: unknown key 'train.stesp'"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("did you mean 'train.steps'"), std::string::npos) << msg;
+  msg = error_of({{"steps", 10}});
+  EXPECT_NE(msg.find("'train.steps'"), std::string::npos) << msg;
+  msg = error_of({{"model", {{"nlayer", 2}}}});
+  EXPECT_NE(msg.find("'model.n_layer'"), std::string::npos) << msg;
+}
+
+TEST(TrainConfig, AcceptedButUnimplementedKeysAreRefusedByName) {
+  for (const auto& [user, key] : std::vector<std::pair<json, std::string>>{
+           {{{"zero_optimization", {{"stage", 2}}}}, "zero_optimization.stage"},
+           {{{"bf16", {{"enabled", true}}}}, "bf16.enabled"},
+           {{{"fp16", {{"enabled", true}}}}, "fp16.enabled"},
+           {{{"parallel", {{"tp", 2}}}}, "parallel.tp"},
+           {{{"zero_optimization", {{"offload_optimizer", {{"device", "cpu"}}}}}}, "zero_optimization.offload_optimizer"},
+       }) {
+    const auto msg = error_of(user);
+    EXPECT_NE(msg.find(key), std::string::npos) << msg;
+    EXPECT_NE(msg.find("not implemented"), std::string::npos) << msg;
+  }
+  // Their defaults are fine: a DeepSpeed config that spells them out still loads.
+  EXPECT_NO_THROW(resolve({{"zero_optimization", {{"stage", 0}, {"overlap_comm", true}}}, {"bf16", {{"enabled", false}}}}));
+}
+
+TEST(TrainConfig, ModelPresetsAndOverridesResolve) {
+  auto c = resolve({{"model", {{"preset", "tiny"}, {"arch", "llama"}, {"n_kv_head", 1}}}});
+  EXPECT_EQ(c.model.arch, "llama");
+  EXPECT_EQ(c.model.n_layer, 2);
+  EXPECT_EQ(c.json["model"]["n_kv_head"], 1);
+  EXPECT_NE(error_of({{"model", {{"preset", "huge"}}}}).find("model.preset"), std::string::npos);
+  EXPECT_NE(error_of({{"model", {{"n_head", 5}}}}).find("model.d_model"), std::string::npos);
+  EXPECT_NE(error_of({{"train", {{"steps", "many"}}}}).find("'train.steps' must be a whole number"), std::string::npos);
+  EXPECT_NE(error_of({{"optimizer", {{"type", "AdamW"}, {"params", {{"lrr", 1}}}}}}).find("optimizer.params.lrr"), std::string::npos);
+}
+
+TEST(TrainConfig, SetOverridesParseJsonValuesAndBareStrings) {
+  json user = json::object();
+  apply_overrides(user, {"train.steps=7", "data.source=text:/tmp/x.txt", "train.freeze=[\"wte.*\"]", "gradient_clipping=0.5"});
+  const auto c = resolve(user);
+  EXPECT_EQ(c.steps, 7);
+  EXPECT_EQ(c.data_source, "text:/tmp/x.txt");
+  EXPECT_EQ(c.freeze, std::vector<std::string>{"wte.*"});
+  EXPECT_EQ(c.gradient_clipping, 0.5);
+  EXPECT_THROW(apply_overrides(user, {"no_equals_sign"}), ConfigError);
+}
+
+TEST(TrainConfig, ANonJsonFileIsAnErrorNamingTheFile) {
+  const std::string path = "/tmp/dtrain_test_bad_config_" + std::to_string(::getpid()) + ".json";
+  { std::ofstream(path) << "{ \"train\": { steps: 3 } }"; }
+  try {
+    read_config_file(path);
+    FAIL();
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find(path), std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("not valid JSON"), std::string::npos);
+  }
+  std::remove(path.c_str());
+  EXPECT_THROW(read_config_file("/nonexistent/cfg.json"), ConfigError);
+}
+
+TEST(TrainConfig, TheDemoConfigResolvesOnTwoRanks) {
+  const auto c = resolve_config(demo_config(), 2, "demo config");
+  EXPECT_EQ(c.global_batch, 16);
+  EXPECT_EQ(c.model.d_model, 192);
+}
