@@ -43,7 +43,8 @@ class GPT(nn.Module):
         self.wpe = nn.Embedding(seq, d)
         self.blocks = nn.ModuleList(Block(d, heads) for _ in range(layers))
         self.ln_f = nn.LayerNorm(d)
-        self.register_buffer("mask", torch.triu(torch.ones(seq, seq, dtype=torch.bool), 1))
+        # A plain attribute, not a buffer: DDP would broadcast buffers, and Gloo cannot send bool.
+        self.mask = torch.triu(torch.ones(seq, seq, dtype=torch.bool), 1)
         for name, p in self.named_parameters():
             if p.dim() >= 2:
                 std = 0.02 / math.sqrt(2 * layers) if name.endswith("proj.weight") else 0.02

@@ -59,7 +59,8 @@ at::Tensor BlockImpl::attention(const at::Tensor& x, const at::Tensor& causal_ma
     k = k.unsqueeze(2).expand({B, KV, H / KV, T, hd}).reshape({B, H, T, hd});
     v = v.unsqueeze(2).expand({B, KV, H / KV, T, hd}).reshape({B, H, T, hd});
   }
-  auto scores = at::matmul(q, k.transpose(-2, -1)) * (1.0 / std::sqrt(double(hd)));
+  // Scaling q rather than the scores is a pass over B·H·T·hd elements instead of B·H·T·T.
+  auto scores = at::matmul(q * (1.0 / std::sqrt(double(hd))), k.transpose(-2, -1));
   auto att = at::softmax(scores.masked_fill(causal_mask, -INFINITY), -1);
   auto y = at::matmul(att, v).transpose(1, 2).reshape({B, T, H * hd});
   return at::linear(y, proj->weight, proj->bias);

@@ -37,7 +37,7 @@ const nlohmann::json& config_defaults() {
               "skip_spikes": false, "peak_flops": 0.0},
     "parallel": {"dp": "auto", "tp": 1, "pp": 1, "cp": 1, "sequence_parallel": false, "pipeline_schedule": "1f1b",
                  "micro_batches": "auto"},
-    "checkpoint": {"dir": "", "every_steps": 0, "every_hours": 0.0, "keep": 2, "async": false},
+    "checkpoint": {"dir": "", "every_steps": 0, "every_hours": 0.0, "keep": 2, "save_at_end": true, "async": false},
     "dist": {"backend": "auto", "timeout_s": 300}
   })");
   return defaults;

@@ -1,5 +1,5 @@
 // Every config key dtrain knows, with its default: DeepSpeed's top-level keys with their meaning,
-// and dtrain's own sections (shared/design.md §4; docs/config.md lists them all). A few subtrees
+// and dtrain's own sections (docs/config.md lists them all). A few subtrees
 // are free-form because their keys depend on a type (optimizer.params, scheduler.params) or belong
 // to features that check them where they are implemented (offload sections).
 #pragma once

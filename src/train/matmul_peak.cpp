@@ -5,7 +5,7 @@
 namespace dtrain {
 
 double measure_matmul_flops(const at::Device& device, double seconds) {
-  const int64_t n = 512;
+  const int64_t n = 1024;  // large enough that every thread is busy and packing costs little
   // Constant inputs: the rate does not depend on values, and the global RNG stays untouched.
   auto a = at::full({n, n}, 0.5, at::TensorOptions().device(device));
   auto b = at::full({n, n}, 0.25, at::TensorOptions().device(device));

@@ -4,7 +4,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <ctime>
 #include <iostream>
 
 #include "launch/agent.h"
@@ -21,13 +20,6 @@ std::string self_executable() {
   const ssize_t n = ::readlink("/proc/self/exe", path, sizeof path - 1);
   if (n <= 0) throw std::runtime_error("cannot find the dtrain binary (/proc/self/exe)");
   return std::string(path, size_t(n));
-}
-
-std::string stamped_run_dir() {
-  std::time_t now = std::time(nullptr);
-  char stamp[32];
-  std::strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", std::localtime(&now));
-  return std::string("runs/") + stamp;
 }
 
 }  // namespace
@@ -62,7 +54,7 @@ int run_command(int argc, char** argv) {
   TrainConfig config = resolve_config(user, launch.nproc_per_node * launch.nnodes, config_path.empty() ? "demo config" : config_path);
   // One run directory for all ranks and all restarts, so a restarted job resumes its own checkpoints.
   if (config.run_dir.empty()) {
-    config.run_dir = stamped_run_dir();
+    config.run_dir = default_run_dir();
     sets.push_back("train.run_dir=" + config.run_dir);
   }
   launch.program = {self_executable(), "train"};

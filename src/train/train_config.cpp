@@ -1,5 +1,6 @@
 #include "train/train_config.h"
 
+#include <ctime>
 #include <fstream>
 #include <sstream>
 
@@ -192,6 +193,13 @@ const json& demo_config() {
   return demo;
 }
 
+std::string default_run_dir() {
+  std::time_t now = std::time(nullptr);
+  char stamp[32];
+  std::strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", std::localtime(&now));
+  return std::string("runs/") + stamp;
+}
+
 json read_config_file(const std::string& path) {
   if (path.empty()) return demo_config();
   std::ifstream in(path);
@@ -286,6 +294,7 @@ TrainConfig resolve_config(const json& user, int world_size, const std::string& 
   c.checkpoint.every_steps = r.integer("checkpoint.every_steps", 0);
   c.checkpoint.every_hours = r.number("checkpoint.every_hours", 0);
   c.checkpoint.keep = int(r.integer("checkpoint.keep", 0));
+  c.checkpoint.save_at_end = r.boolean("checkpoint.save_at_end");
   c.backend = r.text("dist.backend");
   if (c.backend != "auto" && c.backend != "gloo" && c.backend != "nccl")
     fail(origin, "'dist.backend' must be \"auto\", \"gloo\" or \"nccl\", got \"" + c.backend + "\"");

@@ -1,4 +1,4 @@
-// The training config (shared/design.md §4): a JSON file, overridden by `--set dotted.key=value`,
+// The training config (docs/config.md): a JSON file, overridden by `--set dotted.key=value`,
 // merged over config_defaults(), checked key by key, with "auto" values and batch arithmetic
 // resolved for a given world size. Everything downstream reads typed fields from here.
 #pragma once
@@ -55,6 +55,9 @@ struct TrainConfig {
 
 // The config the demo runs: `dtrain run` with no --config, and `make demo`.
 const nlohmann::json& demo_config();
+
+// "runs/<date-time>": the run directory when train.run_dir is empty.
+std::string default_run_dir();
 
 // Reads a config file (`path` empty: the demo config). Throws ConfigError naming the file.
 nlohmann::json read_config_file(const std::string& path);

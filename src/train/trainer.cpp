@@ -6,7 +6,6 @@
 
 #include <chrono>
 #include <cmath>
-#include <ctime>
 #include <filesystem>
 #include <iomanip>
 #include <iostream>
@@ -21,6 +20,7 @@
 #include "optim/grad_clip.h"
 #include "optim/lr_schedule.h"
 #include "parallel/ddp/data_parallel.h"
+#include "train/compute_threads.h"
 #include "train/matmul_peak.h"
 #include "train/metrics_log.h"
 #include "train/rank_log.h"
@@ -48,14 +48,6 @@ std::string scientific(double v) {
 
 std::string rate(double tokens_per_s) {
   return tokens_per_s >= 1e6 ? fixed(tokens_per_s / 1e6, 2) + "M" : fixed(tokens_per_s / 1e3, 1) + "k";
-}
-
-// runs/20261123-142501: the default run directory, chosen by rank 0 and shared through the store.
-std::string default_run_dir() {
-  std::time_t now = std::time(nullptr);
-  char stamp[32];
-  std::strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", std::localtime(&now));
-  return std::string("runs/") + stamp;
 }
 
 class Trainer {
@@ -297,7 +289,7 @@ void Trainer::save(int64_t step) {
 }
 
 int Trainer::run() {
-  at::set_num_threads(threads());
+  use_compute_threads(threads());
   if (c_.deterministic) at::globalContext().setDeterministicAlgorithms(true, false);
   // Inputs are checked before the run directory exists, so a bad start leaves nothing on disk.
   build_data();

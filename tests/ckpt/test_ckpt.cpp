@@ -5,27 +5,22 @@
 #include <fstream>
 
 #include "ckpt/checkpoint_manager.h"
+#include "support/scratch.h"
 #include "ckpt/durable_file.h"
 #include "ckpt/safetensors.h"
 
 using namespace dtrain;
+using dtrain::test::scratch_dir;
 namespace fs = std::filesystem;
 
 namespace {
-
-std::string temp_dir(const std::string& name) {
-  const auto dir = fs::temp_directory_path() / ("dtrain_test_ckpt_" + name + "_" + std::to_string(::getpid()));
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir.string();
-}
 
 void truncate_file(const std::string& path, uintmax_t by) { fs::resize_file(path, fs::file_size(path) - by); }
 
 }  // namespace
 
 TEST(Safetensors, RoundTripsDtypesShapesAndMetadata) {
-  const auto dir = temp_dir("rt");
+  const auto dir = scratch_dir("ckpt_rt");
   NamedTensors in = {{"a", torch::randn({3, 4})},
                      {"b", torch::arange(0, 5, torch::kLong)},
                      {"c", torch::tensor({true, false})},
@@ -49,7 +44,7 @@ TEST(Safetensors, RoundTripsDtypesShapesAndMetadata) {
 }
 
 TEST(Safetensors, ATruncatedFileNamesTheTensorAndTheFile) {
-  const auto dir = temp_dir("trunc");
+  const auto dir = scratch_dir("ckpt_trunc");
   write_safetensors(dir + "/m.safetensors", {{"first", torch::ones({4})}, {"second", torch::ones({100})}});
   truncate_file(dir + "/m.safetensors", 10);
   try {
@@ -66,7 +61,7 @@ TEST(Safetensors, ATruncatedFileNamesTheTensorAndTheFile) {
 }
 
 TEST(CheckpointManager, CommitsAtomicallyKeepsTheNewestAndPointsLatest) {
-  const auto dir = temp_dir("mgr");
+  const auto dir = scratch_dir("ckpt_mgr");
   CheckpointOptions o;
   o.dir = dir;
   o.keep = 2;
@@ -87,7 +82,7 @@ TEST(CheckpointManager, CommitsAtomicallyKeepsTheNewestAndPointsLatest) {
 }
 
 TEST(CheckpointManager, ADamagedLatestFallsBackToThePreviousOneWithAWarning) {
-  const auto dir = temp_dir("fallback");
+  const auto dir = scratch_dir("ckpt_fallback");
   CheckpointOptions o;
   o.dir = dir;
   CheckpointManager m(o, 0, [] {});

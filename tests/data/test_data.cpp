@@ -10,18 +10,13 @@
 #include "data/micro_batch_stream.h"
 #include "data/token_dataset.h"
 #include "data/token_source.h"
+#include "support/scratch.h"
 
 using namespace dtrain;
+using dtrain::test::scratch_dir;
 namespace fs = std::filesystem;
 
 namespace {
-
-std::string temp_dir(const std::string& name) {
-  const auto dir = fs::temp_directory_path() / ("dtrain_test_data_" + name + "_" + std::to_string(::getpid()));
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir.string();
-}
 
 void write_bytes(const std::string& path, const void* data, size_t n) {
   std::ofstream(path, std::ios::binary).write(static_cast<const char*>(data), std::streamsize(n));
@@ -104,7 +99,7 @@ TEST(MicroBatchStream, RestoringAPositionContinuesWithTheSameBatches) {
 }
 
 TEST(TokenSource, ReadsLlmcAndNanogptShardsInNameOrder) {
-  const auto dir = temp_dir("bin");
+  const auto dir = scratch_dir("data_bin");
   std::vector<int32_t> header(256, 0);
   header[0] = 20240520, header[1] = 1, header[2] = 3;
   std::vector<uint16_t> a = {1, 2, 3}, b = {400, 500};
@@ -133,7 +128,7 @@ TEST(TokenSource, ReadsLlmcAndNanogptShardsInNameOrder) {
 }
 
 TEST(TokenSource, TextFilesAndErrorsNameTheSource) {
-  const auto dir = temp_dir("text");
+  const auto dir = scratch_dir("data_text");
   std::ofstream(dir + "/t.txt") << "hello";
   const auto src = load_tokens("text:" + dir + "/t.txt");
   EXPECT_EQ(src.tokens.numel(), 5);
@@ -149,7 +144,7 @@ TEST(TokenSource, TextFilesAndErrorsNameTheSource) {
 }
 
 TEST(TokenSource, BuiltinFallsBackToSyntheticTextWhenFortunesAreMissing) {
-  const auto dir = temp_dir("empty");
+  const auto dir = scratch_dir("data_empty");
   ::setenv("DTRAIN_FORTUNES_DIR", dir.c_str(), 1);
   const auto src = load_tokens("builtin");
   ::unsetenv("DTRAIN_FORTUNES_DIR");

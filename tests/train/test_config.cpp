@@ -112,3 +112,10 @@ TEST(TrainConfig, TheDemoConfigResolvesOnTwoRanks) {
   EXPECT_EQ(c.global_batch, 16);
   EXPECT_EQ(c.model.d_model, 192);
 }
+
+TEST(TrainConfig, EveryExampleConfigResolvesOnTwoRanks) {
+  for (const char* name : {"gpt-small.json", "llama-tiny.json", "ds_config.json"}) {
+    const std::string path = std::string(DTRAIN_SOURCE_DIR) + "/examples/" + name;
+    EXPECT_NO_THROW(resolve_config(read_config_file(path), 2, path)) << path;
+  }
+}

@@ -9,6 +9,7 @@
 #include "ckpt/safetensors.h"
 #include "model/transformer.h"
 #include "support/process.h"
+#include "support/scratch.h"
 
 using namespace dtrain;
 using namespace dtrain::test;
@@ -16,13 +17,6 @@ using json = nlohmann::json;
 namespace fs = std::filesystem;
 
 namespace {
-
-std::string scratch(const std::string& name) {
-  const auto dir = fs::temp_directory_path() / ("dtrain_test_training_" + std::to_string(::getpid())) / name;
-  fs::remove_all(dir);
-  fs::create_directories(dir.parent_path());
-  return dir.string();
-}
 
 // A small, fast, fully specified job; `sets` add to or override it. AdamW's eps is 1e-6 rather than
 // 1e-8: some gradients are exactly zero in exact arithmetic (the key bias: softmax ignores a shift
@@ -92,12 +86,12 @@ TEST_P(LayoutEquivalence, DataParallelLayoutsTrainLikeOneRank) {
     extra.insert(extra.end(), model.begin(), model.end());
     return extra;
   };
-  const TrainingRun reference = train(scratch(arch + "_1x16"), 1, with({"train_batch_size=16"}));
+  const TrainingRun reference = train(scratch_dir(arch + "_1x16"), 1, with({"train_batch_size=16"}));
   ASSERT_EQ(reference.result.exit_code, 0) << reference.result.output;
   EXPECT_LT(reference.steps.back()["loss"].get<double>(), reference.steps.front()["loss"].get<double>());
-  expect_same_training(train(scratch(arch + "_2x8"), 2, with({"train_batch_size=16", "train_micro_batch_size_per_gpu=8"})), reference, 4);
-  expect_same_training(train(scratch(arch + "_4x4"), 4, with({"train_batch_size=16", "train_micro_batch_size_per_gpu=4"})), reference, 4);
-  const TrainingRun accumulated = train(scratch(arch + "_2x4x2"), 2,
+  expect_same_training(train(scratch_dir(arch + "_2x8"), 2, with({"train_batch_size=16", "train_micro_batch_size_per_gpu=8"})), reference, 4);
+  expect_same_training(train(scratch_dir(arch + "_4x4"), 4, with({"train_batch_size=16", "train_micro_batch_size_per_gpu=4"})), reference, 4);
+  const TrainingRun accumulated = train(scratch_dir(arch + "_2x4x2"), 2,
                                 with({"train_batch_size=16", "train_micro_batch_size_per_gpu=4", "gradient_accumulation_steps=2"}));
   EXPECT_TRUE(contains(accumulated.result.output, "batch: 16 = micro 4 x accumulation 2 x dp 2")) << accumulated.result.output;
   expect_same_training(accumulated, reference, 4);
@@ -106,7 +100,7 @@ TEST_P(LayoutEquivalence, DataParallelLayoutsTrainLikeOneRank) {
 INSTANTIATE_TEST_SUITE_P(Archs, LayoutEquivalence, ::testing::Values("gpt2", "llama"));
 
 TEST(DataParallel, TheFirstBucketIsReducedWhileBackwardIsStillRunning) {
-  const TrainingRun run = train(scratch("overlap"), 2, {"zero_optimization.reduce_bucket_size=2000", "wall_clock_breakdown=true"});
+  const TrainingRun run = train(scratch_dir("overlap"), 2, {"zero_optimization.reduce_bucket_size=2000", "wall_clock_breakdown=true"});
   ASSERT_EQ(run.result.exit_code, 0) << run.result.output;
   ASSERT_EQ(run.steps.size(), 4u);
   for (const auto& s : run.steps) {
@@ -118,7 +112,7 @@ TEST(DataParallel, TheFirstBucketIsReducedWhileBackwardIsStillRunning) {
 }
 
 TEST(DataParallel, FrozenParametersGetNoGradientNoBucketAndStayAtTheirInitialValues) {
-  const TrainingRun run = train(scratch("frozen"), 2, {"train.freeze=[\"wpe.*\",\"blocks.0.*\"]"});
+  const TrainingRun run = train(scratch_dir("frozen"), 2, {"train.freeze=[\"wpe.*\",\"blocks.0.*\"]"});
   ASSERT_EQ(run.result.exit_code, 0) << run.result.output;
   TransformerConfig c = model_preset("tiny");
   Transformer initial(c, 7);
@@ -137,15 +131,15 @@ TEST(DataParallel, FrozenParametersGetNoGradientNoBucketAndStayAtTheirInitialVal
   }
   EXPECT_TRUE(contains(run.result.output, std::to_string(total - frozen) + " trainable parameters")) << run.result.output;
   EXPECT_TRUE(contains(run.result.output, std::to_string(frozen) + " frozen parameters")) << run.result.output;
-  const TrainingRun bad = train(scratch("frozen_bad"), 1, {"train.freeze=[\"encoder.*\"]"});
+  const TrainingRun bad = train(scratch_dir("frozen_bad"), 1, {"train.freeze=[\"encoder.*\"]"});
   EXPECT_NE(bad.result.exit_code, 0);
   EXPECT_TRUE(contains(bad.result.output, "'encoder.*' matches no parameter")) << bad.result.output;
 }
 
 TEST(Resume, StoppingAndResumingReproducesTheUninterruptedRun) {
   const std::vector<std::string> job = {"train.steps=6", "train.deterministic=true"};
-  const TrainingRun straight = train(scratch("straight"), 2, job);
-  const std::string dir = scratch("resumed");
+  const TrainingRun straight = train(scratch_dir("straight"), 2, job);
+  const std::string dir = scratch_dir("resumed");
   auto first = job;
   first.push_back("train.stop_at_step=3");
   const TrainingRun half = train(dir, 2, first);
@@ -161,7 +155,7 @@ TEST(Resume, StoppingAndResumingReproducesTheUninterruptedRun) {
 }
 
 TEST(Resume, ATruncatedCheckpointFallsBackToThePreviousOne) {
-  const std::string dir = scratch("truncated");
+  const std::string dir = scratch_dir("truncated");
   const TrainingRun first = train(dir, 1, {"checkpoint.every_steps=2", "checkpoint.keep=0"});
   ASSERT_EQ(first.result.exit_code, 0) << first.result.output;
   const std::string damaged = dir + "/ckpt/step-00000004/model.safetensors";
@@ -171,13 +165,13 @@ TEST(Resume, ATruncatedCheckpointFallsBackToThePreviousOne) {
   EXPECT_TRUE(contains(again.result.output, damaged)) << again.result.output;
   EXPECT_TRUE(contains(again.result.output, "resumed from " + dir + "/ckpt/step-00000002 at step 2")) << again.result.output;
   // An explicit resume path that is damaged is an error, not a silent fresh start.
-  const TrainingRun explicit_path = train(scratch("explicit"), 1, {"train.resume=" + dir + "/ckpt/step-00000099"});
+  const TrainingRun explicit_path = train(scratch_dir("explicit"), 1, {"train.resume=" + dir + "/ckpt/step-00000099"});
   EXPECT_NE(explicit_path.result.exit_code, 0);
   EXPECT_TRUE(contains(explicit_path.result.output, "step-00000099")) << explicit_path.result.output;
 }
 
 TEST(BadInput, EachMistakeExitsNonZeroNamingTheCulprit) {
-  const std::string bad_json = scratch("bad_json") + ".json";
+  const std::string bad_json = scratch_dir("bad_json") + ".json";
   { std::ofstream(bad_json) << "{ train: }"; }
   struct Case {
     std::vector<std::string> args;
@@ -192,7 +186,7 @@ TEST(BadInput, EachMistakeExitsNonZeroNamingTheCulprit) {
       {{"--config", bad_json}, bad_json},
   };
   for (const auto& c : cases) {
-    const std::string dir = scratch("bad_input_run");
+    const std::string dir = scratch_dir("bad_input") + "/run";
     std::vector<std::string> argv = {DTRAIN_BIN, "train", "--set", "model.preset=tiny", "--set", "train.run_dir=" + dir};
     argv.insert(argv.end(), c.args.begin(), c.args.end());
     const auto r = run_process(argv, 60);
@@ -203,7 +197,7 @@ TEST(BadInput, EachMistakeExitsNonZeroNamingTheCulprit) {
 }
 
 TEST(Cli, GenerateSamplesFromACheckpointAndConfigCheckPrintsThePlan) {
-  const std::string dir = scratch("generate");
+  const std::string dir = scratch_dir("generate");
   ASSERT_EQ(train(dir, 1, {}).result.exit_code, 0);
   auto r = run_process({DTRAIN_BIN, "generate", "--checkpoint", dir + "/ckpt", "--prompt", "Hi", "--tokens", "20"}, 60);
   EXPECT_EQ(r.exit_code, 0) << r.output;

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# dtrain against PyTorch (Debian's python3-torch, the same LibTorch underneath) on the same GPT:
+# 6 layers, 6 heads, d=384, seq 256, micro-batch 8, vocab 256, fp32, AdamW, clipping 1.0, DDP over
+# Gloo. Two layouts: one rank with 2 threads, and two ranks with 1 thread each. Each run times
+# STEPS steps after 3 warm-up steps; the runs go one after another so they never share the cores.
+# Usage: bench/train.sh [STEPS]     Prints a table (also kept in bench/out/).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+steps=${1:-20}
+warmup=3
+scripts/setup.sh --bench
+make -s build >/dev/null
+out=bench/out
+rm -rf "$out"
+mkdir -p "$out"
+free_port() { /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+
+for layout in "1 2" "2 1"; do
+  read -r ranks threads <<<"$layout"
+  tag="${ranks}x${threads}"
+  echo "running dtrain, $ranks rank(s) x $threads thread(s)..." >&2
+  build/dtrain run --nproc-per-node "$ranks" --no-sample --config bench/gpt_bench.json \
+    --set train.threads="$threads" --set train.steps=$((steps + warmup)) --set train.run_dir="$out/dtrain_$tag" \
+    >"$out/dtrain_$tag.log" 2>&1
+  echo "running PyTorch, $ranks rank(s) x $threads thread(s)..." >&2
+  port=$(free_port)
+  pids=()
+  for ((r = 0; r < ranks; r++)); do
+    RANK=$r WORLD_SIZE=$ranks MASTER_ADDR=127.0.0.1 MASTER_PORT=$port BENCH_THREADS=$threads BENCH_STEPS=$steps \
+      /usr/bin/python3 bench/pytorch_gpt.py >>"$out/pytorch_$tag.json" &
+    pids+=($!)
+  done
+  for pid in "${pids[@]}"; do wait "$pid"; done
+done
+/usr/bin/python3 bench/train_table.py "$out" "$warmup"

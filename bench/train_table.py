@@ -1,0 +1,43 @@
+"""Reads what bench/train.sh left in its output directory and prints the comparison table:
+tokens/s, dtrain/PyTorch ratio, MFU against the matmul peak dtrain measured at start-up (the same
+peak for both), and peak RSS per rank."""
+import glob
+import json
+import re
+import sys
+
+
+def dtrain_result(run_dir, warmup):
+    steps = [json.loads(line) for line in open(f"{run_dir}/metrics.jsonl") if '"loss"' in line]
+    timed = [s for s in steps if s["step"] > warmup]
+    tokens_per_step = timed[0]["tokens_per_s"] * timed[0]["step_s"]
+    tps = tokens_per_step * len(timed) / sum(s["step_s"] for s in timed)
+    log0 = open(f"{run_dir}/rank-0.log").read()
+    peak = float(re.search(r"matmul peak ([0-9.]+) GFLOP/s", log0).group(1)) * 1e9
+    params = int(re.search(r"\((\d+) parameters\)", log0).group(1))
+    rss = []
+    for path in sorted(glob.glob(f"{run_dir}/rank-*.log")):
+        rss.append(int(re.search(r"peak RSS (\d+) MiB", open(path).read()).group(1)))
+    return tps, peak, params, rss
+
+
+def main():
+    out, warmup = sys.argv[1], int(sys.argv[2])
+    layers, d, seq = 6, 384, 256
+    rows = []
+    for tag in ("1x2", "2x1"):
+        tps, peak, params, rss = dtrain_result(f"{out}/dtrain_{tag}", warmup)
+        torch_run = json.loads(open(f"{out}/pytorch_{tag}.json").read().strip().splitlines()[-1])
+        flops_per_token = 6 * params + 12 * layers * seq * d
+        ranks, threads = tag.split("x")
+        for name, t, r in (("dtrain", tps, rss), ("PyTorch", torch_run["tokens_per_s"], torch_run["peak_rss_mib"])):
+            rows.append((f"{ranks} rank x {threads} thr", name, t, t / torch_run["tokens_per_s"], 100 * flops_per_token * t / peak,
+                         "/".join(str(round(x)) for x in r), peak / 1e9))
+    print(f"| layout | framework | tokens/s | vs PyTorch | MFU | peak RSS per rank (MiB) | matmul peak (GFLOP/s) |")
+    print(f"|---|---|---:|---:|---:|---:|---:|")
+    for layout, name, t, ratio, mfu, rss, peak in rows:
+        print(f"| {layout} | {name} | {t:,.0f} | {ratio:.2f}x | {mfu:.1f}% | {rss} | {peak:.0f} |")
+
+
+if __name__ == "__main__":
+    main()
