@@ -63,26 +63,27 @@ ProcessResult run_process(const std::vector<std::string>& argv, double timeout_s
   return result;
 }
 
-bool process_with_marker_alive(const std::string& marker) {
+std::vector<int> processes_with_markers(const std::vector<std::string>& markers) {
+  std::vector<int> pids;
   DIR* dir = opendir("/proc");
-  if (!dir) return false;
-  bool found = false;
+  if (!dir) return pids;
   while (dirent* e = readdir(dir)) {
     std::string name = e->d_name;
-    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    if (name.find_first_not_of("0123456789") != std::string::npos || std::stoi(name) == getpid()) continue;
     std::ifstream f("/proc/" + name + "/cmdline");
     std::stringstream ss;
     ss << f.rdbuf();
-    std::string cmd = ss.str();
+    const std::string cmd = ss.str();
     // Zombies have an empty cmdline; they are not running.
-    if (!cmd.empty() && cmd.find(marker) != std::string::npos && std::stoi(name) != getpid()) {
-      found = true;
-      break;
-    }
+    bool all = !cmd.empty();
+    for (const auto& m : markers) all = all && cmd.find(m) != std::string::npos;
+    if (all) pids.push_back(std::stoi(name));
   }
   closedir(dir);
-  return found;
+  return pids;
 }
+
+bool process_with_marker_alive(const std::string& marker) { return !processes_with_markers({marker}).empty(); }
 
 }  // namespace dtrain::test
 

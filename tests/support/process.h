@@ -18,8 +18,11 @@ struct ProcessResult {
 ProcessResult run_process(const std::vector<std::string>& argv, double timeout_s = 60,
                           const std::vector<std::string>& env = {});
 
-// True if any process other than the caller's ancestors has `marker` in its command line.
+// True if any process other than this one has `marker` in its command line.
 bool process_with_marker_alive(const std::string& marker);
+// The processes (other than this one) whose command line (arguments separated by '\0') contains
+// every marker.
+std::vector<int> processes_with_markers(const std::vector<std::string>& markers);
 
 // A TCP port that is free on loopback right now, for tests that must name one up front.
 int free_port();

@@ -3,8 +3,12 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <signal.h>
+
+#include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <thread>
 
 #include "ckpt/safetensors.h"
 #include "model/transformer.h"
@@ -34,9 +38,11 @@ struct TrainingRun {
   std::vector<json> steps;  // metrics.jsonl lines that carry a training loss
 };
 
-TrainingRun train(const std::string& dir, int nproc, const std::vector<std::string>& sets) {
+TrainingRun train(const std::string& dir, int nproc, const std::vector<std::string>& sets,
+                  const std::vector<std::string>& run_flags = {}) {
   std::vector<std::string> argv = {DTRAIN_BIN, "run", "--nproc-per-node", std::to_string(nproc), "--no-sample",
                                    "--set", "train.run_dir=" + dir};
+  argv.insert(argv.end(), run_flags.begin(), run_flags.end());
   for (const auto& s : kBase) argv.insert(argv.end(), {"--set", s});
   for (const auto& s : sets) argv.insert(argv.end(), {"--set", s});
   TrainingRun run{run_process(argv, 180, {"OMP_NUM_THREADS=1"}), dir, {}};
@@ -151,6 +157,38 @@ TEST(Resume, StoppingAndResumingReproducesTheUninterruptedRun) {
   for (int i = 0; i < 6; ++i)
     EXPECT_EQ(resumed.steps[i]["loss"].get<double>(), straight.steps[i]["loss"].get<double>()) << "step " << i + 1;
   const auto a = final_parameters(straight, 6), b = final_parameters(resumed, 6);
+  for (const auto& [name, t] : a) EXPECT_TRUE(torch::equal(t, b.at(name))) << name;
+}
+
+// The launcher's promise: a worker killed mid-run is noticed, the whole job restarts, resumes from
+// the last checkpoint, and ends where the uninterrupted run ends.
+TEST(Resume, AKilledWorkerRestartsTheJobWhichResumesAndEndsLikeTheUninterruptedRun) {
+  const std::vector<std::string> job = {"model.preset=demo", "train.steps=20", "train.deterministic=true",
+                                        "checkpoint.every_steps=3", "train_micro_batch_size_per_gpu=4"};
+  const std::string dir = scratch_dir("killed");
+  TrainingRun faulty;
+  std::thread runner([&] { faulty = train(dir, 2, job, {"--max-restarts", "1"}); });
+  // Once step 4 is logged, the checkpoint of step 3 is committed: kill one worker then.
+  bool killed = false;
+  for (int i = 0; i < 600 && !killed; ++i) {
+    std::ifstream metrics(dir + "/metrics.jsonl");
+    int lines = 0;
+    for (std::string line; std::getline(metrics, line);) ++lines;
+    if (lines >= 4) {
+      const auto workers = processes_with_markers({std::string("\0train\0", 7), "train.run_dir=" + dir});
+      if (!workers.empty()) killed = ::kill(workers.front(), SIGKILL) == 0;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  runner.join();
+  ASSERT_TRUE(killed) << "the run ended before a worker could be killed:\n" << faulty.result.output;
+  EXPECT_EQ(faulty.result.exit_code, 0) << faulty.result.output;
+  EXPECT_TRUE(contains(faulty.result.output, "signal 9 (SIGKILL)")) << faulty.result.output;
+  EXPECT_TRUE(contains(faulty.result.output, "restarting the job (restart 1 of 1)")) << faulty.result.output;
+  EXPECT_TRUE(contains(faulty.result.output, "resumed from " + dir + "/ckpt/step-")) << faulty.result.output;
+  const TrainingRun straight = train(scratch_dir("not_killed"), 2, job);
+  ASSERT_EQ(straight.result.exit_code, 0) << straight.result.output;
+  const auto a = final_parameters(straight, 20), b = final_parameters(faulty, 20);
   for (const auto& [name, t] : a) EXPECT_TRUE(torch::equal(t, b.at(name))) << name;
 }
 
