@@ -4,6 +4,7 @@
 #pragma once
 #include <nlohmann/json.hpp>
 
+#include <cstdint>
 #include <fstream>
 #include <string>
 
@@ -14,8 +15,12 @@ class MetricsLog {
   // Appends to `path` (a resumed run continues the same file). An empty path writes nothing.
   explicit MetricsLog(const std::string& path);
   void write(const nlohmann::json& record);
+  // Drops the lines of steps after `step`: a run resumed from a checkpoint of `step` rewrites the
+  // steps that the interrupted attempt logged beyond it, so each step appears once.
+  void forget_after(int64_t step);
 
  private:
+  std::string path_;
   std::ofstream out_;
 };
 

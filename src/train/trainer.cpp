@@ -182,6 +182,7 @@ void Trainer::resume_or_start() {
   if (!from.empty()) {
     progress_ = load_training_state(from, model_, *optimizer_);
     stream_->restore(progress_.data);
+    if (metrics_) metrics_->forget_after(progress_.step);
     log_.info("resumed from " + from + " at step " + std::to_string(progress_.step));
   }
   ddp_->broadcast_parameters(frozen_);

@@ -186,8 +186,13 @@ TEST(Resume, AKilledWorkerRestartsTheJobWhichResumesAndEndsLikeTheUninterruptedR
   EXPECT_TRUE(contains(faulty.result.output, "signal 9 (SIGKILL)")) << faulty.result.output;
   EXPECT_TRUE(contains(faulty.result.output, "restarting the job (restart 1 of 1)")) << faulty.result.output;
   EXPECT_TRUE(contains(faulty.result.output, "resumed from " + dir + "/ckpt/step-")) << faulty.result.output;
+  // metrics.jsonl holds each step once: what the killed attempt logged past its checkpoint is dropped.
+  ASSERT_EQ(faulty.steps.size(), 20u);
+  for (int i = 0; i < 20; ++i) EXPECT_EQ(faulty.steps[i]["step"].get<int>(), i + 1);
   const TrainingRun straight = train(scratch_dir("not_killed"), 2, job);
   ASSERT_EQ(straight.result.exit_code, 0) << straight.result.output;
+  for (int i = 0; i < 20; ++i)
+    EXPECT_EQ(faulty.steps[i]["loss"].get<double>(), straight.steps[i]["loss"].get<double>()) << "step " << i + 1;
   const auto a = final_parameters(straight, 20), b = final_parameters(faulty, 20);
   for (const auto& [name, t] : a) EXPECT_TRUE(torch::equal(t, b.at(name))) << name;
 }
