@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # dtrain against PyTorch (Debian's python3-torch, the same LibTorch underneath) on the same GPT:
 # 6 layers, 6 heads, d=384, seq 256, micro-batch 8, vocab 256, fp32, AdamW, clipping 1.0, DDP over
-# Gloo. Two layouts: one rank with 2 threads, and two ranks with 1 thread each. Each run times
+# Gloo. Two layouts: one rank with 2 threads, and two ranks with 1 thread each. PyTorch runs twice:
+# as shipped, and with OMP_WAIT_POLICY=PASSIVE (which dtrain sets for itself). Each run times
 # STEPS steps after 3 warm-up steps; the runs go one after another so they never share the cores.
 # Usage: bench/train.sh [STEPS]     Prints a table (also kept in bench/out/).
 set -euo pipefail
@@ -22,14 +23,18 @@ for layout in "1 2" "2 1"; do
   build/dtrain run --nproc-per-node "$ranks" --no-sample --config bench/gpt_bench.json \
     --set train.threads="$threads" --set train.steps=$((steps + warmup)) --set train.run_dir="$out/dtrain_$tag" \
     >"$out/dtrain_$tag.log" 2>&1
-  echo "running PyTorch, $ranks rank(s) x $threads thread(s)..." >&2
-  port=$(free_port)
-  pids=()
-  for ((r = 0; r < ranks; r++)); do
-    RANK=$r WORLD_SIZE=$ranks MASTER_ADDR=127.0.0.1 MASTER_PORT=$port BENCH_THREADS=$threads BENCH_STEPS=$steps \
-      /usr/bin/python3 bench/pytorch_gpt.py >>"$out/pytorch_$tag.json" &
-    pids+=($!)
+  # PyTorch twice: as it runs by default, and with the OpenMP wait policy dtrain sets for itself.
+  for wait_policy in default PASSIVE; do
+    echo "running PyTorch ($wait_policy OpenMP wait), $ranks rank(s) x $threads thread(s)..." >&2
+    port=$(free_port)
+    pids=()
+    for ((r = 0; r < ranks; r++)); do
+      env $([[ $wait_policy == PASSIVE ]] && echo OMP_WAIT_POLICY=PASSIVE) \
+        RANK=$r WORLD_SIZE=$ranks MASTER_ADDR=127.0.0.1 MASTER_PORT=$port BENCH_THREADS=$threads BENCH_STEPS=$steps \
+        /usr/bin/python3 bench/pytorch_gpt.py >>"$out/pytorch_${wait_policy}_$tag.json" &
+      pids+=($!)
+    done
+    for pid in "${pids[@]}"; do wait "$pid"; done
   done
-  for pid in "${pids[@]}"; do wait "$pid"; done
 done
 /usr/bin/python3 bench/train_table.py "$out" "$warmup"

@@ -1,6 +1,6 @@
 """Reads what bench/train.sh left in its output directory and prints the comparison table:
-tokens/s, dtrain/PyTorch ratio, MFU against the matmul peak dtrain measured at start-up (the same
-peak for both), and peak RSS per rank."""
+tokens/s, ratios to PyTorch as shipped and to PyTorch with OMP_WAIT_POLICY=PASSIVE, MFU against the
+matmul peak dtrain measured at start-up (the same peak for all), and peak RSS per rank."""
 import glob
 import json
 import re
@@ -27,17 +27,20 @@ def main():
     rows = []
     for tag in ("1x2", "2x1"):
         tps, peak, params, rss = dtrain_result(f"{out}/dtrain_{tag}", warmup)
-        torch_run = json.loads(open(f"{out}/pytorch_{tag}.json").read().strip().splitlines()[-1])
         flops_per_token = 6 * params + 12 * layers * seq * d
         ranks, threads = tag.split("x")
-        for name, t, r in (("dtrain", tps, rss), ("PyTorch", torch_run["tokens_per_s"], torch_run["peak_rss_mib"])):
-            rows.append((f"{ranks} rank x {threads} thr", name, t, t / torch_run["tokens_per_s"], 100 * flops_per_token * t / peak,
+        runs = [("dtrain", tps, rss)]
+        for policy, label in (("default", "PyTorch"), ("PASSIVE", "PyTorch, OMP_WAIT_POLICY=PASSIVE")):
+            result = json.loads(open(f"{out}/pytorch_{policy}_{tag}.json").read().strip().splitlines()[-1])
+            runs.append((label, result["tokens_per_s"], result["peak_rss_mib"]))
+        base, tuned = runs[1][1], runs[2][1]
+        for name, t, r in runs:
+            rows.append((f"{ranks} rank x {threads} thr", name, t, t / base, t / tuned, 100 * flops_per_token * t / peak,
                          "/".join(str(round(x)) for x in r), peak / 1e9))
-    print(f"| layout | framework | tokens/s | vs PyTorch | MFU | peak RSS per rank (MiB) | matmul peak (GFLOP/s) |")
-    print(f"|---|---|---:|---:|---:|---:|---:|")
-    for layout, name, t, ratio, mfu, rss, peak in rows:
-        print(f"| {layout} | {name} | {t:,.0f} | {ratio:.2f}x | {mfu:.1f}% | {rss} | {peak:.0f} |")
-
+    print("| layout | framework | tokens/s | vs PyTorch | vs PyTorch (passive wait) | MFU | peak RSS per rank (MiB) | matmul peak (GFLOP/s) |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|")
+    for layout, name, t, ratio, ratio_tuned, mfu, rss, peak in rows:
+        print(f"| {layout} | {name} | {t:,.0f} | {ratio:.2f}x | {ratio_tuned:.2f}x | {mfu:.1f}% | {rss} | {peak:.0f} |")
 
 if __name__ == "__main__":
     main()

@@ -2,6 +2,9 @@
 
 #include <ATen/Parallel.h>
 #include <dlfcn.h>
+#include <unistd.h>
+
+#include <cstdlib>
 
 namespace dtrain {
 
@@ -10,6 +13,12 @@ void use_compute_threads(int threads) {
   // Looked up at run time: present when the BLAS behind LibTorch is OpenBLAS, absent otherwise.
   using SetThreads = void (*)(int);
   if (auto set = reinterpret_cast<SetThreads>(::dlsym(RTLD_DEFAULT, "openblas_set_num_threads"))) set(threads);
+}
+
+void ensure_passive_openmp_wait(char** argv) {
+  if (std::getenv("OMP_WAIT_POLICY")) return;
+  ::setenv("OMP_WAIT_POLICY", "PASSIVE", 1);
+  ::execv("/proc/self/exe", argv);  // returns only if exec failed: go on with the default policy
 }
 
 }  // namespace dtrain

@@ -65,7 +65,8 @@ int run_command(int argc, char** argv) {
   const std::string ckpt = config.checkpoint.dir.empty() ? config.run_dir + "/ckpt" : config.checkpoint.dir;
   SamplingOptions options;
   options.seed = config.seed;
-  std::cout << "\nsample from " << resolve_checkpoint_dir(ckpt) << ":\n" << prompt << sample_text(resolve_checkpoint_dir(ckpt), prompt, options) << "\n";
+  const std::string dir = resolve_checkpoint_dir(ckpt);
+  std::cout << "\nsample from " << dir << ":\n" << prompt << sample_text(dir, prompt, options) << "\n";
   return 0;
 }
 
