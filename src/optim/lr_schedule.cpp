@@ -44,6 +44,13 @@ std::function<double(int64_t)> deepspeed_warmup(int64_t warmup, const std::strin
   };
 }
 
+void check_total_covers_warmup(const nlohmann::json& params, int64_t total, int64_t warmup) {
+  if (total >= warmup) return;
+  const std::string source = params.contains("total_num_steps") ? "" : ", taken from train.steps";
+  throw std::invalid_argument("scheduler.params.total_num_steps (" + std::to_string(total) + source +
+                              ") must be at least scheduler.params.warmup_num_steps (" + std::to_string(warmup) + ")");
+}
+
 double linear_warmup(int64_t step, int64_t warmup) { return double(step + 1) / double(warmup + 1); }
 
 }  // namespace
@@ -90,7 +97,7 @@ LrSchedule::LrSchedule(const nlohmann::json& spec, double base_lr, int64_t total
       fn_ = [=](int64_t step) { return min_lr + (max_lr - min_lr) * gamma(step); };
     } else {
       const int64_t total = p.steps("total_num_steps", total_steps);
-      if (total < warmup) throw std::invalid_argument("scheduler.params.total_num_steps must be at least warmup_num_steps");
+      check_total_covers_warmup(params, total, warmup);
       fn_ = [=](int64_t step) {
         const double g = step < warmup ? gamma(step)
                                        : std::max(0.0, double(total - step) / double(std::max<int64_t>(1, total - warmup)));
@@ -102,7 +109,7 @@ LrSchedule::LrSchedule(const nlohmann::json& spec, double base_lr, int64_t total
     const int64_t total = p.steps("total_num_steps", total_steps);
     const int64_t warmup = std::max<int64_t>(p.steps("warmup_num_steps", 1000), 1);
     const double warmup_min = p.number("warmup_min_ratio", 0.0), cos_min = p.number("cos_min_ratio", 0.0001);
-    if (total < warmup) throw std::invalid_argument("scheduler.params.total_num_steps must be at least warmup_num_steps");
+    check_total_covers_warmup(params, total, warmup);
     auto gamma = deepspeed_warmup(warmup, p.text("warmup_type", "log"));
     fn_ = [=](int64_t step) {
       if (step < warmup) return lr0 * (warmup_min + (1 - warmup_min) * gamma(step));
