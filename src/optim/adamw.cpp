@@ -7,7 +7,7 @@
 namespace dtrain {
 
 AdamW::AdamW(AdamWOptions options, const at::Tensor& like)
-    : options_(options), exp_avg_(at::zeros_like(like)), exp_avg_sq_(at::zeros_like(like)) {}
+    : options_(options), exp_avg_(at::zeros_like(like)), exp_avg_sq_(at::zeros_like(like)), denom_(at::empty_like(like)) {}
 
 void AdamW::step(at::Tensor& params, const at::Tensor& grads, const at::Tensor& decay_mask, double lr) {
   at::NoGradGuard no_grad;
@@ -17,8 +17,9 @@ void AdamW::step(at::Tensor& params, const at::Tensor& grads, const at::Tensor& 
   exp_avg_sq_.mul_(options_.beta2).addcmul_(grads, grads, 1 - options_.beta2);
   const double bias1 = 1 - std::pow(options_.beta1, double(steps_));
   const double bias2 = 1 - std::pow(options_.beta2, double(steps_));
-  auto denom = (exp_avg_sq_.sqrt() / std::sqrt(bias2)).add_(options_.eps);
-  params.addcdiv_(exp_avg_, denom, -lr / bias1);
+  // denom_ is kept between steps: a fresh buffer the size of the model every step costs page faults.
+  at::sqrt_out(denom_, exp_avg_sq_).mul_(1.0 / std::sqrt(bias2)).add_(options_.eps);
+  params.addcdiv_(exp_avg_, denom_, -lr / bias1);
 }
 
 std::map<std::string, at::Tensor> AdamW::state() const {

@@ -22,6 +22,7 @@ class AdamW : public FlatOptimizer {
  private:
   AdamWOptions options_;
   at::Tensor exp_avg_, exp_avg_sq_;
+  at::Tensor denom_;  // scratch for sqrt(v)/sqrt(bias2) + eps
   int64_t steps_ = 0;
 };
 
