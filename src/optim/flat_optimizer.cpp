@@ -1,10 +1,10 @@
 #include "optim/flat_optimizer.h"
 
 #include <algorithm>
-#include <set>
 #include <stdexcept>
 
 #include "optim/adamw.h"
+#include "optim/section_params.h"
 #include "optim/sgd.h"
 
 namespace dtrain {
@@ -16,28 +16,6 @@ std::string lower(std::string s) {
   return s;
 }
 
-// Reads optimizer.params.<key> as a number (or keeps the default), rejecting keys the type lacks.
-class ParamReader {
- public:
-  ParamReader(const nlohmann::json& params, std::set<std::string> known) : params_(params) {
-    for (auto it = params.begin(); it != params.end(); ++it)
-      if (!known.count(it.key())) throw std::invalid_argument("optimizer.params." + it.key() + " is not a parameter of this optimizer");
-  }
-  double number(const std::string& key, double fallback, double min_value) const {
-    if (!params_.contains(key)) return fallback;
-    const auto& v = params_.at(key);
-    if (!v.is_number()) throw std::invalid_argument("optimizer.params." + key + " must be a number");
-    const double x = v.get<double>();
-    if (x < min_value) throw std::invalid_argument("optimizer.params." + key + " must be at least " + std::to_string(min_value));
-    return x;
-  }
-  const nlohmann::json& raw(const std::string& key) const { return params_.at(key); }
-  bool has(const std::string& key) const { return params_.contains(key); }
-
- private:
-  const nlohmann::json& params_;
-};
-
 }  // namespace
 
 std::unique_ptr<FlatOptimizer> make_flat_optimizer(const nlohmann::json& spec, const at::Tensor& like) {
@@ -45,7 +23,7 @@ std::unique_ptr<FlatOptimizer> make_flat_optimizer(const nlohmann::json& spec, c
   const nlohmann::json params = spec.value("params", nlohmann::json::object());
   const std::string t = lower(type);
   if (t == "adamw" || t == "adam") {
-    ParamReader r(params, {"lr", "betas", "eps", "weight_decay", "adam_w_mode", "torch_adam", "bias_correction"});
+    SectionParams r("optimizer", params, {"lr", "betas", "eps", "weight_decay", "adam_w_mode", "torch_adam", "bias_correction"});
     AdamWOptions o;
     o.lr = r.number("lr", o.lr, 0);
     o.eps = r.number("eps", o.eps, 0);
@@ -64,7 +42,7 @@ std::unique_ptr<FlatOptimizer> make_flat_optimizer(const nlohmann::json& spec, c
     return std::make_unique<AdamW>(o, like);
   }
   if (t == "sgd") {
-    ParamReader r(params, {"lr", "momentum", "dampening", "weight_decay", "nesterov"});
+    SectionParams r("optimizer", params, {"lr", "momentum", "dampening", "weight_decay", "nesterov"});
     SgdOptions o;
     o.lr = r.number("lr", o.lr, 0);
     o.momentum = r.number("momentum", 0, 0);

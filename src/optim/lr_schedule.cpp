@@ -2,36 +2,13 @@
 
 #include <algorithm>
 #include <cmath>
-#include <set>
 #include <stdexcept>
+
+#include "optim/section_params.h"
 
 namespace dtrain {
 
 namespace {
-
-class Params {
- public:
-  Params(const nlohmann::json& params, const std::set<std::string>& known) : p_(params) {
-    for (auto it = params.begin(); it != params.end(); ++it)
-      if (!known.count(it.key())) throw std::invalid_argument("scheduler.params." + it.key() + " is not a parameter of this scheduler");
-  }
-  double number(const std::string& key, double fallback) const {
-    if (!p_.contains(key)) return fallback;
-    if (!p_.at(key).is_number()) throw std::invalid_argument("scheduler.params." + key + " must be a number");
-    return p_.at(key).get<double>();
-  }
-  int64_t steps(const std::string& key, int64_t fallback) const {
-    const double v = number(key, double(fallback));
-    if (v < 0 || v != std::floor(v)) throw std::invalid_argument("scheduler.params." + key + " must be a whole number ≥ 0");
-    return int64_t(v);
-  }
-  std::string text(const std::string& key, const std::string& fallback) const {
-    return p_.contains(key) ? p_.at(key).get<std::string>() : fallback;
-  }
-
- private:
-  const nlohmann::json& p_;
-};
 
 // DeepSpeed's warmup gamma: log(step+1)/log(warmup) or step/warmup, 1 after warmup.
 std::function<double(int64_t)> deepspeed_warmup(int64_t warmup, const std::string& type) {
@@ -60,7 +37,7 @@ LrSchedule::LrSchedule(const nlohmann::json& spec, double base_lr, int64_t total
   const nlohmann::json params = spec.value("params", nlohmann::json::object());
   const double lr0 = base_lr;
   if (type_ == "constant" || type_ == "linear" || type_ == "cosine" || type_ == "wsd") {
-    Params p(params, {"warmup_steps", "min_ratio", "decay_steps", "decay_fraction"});
+    SectionParams p("scheduler", params, {"warmup_steps", "min_ratio", "decay_steps", "decay_fraction"});
     const int64_t warmup = p.steps("warmup_steps", 0);
     const double min_ratio = p.number("min_ratio", 0.0);
     if (min_ratio < 0 || min_ratio > 1) throw std::invalid_argument("scheduler.params.min_ratio must be in [0, 1]");
@@ -89,7 +66,7 @@ LrSchedule::LrSchedule(const nlohmann::json& spec, double base_lr, int64_t total
     }
     fn_ = [=](int64_t step) { return lr0 * (step < warmup ? linear_warmup(step, warmup) : after(step)); };
   } else if (type_ == "WarmupLR" || type_ == "WarmupDecayLR") {
-    Params p(params, {"warmup_min_lr", "warmup_max_lr", "warmup_num_steps", "warmup_type", "total_num_steps", "last_batch_iteration"});
+    SectionParams p("scheduler", params, {"warmup_min_lr", "warmup_max_lr", "warmup_num_steps", "warmup_type", "total_num_steps", "last_batch_iteration"});
     const double min_lr = p.number("warmup_min_lr", 0.0), max_lr = p.number("warmup_max_lr", lr0);
     const int64_t warmup = std::max<int64_t>(p.steps("warmup_num_steps", 1000), 1);
     auto gamma = deepspeed_warmup(warmup, p.text("warmup_type", "log"));
@@ -105,7 +82,7 @@ LrSchedule::LrSchedule(const nlohmann::json& spec, double base_lr, int64_t total
       };
     }
   } else if (type_ == "WarmupCosineLR") {
-    Params p(params, {"total_num_steps", "warmup_min_ratio", "warmup_num_steps", "cos_min_ratio", "warmup_type", "last_batch_iteration"});
+    SectionParams p("scheduler", params, {"total_num_steps", "warmup_min_ratio", "warmup_num_steps", "cos_min_ratio", "warmup_type", "last_batch_iteration"});
     const int64_t total = p.steps("total_num_steps", total_steps);
     const int64_t warmup = std::max<int64_t>(p.steps("warmup_num_steps", 1000), 1);
     const double warmup_min = p.number("warmup_min_ratio", 0.0), cos_min = p.number("cos_min_ratio", 0.0001);
