@@ -4,7 +4,6 @@
 
 #include <iostream>
 
-#include "optim/flat_optimizer.h"
 #include "optim/lr_schedule.h"
 #include "train/train_config.h"
 
@@ -28,12 +27,10 @@ int config_command(int argc, char** argv) {
     const int code = app.exit(e);
     return code == 0 ? 0 : 2;
   }
-  nlohmann::json user = read_config_file(path);
-  apply_overrides(user, sets);
-  const TrainConfig c = resolve_config(user, world_size, path.empty() ? "demo config" : path);
-  const LrSchedule schedule(c.scheduler, make_flat_optimizer(c.optimizer, at::zeros({1}))->base_lr(), c.steps);
+  const TrainConfig c = load_train_config(path, sets, world_size);
+  const LrSchedule schedule(c.scheduler, c.base_lr, c.steps);
   const double params = double(c.model.parameter_count());
-  std::cout << "config OK: " << (path.empty() ? "demo config" : path) << "\n"
+  std::cout << "config OK: " << c.origin << "\n"
             << "  model      " << c.model.describe() << "\n"
             << "  data       " << c.data_source << " (validation fraction " << c.val_fraction << ")\n"
             << "  layout     " << c.world_size << " rank(s): dp " << c.dp << "\n"

@@ -49,9 +49,7 @@ int run_command(int argc, char** argv) {
     return 2;
   }
   // Checked once here, before any process starts, rather than once per rank.
-  nlohmann::json user = read_config_file(config_path);
-  apply_overrides(user, sets);
-  TrainConfig config = resolve_config(user, launch.nproc_per_node * launch.nnodes, config_path.empty() ? "demo config" : config_path);
+  TrainConfig config = load_train_config(config_path, sets, launch.nproc_per_node * launch.nnodes);
   // One run directory for all ranks and all restarts, so a restarted job resumes its own checkpoints.
   if (config.run_dir.empty()) {
     config.run_dir = default_run_dir();
@@ -62,10 +60,9 @@ int run_command(int argc, char** argv) {
   for (const auto& s : sets) launch.program.insert(launch.program.end(), {"--set", s});
   const int rc = Agent(launch).run();
   if (rc != 0 || no_sample || launch.node_rank != 0) return rc;
-  const std::string ckpt = config.checkpoint.dir.empty() ? config.run_dir + "/ckpt" : config.checkpoint.dir;
   SamplingOptions options;
   options.seed = config.seed;
-  const std::string dir = resolve_checkpoint_dir(ckpt);
+  const std::string dir = resolve_checkpoint_dir(config.checkpoint_dir());
   std::cout << "\nsample from " << dir << ":\n" << prompt << sample_text(dir, prompt, options) << "\n";
   return 0;
 }

@@ -25,9 +25,7 @@ int train_command(int argc, char** argv) {
     return code == 0 ? 0 : 2;
   }
   const WorkerEnv env = derive_worker_env(current_env());
-  nlohmann::json user = read_config_file(config_path);
-  apply_overrides(user, sets);
-  const TrainConfig config = resolve_config(user, env.world_size, config_path.empty() ? "demo config" : config_path);
+  const TrainConfig config = load_train_config(config_path, sets, env.world_size);
   WorldOptions options;
   options.backend = config.backend;
   options.timeout = std::chrono::milliseconds(int64_t(config.timeout_s * 1000));

@@ -238,6 +238,7 @@ void apply_overrides(json& config, const std::vector<std::string>& sets) {
 
 TrainConfig resolve_config(const json& user, int world_size, const std::string& origin) {
   TrainConfig c;
+  c.origin = origin;
   c.json = config_defaults();
   merge_checked(c.json, user, "", origin);
   const Reader r(c.json, origin);
@@ -284,8 +285,8 @@ TrainConfig resolve_config(const json& user, int world_size, const std::string& 
   c.optimizer = c.json["optimizer"];
   c.scheduler = c.json["scheduler"];
   try {  // built once here so `config check` reports their parameters' mistakes too
-    const auto probe = make_flat_optimizer(c.optimizer, at::zeros({1}));
-    LrSchedule(c.scheduler, probe->base_lr(), c.steps);
+    c.base_lr = make_flat_optimizer(c.optimizer, at::zeros({1}))->base_lr();
+    LrSchedule(c.scheduler, c.base_lr, c.steps);
   } catch (const std::invalid_argument& e) {
     fail(origin, e.what());
   }
@@ -300,6 +301,12 @@ TrainConfig resolve_config(const json& user, int world_size, const std::string& 
     fail(origin, "'dist.backend' must be \"auto\", \"gloo\" or \"nccl\", got \"" + c.backend + "\"");
   c.timeout_s = r.number("dist.timeout_s", 1);
   return c;
+}
+
+TrainConfig load_train_config(const std::string& path, const std::vector<std::string>& sets, int world_size) {
+  json user = read_config_file(path);
+  apply_overrides(user, sets);
+  return resolve_config(user, world_size, path.empty() ? "demo config" : path);
 }
 
 }  // namespace dtrain

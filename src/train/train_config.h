@@ -21,6 +21,7 @@ struct ConfigError : std::runtime_error {
 
 struct TrainConfig {
   nlohmann::json json;  // the merged, resolved config (what the run directory's config.json holds)
+  std::string origin;   // where it came from, for messages: the file, or "demo config"
 
   TransformerConfig model;
   std::string data_source;
@@ -47,6 +48,10 @@ struct TrainConfig {
   bool wall_clock_breakdown = false;
   int64_t reduce_bucket_elements = 0;
   nlohmann::json optimizer, scheduler;
+  double base_lr = 0;  // the optimizer's learning rate, which schedules scale
+
+  // checkpoint.dir, or <run_dir>/ckpt when it is empty.
+  std::string checkpoint_dir() const { return checkpoint.dir.empty() ? run_dir + "/ckpt" : checkpoint.dir; }
 
   CheckpointOptions checkpoint;
   std::string backend;
@@ -66,5 +71,8 @@ void apply_overrides(nlohmann::json& config, const std::vector<std::string>& set
 // Merges over the defaults, rejects unknown and unimplemented keys, resolves "auto" and batch
 // arithmetic for `world_size` ranks. `origin` names where the config came from, for messages.
 TrainConfig resolve_config(const nlohmann::json& user, int world_size, const std::string& origin);
+// All three for the commands: the file at `path` (empty: the demo config) with `sets` applied,
+// resolved for `world_size` ranks.
+TrainConfig load_train_config(const std::string& path, const std::vector<std::string>& sets, int world_size);
 
 }  // namespace dtrain
