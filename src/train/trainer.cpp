@@ -108,7 +108,7 @@ void Trainer::setup_run_dir() {
     const auto bytes = store->get("trainer/run_dir");
     c_.run_dir.assign(bytes.begin(), bytes.end());
   }
-  if (c_.checkpoint.dir.empty()) c_.checkpoint.dir = c_.run_dir + "/ckpt";
+  c_.checkpoint.dir = c_.checkpoint_dir();
   c_.json["train"]["run_dir"] = c_.run_dir;
   c_.json["checkpoint"]["dir"] = c_.checkpoint.dir;
   log_.open(c_.run_dir);
@@ -131,26 +131,24 @@ void Trainer::build_data() {
 void Trainer::build_model() {
   model_ = Transformer(c_.model, c_.seed);
   std::vector<std::pair<std::string, at::Tensor>> named;
+  std::vector<bool> glob_matched(c_.freeze.size(), false);
   int64_t frozen_count = 0;
-  for (const auto& glob : c_.freeze) {
-    bool matched = false;
-    for (const auto& item : model_->named_parameters())
-      if (fnmatch(glob.c_str(), item.key().c_str(), 0) == 0) matched = true;
-    if (!matched)
-      throw ConfigError("train.freeze: '" + glob + "' matches no parameter (names look like blocks.0.qkv.weight, wte.weight)");
-  }
-  model_->to(world_->device());
   for (auto& item : model_->named_parameters()) {
-    for (const auto& glob : c_.freeze) {
-      if (fnmatch(glob.c_str(), item.key().c_str(), 0) == 0) {
-        item.value().requires_grad_(false);
-        frozen_.push_back(item.value());
-        frozen_count += item.value().numel();
-        break;
-      }
+    for (size_t g = 0; g < c_.freeze.size(); ++g) {
+      if (fnmatch(c_.freeze[g].c_str(), item.key().c_str(), 0) != 0) continue;
+      glob_matched[g] = true;
+      if (!item.value().requires_grad()) continue;  // already frozen by an earlier glob
+      item.value().requires_grad_(false);
+      frozen_.push_back(item.value());
+      frozen_count += item.value().numel();
     }
     named.emplace_back(item.key(), item.value());
   }
+  for (size_t g = 0; g < c_.freeze.size(); ++g)
+    if (!glob_matched[g])
+      throw ConfigError("train.freeze: '" + c_.freeze[g] + "' matches no parameter (names look like blocks.0.qkv.weight, wte.weight)");
+  // Moving keeps each parameter's identity (its data is replaced), so `named` and `frozen_` stay valid.
+  model_->to(world_->device());
   flat_ = std::make_unique<FlatParameters>(named);
   optimizer_ = make_flat_optimizer(c_.optimizer, flat_->data());
   schedule_ = std::make_unique<LrSchedule>(c_.scheduler, optimizer_->base_lr(), c_.steps);
