@@ -1,14 +1,31 @@
 #!/usr/bin/env bash
-# Installs what dtrain needs to build, test and run on Debian 12. Idempotent: when every package is
-# present it only checks (well under a second) and touches nothing.
-# Usage: scripts/setup.sh [--bench]   (--bench adds the peers the benchmarks compare against)
+# Installs what dtrain needs to build, test and run on Debian 12: Debian's packages, and LibTorch from
+# the PyPI `torch` wheel in the project's own virtual environment (.venv). Python only installs it:
+# dtrain loads LibTorch's shared libraries and runs no Python. Idempotent: when everything is present
+# it only checks (well under a second) and touches nothing.
+# Usage: scripts/setup.sh [--bench]
+#   --bench  adds the peers the benchmarks compare against: PyTorch with all its dependencies in the
+#            same .venv (torchrun, FSDP2, DTensor, pipelining; the nvidia-* wheels the CUDA build
+#            links against come with it) and OpenMPI.
 set -euo pipefail
+cd "$(dirname "$0")/.."
 
-packages=(build-essential cmake libtorch-dev libgloo-dev libopenblas0-pthread
-          nlohmann-json3-dev libcli11-dev libgtest-dev fortunes-min fortunes procps)
-if [[ "${1:-}" == "--bench" ]]; then
-  packages+=(python3-torch openmpi-bin libopenmpi-dev)
-fi
+torch_version=2.11.0
+# The wheel is built with CUDA 13: even libtorch_cpu needs libcudart and libcupti to load. These two
+# small wheels, from torch's own requirements, provide them; the rest of CUDA is left out.
+cuda_runtime="cuda-toolkit[cudart,cupti]==13.0.2"
+venv=.venv
+
+bench=0
+case "${1:-}" in
+  "") ;;
+  --bench) bench=1 ;;
+  *) echo "setup: unknown option '$1' (usage: scripts/setup.sh [--bench])" >&2; exit 2 ;;
+esac
+
+packages=(build-essential cmake python3-venv ca-certificates libgloo-dev nlohmann-json3-dev libcli11-dev
+          libgtest-dev fortunes-min fortunes procps)
+((bench)) && packages+=(openmpi-bin libopenmpi-dev)
 
 missing=()
 for p in "${packages[@]}"; do
@@ -21,4 +38,23 @@ if ((${#missing[@]})); then
   export DEBIAN_FRONTEND=noninteractive
   "${sudo_cmd[@]}" apt-get update -qq
   "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# Debian's own Python makes the environment, whatever python3 comes first on PATH.
+[[ -x $venv/bin/python ]] || /usr/bin/python3 -m venv "$venv"
+site=$(echo "$venv"/lib/python3*/site-packages)
+installed() { compgen -G "$site/$1.dist-info" >/dev/null; }
+pip=("$venv/bin/pip" install -q --disable-pip-version-check)
+
+if ! installed "torch-$torch_version"; then
+  echo "setup: installing LibTorch $torch_version from PyPI into $venv (a 530 MB wheel; its CUDA libraries are left out)"
+  "${pip[@]}" --no-deps "torch==$torch_version"
+fi
+if ! installed "nvidia_cuda_runtime-*" || ! installed "nvidia_cuda_cupti-*"; then
+  echo "setup: installing the CUDA runtime libraries LibTorch loads ($cuda_runtime)"
+  "${pip[@]}" "$cuda_runtime"
+fi
+if ((bench)) && ! installed "triton-*"; then
+  echo "setup: installing PyTorch $torch_version with its dependencies into $venv for the benchmark peers (several GB)"
+  "${pip[@]}" "torch==$torch_version" numpy
 fi

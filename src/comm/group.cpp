@@ -5,7 +5,7 @@
 
 namespace dtrain {
 
-Group::Group(std::string name, std::vector<int> ranks, int global_rank, c10::intrusive_ptr<c10d::ProcessGroup> backend,
+Group::Group(std::string name, std::vector<int> ranks, int global_rank, c10::intrusive_ptr<c10d::Backend> backend,
              std::chrono::milliseconds timeout, std::shared_ptr<CollectiveLog> log,
              std::shared_ptr<HangDiagnosis> diagnosis)
     : name_(std::move(name)),

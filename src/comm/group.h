@@ -2,7 +2,7 @@
 // of collectives (numbered from 1, identical on every member) and its own timeout. Groups are
 // created by World/DeviceMesh and passed explicitly to whatever communicates; nothing is global.
 #pragma once
-#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+#include <torch/csrc/distributed/c10d/Backend.hpp>
 
 #include <chrono>
 #include <memory>
@@ -16,7 +16,7 @@ namespace dtrain {
 
 class Group {
  public:
-  Group(std::string name, std::vector<int> ranks, int global_rank, c10::intrusive_ptr<c10d::ProcessGroup> backend,
+  Group(std::string name, std::vector<int> ranks, int global_rank, c10::intrusive_ptr<c10d::Backend> backend,
         std::chrono::milliseconds timeout, std::shared_ptr<CollectiveLog> log,
         std::shared_ptr<HangDiagnosis> diagnosis);
 
@@ -31,7 +31,7 @@ class Group {
 
   // For the collective helpers (collectives.cpp): the backend, the next sequence number, and the
   // record/diagnosis pair.
-  c10d::ProcessGroup& backend() { return *backend_; }
+  c10d::Backend& backend() { return *backend_; }
   int64_t next_seq() { return ++seq_; }
   CollectiveLog& log() { return *log_; }
   HangDiagnosis& diagnosis() { return *diagnosis_; }
@@ -41,7 +41,7 @@ class Group {
   std::string key_;
   std::vector<int> ranks_;
   int rank_;
-  c10::intrusive_ptr<c10d::ProcessGroup> backend_;  // null when size() == 1: nothing to talk to
+  c10::intrusive_ptr<c10d::Backend> backend_;  // null when size() == 1: nothing to talk to
   std::chrono::milliseconds timeout_;
   int64_t seq_ = 0;  // collectives issued so far; every member issues the same sequence
   std::shared_ptr<CollectiveLog> log_;

@@ -88,7 +88,7 @@ std::shared_ptr<World> World::init(const WorldOptions& options, const WorkerEnv&
   return w;
 }
 
-c10::intrusive_ptr<c10d::ProcessGroup> World::make_backend(const std::string& key, int rank, int size) {
+c10::intrusive_ptr<c10d::Backend> World::make_backend(const std::string& key, int rank, int size) {
   auto store = c10::make_intrusive<c10d::PrefixStore>("pg/" + key, store_);
 #ifdef USE_C10D_NCCL
   if (backend_ == "nccl") {
@@ -112,7 +112,7 @@ std::shared_ptr<Group> World::new_group(const std::string& name, const std::vect
   if (me == ranks.end()) return nullptr;
   const int group_rank = static_cast<int>(me - ranks.begin());
   const std::string key = name + ":" + format_ranks(ranks);
-  c10::intrusive_ptr<c10d::ProcessGroup> backend;
+  c10::intrusive_ptr<c10d::Backend> backend;
   if (ranks.size() > 1) {
     try {
       backend = make_backend(key, group_rank, static_cast<int>(ranks.size()));

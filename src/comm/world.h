@@ -38,7 +38,7 @@ class World {
 
  private:
   World() = default;
-  c10::intrusive_ptr<c10d::ProcessGroup> make_backend(const std::string& key, int rank, int size);
+  c10::intrusive_ptr<c10d::Backend> make_backend(const std::string& key, int rank, int size);
 
   WorkerEnv env_;
   WorldOptions options_;
