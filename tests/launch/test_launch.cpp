@@ -2,15 +2,21 @@
 // input — all with real processes on loopback.
 #include <gtest/gtest.h>
 
+#include <signal.h>
+
+#include <filesystem>
 #include <future>
 #include <map>
 #include <regex>
 #include <sstream>
 
 #include "support/process.h"
+#include "support/scratch.h"
 
 namespace dtrain::test {
 namespace {
+
+namespace fs = std::filesystem;
 
 const std::string kBin = DTRAIN_BIN;
 const std::string kSleeper = std::string(DTRAIN_TEST_BIN_DIR) + "/worker_sleep";
@@ -144,7 +150,11 @@ TEST(Launch, TwoAgentsFormOneWorld) {
 TEST(Launch, AWorkerDyingOnOneNodeStopsBothNodes) {
   const int port = free_port();
   const std::string marker = unique_marker("twonodes");
-  const std::vector<std::string> program{"sh", "-c", "if [ $RANK = 3 ]; then sleep 1; exit 3; fi; exec " + kSleeper + " 30 " + marker};
+  const std::string ready = scratch_dir("twonodes_ready");
+  // Rank 3 fails once the three others run, so node 0 has live workers to stop.
+  const std::vector<std::string> program{
+      "sh", "-c", "if [ $RANK = 3 ]; then while [ $(ls " + ready + " | wc -l) -lt 3 ]; do sleep 0.02; done; exit 3; fi; "
+                  "WORKER_READY_DIR=" + ready + " exec " + kSleeper + " 30 " + marker};
   auto node0 = start_node(0, port, {"--grace-period", "2"}, program);
   auto node1 = start_node(1, port, {"--grace-period", "2"}, program);
   auto r0 = node0.get(), r1 = node1.get();
@@ -168,24 +178,42 @@ TEST(Launch, TwoNodesRestartTogether) {
   EXPECT_TRUE(contains(r1.output, "[rank 2] ok=1")) << r1.output;
 }
 
+// Starts an agent with two sleeping workers and returns once both run (each has created its file in
+// a fresh ready directory), with the agent's pid.
+std::future<ProcessResult> start_sleeping_job(const std::string& marker, int* agent_pid) {
+  const std::string ready = scratch_dir(marker + "_ready");
+  auto job = std::async(std::launch::async, [=] {
+    return run_process({kBin, "launch", "--nproc-per-node", "2", "--", kSleeper, "30", marker}, 60,
+                       {"WORKER_READY_DIR=" + ready});
+  });
+  const bool running = wait_for([&] { return std::distance(fs::directory_iterator(ready), {}) == 2; }, 30);
+  const auto agents = processes_with_markers({std::string("\0launch\0", 8), marker});
+  *agent_pid = running && agents.size() == 1 ? agents.front() : 0;
+  return job;
+}
+
 TEST(Launch, AgentStoppedBySigtermLeavesNoWorker) {
   const std::string marker = unique_marker("sigterm");
-  auto r = run_process({"sh", "-c",
-                        kBin + " launch --nproc-per-node 2 -- " + kSleeper + " 30 " + marker +
-                            " & sleep 1; kill -TERM $!; wait $!; echo agent_exit=$?"},
-                       30);
-  EXPECT_TRUE(contains(r.output, "agent_exit=143")) << r.output;
+  int agent = 0;
+  auto job = start_sleeping_job(marker, &agent);
+  ASSERT_GT(agent, 0) << job.get().output;
+  ::kill(agent, SIGTERM);
+  const auto r = job.get();
+  EXPECT_EQ(r.exit_code, 143) << r.output;
   EXPECT_TRUE(contains(r.output, "stopped by signal 15")) << r.output;
   EXPECT_FALSE(process_with_marker_alive(marker));
 }
 
 TEST(Launch, KilledAgentTakesItsWorkersWithIt) {
   const std::string marker = unique_marker("agentkill");
-  auto r = run_process({"sh", "-c",
-                        kBin + " launch --nproc-per-node 2 -- " + kSleeper + " 30 " + marker +
-                            " & sleep 1; kill -KILL $!; wait $!; sleep 0.5"},
-                       30);
-  EXPECT_FALSE(process_with_marker_alive(marker)) << r.output;
+  int agent = 0;
+  auto job = start_sleeping_job(marker, &agent);
+  ASSERT_GT(agent, 0) << job.get().output;
+  ::kill(agent, SIGKILL);
+  const auto r = job.get();
+  EXPECT_EQ(r.signal, SIGKILL) << r.output;
+  // The workers learn of their parent's death from the kernel (PR_SET_PDEATHSIG): wait for it.
+  EXPECT_TRUE(wait_for([&] { return !process_with_marker_alive(marker); }, 30)) << r.output;
 }
 
 TEST(LaunchBadInput, UnknownFlag) {

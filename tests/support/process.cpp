@@ -10,6 +10,7 @@
 
 #include <chrono>
 #include <fstream>
+#include <thread>
 #include <sstream>
 #include <stdexcept>
 
@@ -84,6 +85,15 @@ std::vector<int> processes_with_markers(const std::vector<std::string>& markers)
 }
 
 bool process_with_marker_alive(const std::string& marker) { return !processes_with_markers({marker}).empty(); }
+
+bool wait_for(const std::function<bool()>& done, double timeout_s) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+  while (!done()) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return true;
+}
 
 }  // namespace dtrain::test
 

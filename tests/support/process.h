@@ -1,6 +1,7 @@
 // Runs a command as a child process for multi-rank and CLI tests: captures its output and exit
 // status and kills it (and its process group) if it outlives a deadline, so no test can hang.
 #pragma once
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -23,6 +24,10 @@ bool process_with_marker_alive(const std::string& marker);
 // The processes (other than this one) whose command line (arguments separated by '\0') contains
 // every marker.
 std::vector<int> processes_with_markers(const std::vector<std::string>& markers);
+
+// Polls `done` until it holds or `timeout_s` passes; returns whether it held. For waiting on a sign
+// that something happened (a file appears, a process is gone), never for letting time pass.
+bool wait_for(const std::function<bool()>& done, double timeout_s);
 
 // A TCP port that is free on loopback right now, for tests that must name one up front.
 int free_port();
