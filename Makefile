@@ -2,7 +2,7 @@
 BUILD ?= build
 JOBS ?= $(shell nproc)
 
-.PHONY: all setup build test demo clean
+.PHONY: all setup build test demo cuda clean
 all: build
 
 setup:
@@ -19,5 +19,12 @@ test: build
 demo: build
 	$(BUILD)/dtrain run
 
+# The CUDA variant, against the same wheel's libtorch_cuda with the machine's CUDA 13 toolkit, cuDNN
+# and NCCL. It compiles and links without a GPU; scripts/gpu-check.sh runs it on one.
+cuda:
+	@scripts/setup.sh --cuda
+	@PATH=$$PATH:/usr/local/cuda/bin cmake -S . -B $(BUILD)-cuda -DCMAKE_BUILD_TYPE=Release -DDTRAIN_CUDA=ON >/dev/null
+	@cmake --build $(BUILD)-cuda -j $(JOBS)
+
 clean:
-	rm -rf $(BUILD)
+	rm -rf $(BUILD) $(BUILD)-cuda

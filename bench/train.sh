@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# dtrain against PyTorch (Debian's python3-torch, the same LibTorch underneath) on the same GPT:
+# dtrain against PyTorch 2.11 (the same wheel whose LibTorch dtrain links, in .venv) on the same GPT:
 # 6 layers, 6 heads, d=384, seq 256, micro-batch 8, vocab 256, fp32, AdamW, clipping 1.0, DDP over
 # Gloo. Two layouts: one rank with 2 threads, and two ranks with 1 thread each. PyTorch runs twice:
 # as shipped, and with OMP_WAIT_POLICY=PASSIVE (which dtrain sets for itself). Each run times
@@ -31,7 +31,7 @@ for layout in "1 2" "2 1"; do
     for ((r = 0; r < ranks; r++)); do
       env $([[ $wait_policy == PASSIVE ]] && echo OMP_WAIT_POLICY=PASSIVE) \
         RANK=$r WORLD_SIZE=$ranks MASTER_ADDR=127.0.0.1 MASTER_PORT=$port BENCH_THREADS=$threads BENCH_STEPS=$steps \
-        /usr/bin/python3 bench/pytorch_gpt.py >>"$out/pytorch_${wait_policy}_$tag.json" &
+        .venv/bin/python bench/pytorch_gpt.py >>"$out/pytorch_${wait_policy}_$tag.json" &
       pids+=($!)
     done
     for pid in "${pids[@]}"; do wait "$pid"; done

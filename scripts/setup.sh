@@ -3,10 +3,11 @@
 # the PyPI `torch` wheel in the project's own virtual environment (.venv). Python only installs it:
 # dtrain loads LibTorch's shared libraries and runs no Python. Idempotent: when everything is present
 # it only checks (well under a second) and touches nothing.
-# Usage: scripts/setup.sh [--bench]
+# Usage: scripts/setup.sh [--bench | --cuda]
 #   --bench  adds the peers the benchmarks compare against: PyTorch with all its dependencies in the
-#            same .venv (torchrun, FSDP2, DTensor, pipelining; the nvidia-* wheels the CUDA build
-#            links against come with it) and OpenMPI.
+#            same .venv (torchrun, FSDP2, DTensor, pipelining) and OpenMPI.
+#   --cuda   adds what the CUDA build links against beyond the machine's CUDA 13 toolkit, cuDNN and
+#            NCCL: the three libraries libtorch_cuda needs that the toolkit lacks, as torch's own wheels.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -16,11 +17,12 @@ torch_version=2.11.0
 cuda_runtime="cuda-toolkit[cudart,cupti]==13.0.2"
 venv=.venv
 
-bench=0
+bench=0 cuda=0
 case "${1:-}" in
   "") ;;
   --bench) bench=1 ;;
-  *) echo "setup: unknown option '$1' (usage: scripts/setup.sh [--bench])" >&2; exit 2 ;;
+  --cuda) cuda=1 ;;
+  *) echo "setup: unknown option '$1' (usage: scripts/setup.sh [--bench | --cuda])" >&2; exit 2 ;;
 esac
 
 packages=(build-essential cmake python3-venv ca-certificates libgloo-dev nlohmann-json3-dev libcli11-dev
@@ -57,4 +59,8 @@ fi
 if ((bench)) && ! installed "triton-*"; then
   echo "setup: installing PyTorch $torch_version with its dependencies into $venv for the benchmark peers (several GB)"
   "${pip[@]}" "torch==$torch_version" numpy
+fi
+if ((cuda)) && ! { installed "nvidia_cusparselt_cu13-*" && installed "nvidia_nvshmem_cu13-*" && installed "nvidia_cufile-*"; }; then
+  echo "setup: installing cuSPARSELt, NVSHMEM and cuFile for linking libtorch_cuda"
+  "${pip[@]}" "nvidia-cusparselt-cu13==0.8.0" "nvidia-nvshmem-cu13==3.4.5" "cuda-toolkit[cufile]==13.0.2"
 fi

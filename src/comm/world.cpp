@@ -21,13 +21,28 @@ constexpr bool kHaveNccl = true;
 constexpr bool kHaveNccl = false;
 #endif
 
-std::string choose_backend(const std::string& requested) {
-  if (requested == "auto") return kHaveNccl && torch::cuda::is_available() ? "nccl" : "gloo";
+// A CUDA build with a GPU puts each rank on one (LOCAL_RANK modulo the GPUs, so ranks can share a
+// GPU on a small machine); otherwise the rank computes on the CPU.
+at::Device choose_device(const WorkerEnv& env) {
+  if (!kHaveNccl || !torch::cuda::is_available()) return at::Device(at::kCPU);
+  return at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(env.local_rank % torch::cuda::device_count()));
+}
+
+// NCCL needs a GPU of its own per rank; Gloo serves CPU tensors and, through host memory, CUDA tensors
+// of ranks that share a GPU.
+std::string choose_backend(const std::string& requested, const at::Device& device, const WorkerEnv& env) {
+  const bool gpu_per_rank = device.is_cuda() && env.local_world_size <= int(torch::cuda::device_count());
+  if (requested == "auto") return gpu_per_rank ? "nccl" : "gloo";
   if (requested == "gloo") return requested;
   if (requested == "nccl") {
     if (!kHaveNccl)
       throw std::invalid_argument("dist.backend=nccl, but this build of dtrain has no NCCL (it links a CPU-only "
                                   "LibTorch); use dist.backend=gloo or auto");
+    if (!gpu_per_rank)
+      throw std::invalid_argument("dist.backend=nccl needs one GPU per rank, but this node runs " +
+                                  std::to_string(env.local_world_size) + " rank(s) (LOCAL_WORLD_SIZE) on " +
+                                  std::to_string(device.is_cuda() ? torch::cuda::device_count() : 0) +
+                                  " GPU(s); use dist.backend=gloo or auto");
     return requested;
   }
   throw std::invalid_argument("dist.backend='" + requested + "' is not one of auto, gloo, nccl");
@@ -65,8 +80,8 @@ std::shared_ptr<World> World::init(const WorldOptions& options, const WorkerEnv&
   std::shared_ptr<World> w(new World());
   w->env_ = env;
   w->options_ = options;
-  w->backend_ = choose_backend(options.backend);
-  if (w->backend_ == "nccl") w->device_ = at::Device(at::kCUDA, env.local_rank);
+  w->device_ = choose_device(env);
+  w->backend_ = choose_backend(options.backend, w->device_, env);
   w->log_ = std::make_shared<CollectiveLog>();
 
   c10::intrusive_ptr<c10d::Store> responder_store;

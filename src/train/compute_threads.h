@@ -3,9 +3,8 @@
 
 namespace dtrain {
 
-// ATen's intra-op pool and OpenBLAS's own pthread pool are separate: OpenBLAS reads its count once
-// from the environment when it loads (the launcher's OMP_NUM_THREADS=1) and ignores
-// at::set_num_threads, so both are set here.
+// LibTorch's wheel runs ATen, MKL and oneDNN on one OpenMP pool (GNU OpenMP, MKL linked with its
+// GNU threading layer), and at::set_num_threads sizes all three: one pool, no oversubscription.
 void use_compute_threads(int threads);
 
 // OpenMP's default is to spin after every parallel region, and OpenBLAS's threads spin too; with no

@@ -200,7 +200,7 @@ double Trainer::evaluate() {
     sum += model_->loss(x.to(world_->device()), y.to(world_->device())).item<double>() * double(chunk.size());
     count += int64_t(chunk.size());
   }
-  auto totals = at::tensor({sum, double(count)}, at::kDouble);
+  auto totals = at::tensor({sum, double(count)}, at::kDouble).to(world_->device());
   all_reduce(*world_->world_group(), totals, ReduceOp::Sum, "eval");
   return totals[0].item<double>() / totals[1].item<double>();
 }
@@ -220,7 +220,7 @@ void Trainer::train_step(int64_t step) {
     loss_sum += loss.item<double>();
   }
   ddp_->finish_gradient_sync();
-  auto loss_t = at::tensor({loss_sum / double(c_.accumulation)}, at::kDouble);
+  auto loss_t = at::tensor({loss_sum / double(c_.accumulation)}, at::kDouble).to(device);
   all_reduce(*world_->world_group(), loss_t, ReduceOp::Avg, "loss");
   const double loss = loss_t.item<double>();
   const double grad_norm = global_grad_norm(flat_->grad());
@@ -301,7 +301,7 @@ int Trainer::run() {
 
   peak_flops_ = c_.peak_flops > 0 ? c_.peak_flops * c_.world_size : 0;
   if (peak_flops_ == 0) {
-    auto peak = at::tensor({measure_matmul_flops(world_->device())}, at::kDouble);
+    auto peak = at::tensor({measure_matmul_flops(world_->device())}, at::kDouble).to(world_->device());
     all_reduce(*world_->world_group(), peak, ReduceOp::Sum, "matmul_peak");
     peak_flops_ = peak.item<double>();
   }
