@@ -1,5 +1,7 @@
 #include "optim/adamw.h"
 
+#include <ATen/core/grad_mode.h>
+
 #include <cmath>
 
 #include "optim/optimizer_state.h"

@@ -1,5 +1,7 @@
 #include "optim/flat_parameters.h"
 
+#include <ATen/core/grad_mode.h>
+
 #include <stdexcept>
 
 namespace dtrain {

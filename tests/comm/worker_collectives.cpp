@@ -2,6 +2,7 @@
 // against closed forms computed locally and exits non-zero with a message on any difference.
 //   worker_collectives collectives | mesh | skip | mismatch
 #include <ATen/ATen.h>
+#include <ATen/Parallel.h>
 
 #include <chrono>
 #include <iostream>

@@ -1,4 +1,5 @@
 #include <gtest/gtest.h>
+#include <torch/types.h>
 
 #include <cstdlib>
 #include <filesystem>

@@ -1,7 +1,7 @@
 // End-to-end training through the real CLI: `dtrain run` starts the ranks, and the tests read what
 // the runs leave on disk (metrics.jsonl, checkpoints) to compare layouts, resumes and freezes.
 #include <gtest/gtest.h>
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <signal.h>
 
