@@ -7,7 +7,6 @@
 #include "launch/launch_command.h"
 #include "tools/bench_comm_command.h"
 #include "tools/generate_command.h"
-#include "train/compute_threads.h"
 #include "train/config_command.h"
 #include "train/run_command.h"
 #include "train/train_command.h"
@@ -17,14 +16,13 @@ struct Command {
   const char* name;
   int (*main)(int, char**);
   const char* help;
-  bool computes = false;  // trains or samples: wants idle OpenMP threads to sleep, not spin
 };
 
 const Command kCommands[] = {
-    {"run", dtrain::run_command, "launch local ranks and train (the demo with no arguments)", true},
+    {"run", dtrain::run_command, "launch local ranks and train (the demo with no arguments)"},
     {"launch", dtrain::launch_command, "start and supervise the workers of one node"},
-    {"train", dtrain::train_command, "train as one rank of a launched job", true},
-    {"generate", dtrain::generate_command, "sample text from a checkpoint", true},
+    {"train", dtrain::train_command, "train as one rank of a launched job"},
+    {"generate", dtrain::generate_command, "sample text from a checkpoint"},
     {"config", dtrain::config_command, "config check: resolve and validate a config"},
     {"bench-comm", dtrain::bench_comm_command, "collective bandwidth table (run under launch)"},
 };
@@ -42,7 +40,6 @@ int main(int argc, char** argv) {
   }
   for (const auto& c : kCommands) {
     if (!std::strcmp(argv[1], c.name)) {
-      if (c.computes) dtrain::ensure_passive_openmp_wait(argv);
       try {
         return c.main(argc - 1, argv + 1);
       } catch (const c10::Error& e) {  // LibTorch's own: its message without the C++ backtrace

@@ -1,5 +1,6 @@
 """Reads what bench/train.sh left in its output directory and prints the comparison table:
-tokens/s, ratios to PyTorch as shipped and to PyTorch with OMP_WAIT_POLICY=PASSIVE, MFU against the
+tokens/s, ratios to PyTorch as shipped and to PyTorch tuned (the faster of its default run and its
+run with OMP_WAIT_POLICY=PASSIVE), MFU against the
 matmul peak dtrain measured at start-up (the same peak for all), and peak RSS per rank."""
 import glob
 import json
@@ -33,11 +34,11 @@ def main():
         for policy, label in (("default", "PyTorch"), ("PASSIVE", "PyTorch, OMP_WAIT_POLICY=PASSIVE")):
             result = json.loads(open(f"{out}/pytorch_{policy}_{tag}.json").read().strip().splitlines()[-1])
             runs.append((label, result["tokens_per_s"], result["peak_rss_mib"]))
-        base, tuned = runs[1][1], runs[2][1]
+        base, tuned = runs[1][1], max(runs[1][1], runs[2][1])
         for name, t, r in runs:
             rows.append((f"{ranks} rank x {threads} thr", name, t, t / base, t / tuned, 100 * flops_per_token * t / peak,
                          "/".join(str(round(x)) for x in r), peak / 1e9))
-    print("| layout | framework | tokens/s | vs PyTorch | vs PyTorch (passive wait) | MFU | peak RSS per rank (MiB) | matmul peak (GFLOP/s) |")
+    print("| layout | framework | tokens/s | vs PyTorch as shipped | vs PyTorch tuned | MFU | peak RSS per rank (MiB) | matmul peak (GFLOP/s) |")
     print("|---|---|---:|---:|---:|---:|---:|---:|")
     for layout, name, t, ratio, ratio_tuned, mfu, rss, peak in rows:
         print(f"| {layout} | {name} | {t:,.0f} | {ratio:.2f}x | {ratio_tuned:.2f}x | {mfu:.1f}% | {rss} | {peak:.0f} |")

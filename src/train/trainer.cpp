@@ -1,5 +1,6 @@
 #include "train/trainer.h"
 
+#include <ATen/Parallel.h>
 #include <fnmatch.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -20,7 +21,6 @@
 #include "optim/grad_clip.h"
 #include "optim/lr_schedule.h"
 #include "parallel/ddp/data_parallel.h"
-#include "train/compute_threads.h"
 #include "train/matmul_peak.h"
 #include "train/metrics_log.h"
 #include "train/rank_log.h"
@@ -288,7 +288,9 @@ void Trainer::save(int64_t step) {
 }
 
 int Trainer::run() {
-  use_compute_threads(threads());
+  // ATen, MKL and oneDNN share LibTorch's one OpenMP pool (MKL uses its GNU OpenMP layer): this
+  // sizes all three, so nothing oversubscribes the cores.
+  at::set_num_threads(threads());
   if (c_.deterministic) at::globalContext().setDeterministicAlgorithms(true, false);
   // Inputs are checked before the run directory exists, so a bad start leaves nothing on disk.
   build_data();
