@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <iomanip>
 #include <iostream>
@@ -291,7 +292,12 @@ int Trainer::run() {
   // ATen, MKL and oneDNN share LibTorch's one OpenMP pool (MKL uses its GNU OpenMP layer): this
   // sizes all three, so nothing oversubscribes the cores.
   at::set_num_threads(threads());
-  if (c_.deterministic) at::globalContext().setDeterministicAlgorithms(true, false);
+  if (c_.deterministic) {
+    // cuBLAS is deterministic only with a fixed workspace, read when its first handle is made;
+    // without it ATen refuses every CUDA matmul under deterministic algorithms. An explicit setting wins.
+    ::setenv("CUBLAS_WORKSPACE_CONFIG", ":4096:8", 0);
+    at::globalContext().setDeterministicAlgorithms(true, false);
+  }
   // Inputs are checked before the run directory exists, so a bad start leaves nothing on disk.
   build_data();
   build_model();
