@@ -1,5 +1,7 @@
 #include "optim/optimizer_state.h"
 
+#include <ATen/core/grad_mode.h>
+
 #include <stdexcept>
 
 namespace dtrain {

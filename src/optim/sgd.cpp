@@ -1,5 +1,7 @@
 #include "optim/sgd.h"
 
+#include <ATen/core/grad_mode.h>
+
 #include "optim/optimizer_state.h"
 
 namespace dtrain {
