@@ -3,7 +3,7 @@
 #include <nlohmann/json.hpp>
 #include <sys/stat.h>
 
-#include <cstring>
+#include <algorithm>
 #include <fstream>
 #include <stdexcept>
 
@@ -30,36 +30,97 @@ std::string dtype_to_name(at::ScalarType t) {
   throw std::runtime_error("safetensors file '" + path + "': " + what);
 }
 
-struct Header {
-  nlohmann::json json;
-  uint64_t data_start = 0;
-  uint64_t file_size = 0;
+// A header is untrusted input: every field is checked before any arithmetic or allocation uses it.
+// 100 MB is far beyond any real header (the format's reference reader stops there too).
+constexpr uint64_t kMaxHeaderBytes = 100u << 20;
+
+struct TensorEntry {
+  std::string name;
+  at::ScalarType dtype;
+  std::vector<int64_t> shape;
+  uint64_t begin, end;  // offsets into the data section
 };
+
+struct Header {
+  std::vector<TensorEntry> tensors;
+  std::map<std::string, std::string> metadata;
+  uint64_t data_start = 0;
+};
+
+TensorEntry parse_entry(const std::string& path, const std::string& name, const nlohmann::json& spec, uint64_t data_bytes) {
+  auto bad = [&](const std::string& what) { bad_file(path, "tensor '" + name + "' " + what); };
+  if (!spec.is_object() || !spec.contains("dtype") || !spec.contains("shape") || !spec.contains("data_offsets"))
+    bad("must be an object with dtype, shape and data_offsets");
+  TensorEntry e{name, at::kFloat, {}, 0, 0};
+  const auto& dtype = spec["dtype"];
+  auto known = std::find_if(dtype_names().begin(), dtype_names().end(),
+                            [&](const auto& d) { return dtype.is_string() && d.first == dtype.get<std::string>(); });
+  if (known == dtype_names().end()) bad("has unsupported dtype " + dtype.dump());
+  e.dtype = known->second;
+  if (!spec["shape"].is_array()) bad("has a shape that is not a list");
+  uint64_t bytes = c10::elementSize(e.dtype);
+  for (const auto& d : spec["shape"]) {
+    if (!d.is_number_unsigned()) bad("has a shape entry that is not a size: " + d.dump());
+    const uint64_t n = d.get<uint64_t>();
+    if (n != 0 && bytes > data_bytes / n) bad("has a shape larger than the file");
+    bytes *= n;
+    e.shape.push_back(int64_t(n));
+  }
+  const auto& off = spec["data_offsets"];
+  if (!off.is_array() || off.size() != 2 || !off[0].is_number_unsigned() || !off[1].is_number_unsigned())
+    bad("has data_offsets that are not two byte offsets");
+  e.begin = off[0].get<uint64_t>();
+  e.end = off[1].get<uint64_t>();
+  if (e.begin > e.end) bad("has data_offsets that end before they begin");
+  if (e.end > data_bytes)
+    bad_file(path, "is truncated: tensor '" + name + "' needs " + std::to_string(e.end) + " data bytes, the file has " +
+                       std::to_string(data_bytes));
+  if (e.end - e.begin != bytes)
+    bad("has " + std::to_string(e.end - e.begin) + " bytes, its shape and dtype need " + std::to_string(bytes));
+  return e;
+}
 
 Header read_header(const std::string& path, std::ifstream& in) {
   struct stat st;
   if (::stat(path.c_str(), &st) != 0) bad_file(path, "does not exist");
-  Header h;
-  h.file_size = uint64_t(st.st_size);
+  if (!S_ISREG(st.st_mode)) bad_file(path, "is not a regular file");
+  const uint64_t file_size = uint64_t(st.st_size);
   uint64_t n = 0;
-  if (h.file_size < 8 || !in.read(reinterpret_cast<char*>(&n), 8)) bad_file(path, "is shorter than its 8-byte header length");
-  if (n > h.file_size - 8) bad_file(path, "is truncated: its header alone needs " + std::to_string(n + 8) + " bytes, the file has " + std::to_string(h.file_size));
+  if (file_size < 8 || !in.read(reinterpret_cast<char*>(&n), 8)) bad_file(path, "is shorter than its 8-byte header length");
+  if (n > kMaxHeaderBytes) bad_file(path, "claims a header of " + std::to_string(n) + " bytes, more than any real one (damaged?)");
+  if (n > file_size - 8)
+    bad_file(path, "is truncated: its header needs " + std::to_string(n) + " bytes after the length, the file has " +
+                       std::to_string(file_size - 8));
   std::string text(n, '\0');
   in.read(text.data(), std::streamsize(n));
+  nlohmann::json json;
   try {
-    h.json = nlohmann::json::parse(text);
+    json = nlohmann::json::parse(text);
   } catch (const std::exception& e) {
     bad_file(path, std::string("header is not valid JSON (") + e.what() + ")");
   }
+  if (!json.is_object()) bad_file(path, "header is not a JSON object");
+  Header h;
   h.data_start = 8 + n;
-  for (auto it = h.json.begin(); it != h.json.end(); ++it) {
-    if (it.key() == "__metadata__") continue;
-    const auto& off = it.value().at("data_offsets");
-    const uint64_t end = off.at(1).get<uint64_t>();
-    if (h.data_start + end > h.file_size)
-      bad_file(path, "is truncated: tensor '" + it.key() + "' needs bytes up to " + std::to_string(h.data_start + end) +
-                         ", the file has " + std::to_string(h.file_size));
+  const uint64_t data_bytes = file_size - h.data_start;
+  for (auto it = json.begin(); it != json.end(); ++it) {
+    if (it.key() != "__metadata__") {
+      h.tensors.push_back(parse_entry(path, it.key(), it.value(), data_bytes));
+      continue;
+    }
+    if (!it.value().is_object()) bad_file(path, "__metadata__ is not a JSON object");
+    for (auto m = it.value().begin(); m != it.value().end(); ++m) {
+      if (!m.value().is_string()) bad_file(path, "__metadata__ entry '" + m.key() + "' is not a string");
+      h.metadata[m.key()] = m.value().get<std::string>();
+    }
   }
+  // Tensors may not share bytes: an overlap means the offsets were edited.
+  std::vector<const TensorEntry*> by_offset;
+  for (const auto& e : h.tensors) by_offset.push_back(&e);
+  std::sort(by_offset.begin(), by_offset.end(), [](auto* a, auto* b) { return a->begin < b->begin; });
+  for (size_t i = 1; i < by_offset.size(); ++i)
+    if (by_offset[i]->begin < by_offset[i - 1]->end)
+      bad_file(path, "tensors '" + by_offset[i - 1]->name + "' and '" + by_offset[i]->name + "' overlap");
   return h;
 }
 
@@ -90,28 +151,14 @@ void write_safetensors(const std::string& path, const NamedTensors& tensors, con
 SafetensorsFile read_safetensors(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) bad_file(path, "cannot be opened");
-  Header h = read_header(path, in);
+  const Header h = read_header(path, in);
   SafetensorsFile out;
-  for (auto it = h.json.begin(); it != h.json.end(); ++it) {
-    if (it.key() == "__metadata__") {
-      for (auto m = it.value().begin(); m != it.value().end(); ++m) out.metadata[m.key()] = m.value().get<std::string>();
-      continue;
-    }
-    const auto& spec = it.value();
-    const std::string dtype = spec.at("dtype");
-    at::ScalarType type = at::kFloat;
-    bool known = false;
-    for (const auto& [name, t] : dtype_names())
-      if (name == dtype) { type = t; known = true; }
-    if (!known) bad_file(path, "tensor '" + it.key() + "' has unsupported dtype " + dtype);
-    const auto shape = spec.at("shape").get<std::vector<int64_t>>();
-    const uint64_t begin = spec.at("data_offsets").at(0), end = spec.at("data_offsets").at(1);
-    at::Tensor t = at::empty(shape, at::TensorOptions().dtype(type));
-    if (uint64_t(t.numel() * t.element_size()) != end - begin)
-      bad_file(path, "tensor '" + it.key() + "' has " + std::to_string(end - begin) + " bytes for its shape and dtype");
-    in.seekg(std::streamoff(h.data_start + begin));
-    if (!in.read(static_cast<char*>(t.data_ptr()), std::streamsize(end - begin))) bad_file(path, "cannot read tensor '" + it.key() + "'");
-    out.tensors[it.key()] = t;
+  out.metadata = h.metadata;
+  for (const auto& e : h.tensors) {
+    at::Tensor t = at::empty(e.shape, at::TensorOptions().dtype(e.dtype));
+    in.seekg(std::streamoff(h.data_start + e.begin));
+    if (!in.read(static_cast<char*>(t.data_ptr()), std::streamsize(e.end - e.begin))) bad_file(path, "cannot read tensor '" + e.name + "'");
+    out.tensors[e.name] = t;
   }
   return out;
 }

@@ -26,7 +26,8 @@ struct SafetensorsFile {
 // unknown dtype, a tensor whose bytes run past the end of the file).
 SafetensorsFile read_safetensors(const std::string& path);
 
-// Checks the header and that every tensor's bytes are inside the file, without reading them.
+// Checks the header (every entry well formed, its bytes inside the file, no two overlapping) without
+// reading the tensors.
 void verify_safetensors(const std::string& path);
 
 }  // namespace dtrain
