@@ -11,7 +11,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 deps=gpu-deps
-packages=(nlohmann-json3-dev libcli11-dev libgtest-dev libgloo-dev fortunes-min fortunes)
+packages=(nlohmann-json3-dev libcli11-dev libgtest-dev libgloo-dev libxxhash-dev fortunes-min fortunes)
 
 if [[ "${1:-}" == "--fetch" ]]; then
   mkdir -p "$deps"

@@ -1,20 +1,41 @@
 #include "ckpt/checkpoint_manager.h"
 
-#include <dirent.h>
-#include <sys/stat.h>
-
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 
+#include "ckpt/crash_points.h"
 #include "ckpt/durable_file.h"
+#include "ckpt/file_checksum.h"
 #include "ckpt/safetensors.h"
 
 namespace dtrain {
 
 namespace fs = std::filesystem;
+
+namespace {
+
+constexpr const char* kTmpSuffix = ".tmp";
+
+// The step a "step-00000100" name stands for; nullopt for any other name.
+std::optional<int64_t> step_in_name(const std::string& name) {
+  long long step = 0;
+  int used = 0;
+  if (std::sscanf(name.c_str(), "step-%lld%n", &step, &used) != 1 || size_t(used) != name.size() || step < 0) return std::nullopt;
+  return step;
+}
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+[[noreturn]] void damaged(const std::string& file, const std::string& what) {
+  throw std::runtime_error("checkpoint file '" + file + "' " + what);
+}
+
+}  // namespace
 
 CheckpointManager::CheckpointManager(CheckpointOptions options, int rank, std::function<void()> barrier)
     : options_(std::move(options)), rank_(rank), barrier_(std::move(barrier)) {}
@@ -31,18 +52,30 @@ bool CheckpointManager::due(int64_t step, bool last_step, double elapsed_agreed_
   return options_.every_hours > 0 && elapsed_agreed_hours - last_save_hours_ >= options_.every_hours;
 }
 
-std::string CheckpointManager::save(int64_t step, double elapsed_agreed_hours, const std::function<void(const std::string& dir)>& write_files) {
+std::string CheckpointManager::save(int64_t step, double elapsed_agreed_hours, const CheckpointHealth& health,
+                                    const std::function<void(const std::string& dir)>& write_files) {
   const std::string final_dir = options_.dir + "/" + step_dir_name(step);
-  const std::string tmp = final_dir + ".tmp";
+  const std::string tmp = final_dir + kTmpSuffix;
   if (rank_ == 0) {
     fs::remove_all(tmp);
     fs::create_directories(tmp);
   }
   barrier_();
-  write_files(tmp);
+  // A save that fails (a full disk) leaves nothing behind: the previous checkpoints stay the newest.
+  auto discard_on_failure = [&](const std::function<void()>& work) {
+    try {
+      work();
+    } catch (...) {
+      std::error_code ec;
+      if (rank_ == 0) fs::remove_all(tmp, ec);
+      throw;
+    }
+  };
+  discard_on_failure([&] { write_files(tmp); });
+  crash_point("save", step);
   barrier_();
   if (rank_ == 0) {
-    commit(tmp, final_dir, step);
+    discard_on_failure([&] { commit(tmp, final_dir, step, health); });
     prune();
   }
   barrier_();
@@ -50,74 +83,133 @@ std::string CheckpointManager::save(int64_t step, double elapsed_agreed_hours, c
   return final_dir;
 }
 
-void CheckpointManager::commit(const std::string& tmp, const std::string& final_dir, int64_t step) {
+void CheckpointManager::commit(const std::string& tmp, const std::string& final_dir, int64_t step, const CheckpointHealth& health) {
   nlohmann::json files = nlohmann::json::object();
-  for (const auto& entry : fs::directory_iterator(tmp)) files[entry.path().filename().string()] = entry.file_size();
-  write_file_atomically(tmp + "/manifest.json", nlohmann::json{{"step", step}, {"files", files}}.dump(2));
-  fsync_directory(tmp);
+  for (const auto& entry : fs::directory_iterator(tmp)) {
+    const std::string path = entry.path().string();
+    files[entry.path().filename().string()] = {{"bytes", entry.file_size()}, {"xxh3", file_checksum(path)}};
+  }
+  nlohmann::json manifest = {{"step", step}, {"healthy", health.healthy}, {"files", files}};
+  if (!health.healthy) manifest["health_note"] = health.note;
+  write_file_atomically(tmp + "/manifest.json", manifest.dump(2));
+  crash_point("manifest", step);
   fs::remove_all(final_dir);  // a re-save of the same step after a restart replaces it
   fs::rename(tmp, final_dir);
   fsync_directory(options_.dir);
+  crash_point("commit", step);
   write_file_atomically(options_.dir + "/latest", step_dir_name(step) + "\n");
 }
 
 std::vector<std::pair<int64_t, std::string>> CheckpointManager::committed() const {
   std::vector<std::pair<int64_t, std::string>> out;
   std::error_code ec;
-  for (const auto& entry : fs::directory_iterator(options_.dir, ec)) {
-    const std::string name = entry.path().filename().string();
-    long long step = 0;
-    char rest = 0;
-    if (entry.is_directory() && std::sscanf(name.c_str(), "step-%lld%c", &step, &rest) == 1)
-      out.emplace_back(step, entry.path().string());
-  }
+  for (const auto& entry : fs::directory_iterator(options_.dir, ec))
+    if (auto step = step_in_name(entry.path().filename().string()); step && entry.is_directory(ec))
+      out.emplace_back(*step, entry.path().string());
   std::sort(out.rbegin(), out.rend());
   return out;
 }
 
+void CheckpointManager::remove_interrupted_saves() const {
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(options_.dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (ends_with(name, kTmpSuffix) && (name == std::string("latest") + kTmpSuffix ||
+                                        step_in_name(name.substr(0, name.size() - std::string(kTmpSuffix).size()))))
+      fs::remove_all(entry.path(), ec);
+  }
+}
+
 void CheckpointManager::prune() const {
   if (options_.keep <= 0) return;
-  auto all = committed();
-  for (size_t i = size_t(options_.keep); i < all.size(); ++i) fs::remove_all(all[i].second);
+  const auto all = committed();
+  const auto good = newest_healthy();
+  for (size_t i = size_t(options_.keep); i < all.size(); ++i)
+    if (!good || all[i].second != good->dir) fs::remove_all(all[i].second);
 }
 
-void CheckpointManager::verify(const std::string& dir) {
-  const std::string manifest_path = dir + "/manifest.json";
-  if (!fs::exists(manifest_path)) throw std::runtime_error("checkpoint " + dir + " has no manifest.json (it was never committed)");
-  const auto manifest = nlohmann::json::parse(read_text_file(manifest_path));
-  for (auto it = manifest.at("files").begin(); it != manifest.at("files").end(); ++it) {
+CheckpointInfo CheckpointManager::read_manifest(const std::string& dir) {
+  std::error_code ec;
+  if (!fs::exists(dir, ec)) throw std::runtime_error("checkpoint '" + dir + "' does not exist");
+  if (!fs::is_directory(dir, ec)) throw std::runtime_error("checkpoint '" + dir + "' is not a directory");
+  const std::string path = dir + "/manifest.json";
+  if (!fs::exists(path, ec)) throw std::runtime_error("checkpoint '" + dir + "' has no manifest.json: it is not a committed checkpoint");
+  nlohmann::json m;
+  try {
+    m = nlohmann::json::parse(read_text_file(path));
+  } catch (const nlohmann::json::exception& e) {
+    damaged(path, std::string("is not valid JSON (") + e.what() + ")");
+  }
+  if (!m.is_object() || !m.contains("step") || !m["step"].is_number_unsigned() || !m.contains("files") ||
+      !m["files"].is_object() || !m.contains("healthy") || !m["healthy"].is_boolean())
+    damaged(path, "lacks step, healthy or files (damaged, or written by an older dtrain)");
+  CheckpointInfo info{dir, m["step"].get<int64_t>(), {m["healthy"].get<bool>(), m.value("health_note", "")}};
+  const auto named = step_in_name(fs::path(dir).filename().string());
+  if (named && *named != info.step)
+    damaged(path, "says step " + std::to_string(info.step) + " but the directory is named for step " + std::to_string(*named));
+  return info;
+}
+
+CheckpointInfo CheckpointManager::verify(const std::string& dir) {
+  const CheckpointInfo info = read_manifest(dir);
+  const auto files = nlohmann::json::parse(read_text_file(dir + "/manifest.json"))["files"];
+  for (auto it = files.begin(); it != files.end(); ++it) {
     const std::string path = dir + "/" + it.key();
+    const auto& spec = it.value();
+    if (!spec.is_object() || !spec.contains("bytes") || !spec["bytes"].is_number_unsigned() || !spec.contains("xxh3") ||
+        !spec["xxh3"].is_string())
+      damaged(dir + "/manifest.json", "has a malformed entry for " + it.key());
     std::error_code ec;
     const auto size = fs::file_size(path, ec);
-    if (ec) throw std::runtime_error("checkpoint " + dir + " is missing " + it.key());
-    if (size != it.value().get<uintmax_t>())
-      throw std::runtime_error("checkpoint file " + path + " is truncated or changed: " + std::to_string(size) +
-                               " bytes, the manifest says " + std::to_string(it.value().get<uintmax_t>()));
-    if (path.size() > 12 && path.compare(path.size() - 12, 12, ".safetensors") == 0) verify_safetensors(path);
+    if (ec) damaged(path, "is missing");
+    if (size != spec["bytes"].get<uintmax_t>())
+      damaged(path, "is truncated or changed: " + std::to_string(size) + " bytes, the manifest says " +
+                        std::to_string(spec["bytes"].get<uintmax_t>()));
+    if (file_checksum(path) != spec["xxh3"].get<std::string>()) damaged(path, "is damaged: its checksum does not match the manifest");
+    if (ends_with(path, ".safetensors")) verify_safetensors(path);
   }
+  return info;
 }
 
-int64_t CheckpointManager::step_of(const std::string& dir) {
-  return nlohmann::json::parse(read_text_file(dir + "/manifest.json")).at("step").get<int64_t>();
-}
-
-std::optional<std::string> CheckpointManager::find_resumable(std::vector<std::string>* warnings) const {
-  std::vector<std::string> candidates;
-  std::error_code ec;
-  if (fs::exists(options_.dir + "/latest", ec)) {
-    std::string name = read_text_file(options_.dir + "/latest");
-    name.erase(name.find_last_not_of(" \n\r\t") + 1);
-    candidates.push_back(options_.dir + "/" + name);
-  }
-  for (const auto& [step, dir] : committed())
-    if (std::find(candidates.begin(), candidates.end(), dir) == candidates.end()) candidates.push_back(dir);
-  for (const auto& dir : candidates) {
+std::optional<CheckpointInfo> CheckpointManager::newest_healthy() const {
+  for (const auto& [step, dir] : committed()) {
     try {
-      verify(dir);
-      return dir;
-    } catch (const std::exception& e) {
-      if (warnings) warnings->push_back(std::string(e.what()) + "; falling back to an older checkpoint");
+      if (auto info = read_manifest(dir); info.health.healthy) return info;
+    } catch (const std::exception&) {
     }
+  }
+  return std::nullopt;
+}
+
+std::optional<CheckpointInfo> CheckpointManager::find_resumable(const std::function<void(const std::string& dir)>& load,
+                                                                std::vector<std::string>* warnings, bool healthy_only) const {
+  auto warn = [&](const std::string& line) {
+    if (warnings) warnings->push_back(line);
+  };
+  std::vector<CheckpointInfo> healthy, unhealthy;
+  for (const auto& [step, dir] : committed()) {
+    try {
+      auto info = read_manifest(dir);
+      (info.health.healthy ? healthy : unhealthy).push_back(info);
+    } catch (const std::exception& e) {
+      warn(std::string(e.what()) + "; skipped");
+    }
+  }
+  std::vector<CheckpointInfo> order = healthy;
+  if (!healthy_only) order.insert(order.end(), unhealthy.begin(), unhealthy.end());
+  for (const auto& info : order) {
+    try {
+      verify(info.dir);
+      if (load) load(info.dir);
+    } catch (const std::exception& e) {
+      warn(std::string(e.what()) + "; skipped");
+      continue;
+    }
+    for (const auto& u : unhealthy)
+      if (info.health.healthy && u.step > info.step)
+        warn("checkpoint '" + u.dir + "' was taken when training had gone wrong (" + u.health.note + "); using step " +
+             std::to_string(info.step) + " instead (train.resume=" + u.dir + " forces it)");
+    return info;
   }
   return std::nullopt;
 }

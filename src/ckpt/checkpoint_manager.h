@@ -1,9 +1,13 @@
 // Checkpoint directories under checkpoint.dir, one per saved step ("step-00000100"), committed
-// atomically: files go into "step-00000100.tmp", are fsynced and listed with their sizes in
-// manifest.json, and the directory is renamed into place; the `latest` pointer is updated last.
-// A crash at any moment leaves the previous checkpoint intact and `latest` pointing at it.
+// atomically: files go into "step-00000100.tmp", are fsynced and listed with their sizes and
+// checksums in manifest.json, and the directory is renamed into place; the `latest` pointer (for
+// people and tools) is rewritten last. A crash at any moment leaves every committed checkpoint intact.
 // Every rank writes its own files into the same directory (replicated state is written by rank 0
 // alone today; sharded state adds per-rank files), so the layout extends to sharded checkpoints.
+//
+// Each manifest also says whether the checkpoint is healthy: taken at finite parameters and a
+// finite, non-spiking loss. Pruning never removes the newest healthy checkpoint, and resuming
+// prefers healthy ones, so a diverging run cannot push its last good state out.
 #pragma once
 #include <chrono>
 #include <cstdint>
@@ -22,6 +26,18 @@ struct CheckpointOptions {
   bool save_at_end = true;   // save after the last step
 };
 
+struct CheckpointHealth {
+  bool healthy = true;
+  std::string note;  // why it is not
+};
+
+// What a committed checkpoint's manifest says about it.
+struct CheckpointInfo {
+  std::string dir;
+  int64_t step = 0;
+  CheckpointHealth health;
+};
+
 class CheckpointManager {
  public:
   // `barrier` synchronises all ranks (a no-op for one); rank 0 commits.
@@ -34,20 +50,28 @@ class CheckpointManager {
   // Writes a checkpoint for `step`: each rank's `write_files(dir)` fills the temporary directory,
   // then rank 0 commits it. `elapsed_agreed_hours` restarts the every_hours clock. Returns the
   // committed directory.
-  std::string save(int64_t step, double elapsed_agreed_hours, const std::function<void(const std::string& dir)>& write_files);
+  std::string save(int64_t step, double elapsed_agreed_hours, const CheckpointHealth& health,
+                   const std::function<void(const std::string& dir)>& write_files);
 
-  // The newest checkpoint that is complete and intact: `latest` first, then older ones by step.
-  // A damaged candidate is skipped with a line in `warnings` saying why.
-  std::optional<std::string> find_resumable(std::vector<std::string>* warnings) const;
+  // The newest checkpoint that verifies and that `load` accepts (it throws to refuse one; null
+  // accepts all), healthy ones before unhealthy ones, and unhealthy ones only when `healthy_only` is
+  // false. Each candidate passed over adds a line to `warnings` naming the file and the reason.
+  std::optional<CheckpointInfo> find_resumable(const std::function<void(const std::string& dir)>& load,
+                                               std::vector<std::string>* warnings, bool healthy_only = false) const;
+  // The newest committed checkpoint whose manifest says it is healthy (manifests only, no checksums).
+  std::optional<CheckpointInfo> newest_healthy() const;
+  // Removes the "step-N.tmp" directories of saves a crash interrupted. Only while holding the lock.
+  void remove_interrupted_saves() const;
 
   static std::string step_dir_name(int64_t step);
-  // Checks a checkpoint directory against its manifest; throws naming the file at fault.
-  static void verify(const std::string& dir);
-  // The step a checkpoint directory holds (from its manifest).
-  static int64_t step_of(const std::string& dir);
+  // Checks a checkpoint directory against its manifest (every file's size and checksum, safetensors
+  // headers, the step against the directory name); throws naming the file at fault.
+  static CheckpointInfo verify(const std::string& dir);
+  // Reads manifest.json alone; throws naming it when it is missing or malformed.
+  static CheckpointInfo read_manifest(const std::string& dir);
 
  private:
-  void commit(const std::string& tmp, const std::string& final_dir, int64_t step);
+  void commit(const std::string& tmp, const std::string& final_dir, int64_t step, const CheckpointHealth& health);
   void prune() const;
   std::vector<std::pair<int64_t, std::string>> committed() const;  // (step, dir), newest first
 

@@ -18,6 +18,20 @@ std::string lower(std::string s) {
 
 }  // namespace
 
+void FlatOptimizer::check_state(const std::map<std::string, at::Tensor>& saved) const {
+  const auto expected = state();
+  for (const auto& [name, t] : expected) {
+    auto it = saved.find(name);
+    if (it == saved.end()) throw std::runtime_error("optimizer state has no '" + name + "' (saved by another optimizer type?)");
+    if (it->second.numel() != t.numel() || it->second.scalar_type() != t.scalar_type())
+      throw std::runtime_error("optimizer state '" + name + "' holds " + std::to_string(it->second.numel()) + " " +
+                               c10::toString(it->second.scalar_type()) + " values, this model's needs " +
+                               std::to_string(t.numel()) + " " + c10::toString(t.scalar_type()));
+  }
+  for (const auto& [name, t] : saved)
+    if (!expected.count(name)) throw std::runtime_error("optimizer state has an entry '" + name + "' this optimizer does not use");
+}
+
 std::unique_ptr<FlatOptimizer> make_flat_optimizer(const nlohmann::json& spec, const at::Tensor& like) {
   const std::string type = spec.value("type", "AdamW");
   const nlohmann::json params = spec.value("params", nlohmann::json::object());

@@ -21,6 +21,9 @@ class FlatOptimizer {
   virtual void step(at::Tensor& params, const at::Tensor& grads, const at::Tensor& decay_mask, double lr) = 0;
   // The state a checkpoint saves, as named flat tensors (the step count as a 0-d tensor).
   virtual std::map<std::string, at::Tensor> state() const = 0;
+  // Throws naming the entry of `saved` that state() lacks, or that is missing or differs from it in
+  // size or dtype: a checkpoint is checked whole before anything is restored.
+  void check_state(const std::map<std::string, at::Tensor>& saved) const;
   // Restores state(); throws naming the missing or mis-sized entry.
   virtual void load_state(const std::map<std::string, at::Tensor>& state) = 0;
   // The base learning rate (optimizer.params.lr) that schedules scale.

@@ -32,6 +32,15 @@ void RankLog::warn(const std::string& line) {
   std::cerr << "rank " << rank_ << ": warning: " << line << std::endl;
 }
 
+void RankLog::error(const std::string& line) {
+  fatal(line);
+  if (to_stdout_) std::cerr << "error: " << line << std::endl;
+}
+
+void RankLog::fatal(const std::string& line) {
+  if (file_.is_open()) file_ << timestamp() << " ERROR " << line << std::endl;
+}
+
 std::string format_duration(double seconds) {
   const long s = seconds < 0 ? 0 : static_cast<long>(seconds + 0.5);
   char buf[32];

@@ -15,6 +15,11 @@ class RankLog {
   void info(const std::string& line);
   // Like info, but always also to stderr: warnings every rank must be able to raise.
   void warn(const std::string& line);
+  // Why the run stops: to the file, and to stderr on the console rank (every rank reaches it).
+  void error(const std::string& line);
+  // A fatal error the command itself reports on the console: to the file only, so the rank's log
+  // says why it died.
+  void fatal(const std::string& line);
 
  private:
   int rank_;

@@ -9,18 +9,21 @@
 namespace dtrain {
 
 std::string resolve_checkpoint_dir(const std::string& path) {
-  if (!std::filesystem::is_directory(path)) throw std::runtime_error("checkpoint '" + path + "' is not a directory");
-  if (std::filesystem::exists(path + "/manifest.json")) {
+  std::error_code ec;
+  if (!std::filesystem::is_directory(path, ec))
+    throw std::runtime_error("checkpoint '" + path + "' " + (std::filesystem::exists(path, ec) ? "is not a directory" : "does not exist"));
+  if (std::filesystem::exists(path + "/manifest.json", ec)) {
     CheckpointManager::verify(path);
     return path;
   }
   CheckpointOptions options;
   options.dir = path;
   std::vector<std::string> warnings;
-  auto dir = CheckpointManager(options, 0, [] {}).find_resumable(&warnings);
+  // Loading the model proves the checkpoint fits the config its own metadata describes.
+  auto found = CheckpointManager(options, 0, [] {}).find_resumable([](const std::string& dir) { load_model(dir); }, &warnings);
   for (const auto& w : warnings) std::cerr << "warning: " << w << "\n";
-  if (!dir) throw std::runtime_error("no intact checkpoint in '" + path + "'");
-  return *dir;
+  if (!found) throw std::runtime_error("no intact checkpoint in '" + path + "'");
+  return found->dir;
 }
 
 std::string sample_text(const std::string& checkpoint_dir, const std::string& prompt, const SamplingOptions& options) {

@@ -9,6 +9,7 @@ StepVerdict StabilityGuard::check(double loss, double grad_norm, std::string* re
   reason->clear();
   if (!std::isfinite(loss) || !std::isfinite(grad_norm)) {
     ++skipped_non_finite_;
+    ++consecutive_unhealthy_;
     std::ostringstream s;
     s << "non-finite " << (std::isfinite(loss) ? "gradient norm" : "loss") << " (loss " << loss << ", grad norm "
       << grad_norm << "): step skipped (" << skipped_non_finite_ << " so far)";
@@ -21,13 +22,15 @@ StepVerdict StabilityGuard::check(double loss, double grad_norm, std::string* re
     const double mean = recent_sum_ / recent_.size();
     if (loss > options_.spike_factor * mean) {
       ++spikes_;
+      ++consecutive_unhealthy_;
       std::ostringstream s;
       s << "loss spike: " << loss << " > " << options_.spike_factor << " x recent mean " << mean
         << (options_.skip_spikes ? ": step skipped" : ": step applied (train.skip_spikes=false)");
       *reason = s.str();
-      if (options_.skip_spikes) return StepVerdict::SkipSpike;
+      return options_.skip_spikes ? StepVerdict::SkipSpike : StepVerdict::Apply;
     }
   }
+  consecutive_unhealthy_ = 0;
   recent_.push_back(loss);
   recent_sum_ += loss;
   if (static_cast<int>(recent_.size()) > options_.window) {
@@ -35,6 +38,12 @@ StepVerdict StabilityGuard::check(double loss, double grad_norm, std::string* re
     recent_.pop_front();
   }
   return StepVerdict::Apply;
+}
+
+void StabilityGuard::restart() {
+  recent_.clear();
+  recent_sum_ = 0;
+  consecutive_unhealthy_ = 0;
 }
 
 }  // namespace dtrain

@@ -1,5 +1,9 @@
 #include "train/train_config.h"
 
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
 #include <ctime>
 #include <fstream>
 #include <sstream>
@@ -194,10 +198,15 @@ const json& demo_config() {
 }
 
 std::string default_run_dir() {
-  std::time_t now = std::time(nullptr);
-  char stamp[32];
-  std::strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", std::localtime(&now));
-  return std::string("runs/") + stamp;
+  const auto now = std::chrono::system_clock::now();
+  const std::time_t seconds = std::chrono::system_clock::to_time_t(now);
+  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count() % 1000;
+  char stamp[64];
+  std::strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", std::localtime(&seconds));
+  // Milliseconds and the pid: two runs started in the same second on one host never share a directory.
+  char unique[32];
+  std::snprintf(unique, sizeof unique, ".%03d-%d", int(ms), int(::getpid()));
+  return std::string("runs/") + stamp + unique;
 }
 
 json read_config_file(const std::string& path) {
@@ -276,6 +285,13 @@ TrainConfig resolve_config(const json& user, int world_size, const std::string& 
   c.stability.spike_factor = r.number("train.spike_factor", 0);
   c.stability.window = int(r.integer("train.spike_window", 1));
   c.stability.skip_spikes = r.boolean("train.skip_spikes");
+  c.stability.divergence_steps = int(r.integer("train.divergence_steps", 0));
+  c.on_divergence = r.text("train.on_divergence");
+  if (c.on_divergence != "stop" && c.on_divergence != "rollback")
+    fail(origin, "'train.on_divergence' must be \"stop\" or \"rollback\", got \"" + c.on_divergence + "\"");
+  c.rollback_lr_factor = r.number("train.rollback_lr_factor", 0);
+  if (c.rollback_lr_factor <= 0 || c.rollback_lr_factor > 1) fail(origin, "'train.rollback_lr_factor' must be in (0, 1]");
+  c.max_rollbacks = int(r.integer("train.max_rollbacks", 0));
   c.peak_flops = r.number("train.peak_flops", 0);
 
   c.gradient_clipping = r.number("gradient_clipping", 0);

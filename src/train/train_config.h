@@ -41,6 +41,9 @@ struct TrainConfig {
   int threads = 0;
   int64_t eval_every = 0, eval_samples = 0;
   StabilityOptions stability;
+  std::string on_divergence;  // stop | rollback
+  double rollback_lr_factor = 0.5;
+  int max_rollbacks = 3;
   double peak_flops = 0;
 
   double gradient_clipping = 0;
@@ -61,7 +64,7 @@ struct TrainConfig {
 // The config the demo runs: `dtrain run` with no --config, and `make demo`.
 const nlohmann::json& demo_config();
 
-// "runs/<date-time>": the run directory when train.run_dir is empty.
+// "runs/<date-time>.<ms>-<pid>": the run directory when train.run_dir is empty.
 std::string default_run_dir();
 
 // Reads a config file (`path` empty: the demo config). Throws ConfigError naming the file.

@@ -10,10 +10,14 @@
 #include <cstdlib>
 #include <filesystem>
 #include <iomanip>
+#include <functional>
 #include <iostream>
+#include <optional>
 #include <sstream>
 
 #include "ckpt/checkpoint_manager.h"
+#include "ckpt/crash_points.h"
+#include "ckpt/directory_lock.h"
 #include "ckpt/durable_file.h"
 #include "comm/collectives.h"
 #include "data/micro_batch_stream.h"
@@ -47,6 +51,9 @@ std::string scientific(double v) {
   return s.str();
 }
 
+// The exit code of a run stopped because training diverged (docs/training.md).
+constexpr int kDivergedExitCode = 3;
+
 std::string rate(double tokens_per_s) {
   return tokens_per_s >= 1e6 ? fixed(tokens_per_s / 1e6, 2) + "M" : fixed(tokens_per_s / 1e3, 1) + "k";
 }
@@ -59,12 +66,19 @@ class Trainer {
   int run();
 
  private:
+  int train();
+  std::string agree(const std::string& key, const std::function<std::string()>& decide);
+  void claim_directories();
   void setup_run_dir();
   void build_data();
   void build_model();
   void resume_or_start();
+  std::string choose_checkpoint();
+  void load_checkpoint(const std::string& dir);
   void train_step(int64_t step);
-  double evaluate();
+  std::optional<double> evaluate();
+  bool parameters_finite() const;
+  bool recover_from_divergence(int64_t step, const std::string& why);
   void save(int64_t step);
   void report_step(int64_t step, double loss, double lr, double grad_norm, double step_s, StepVerdict verdict,
                    const std::string& reason);
@@ -84,6 +98,8 @@ class Trainer {
   std::unique_ptr<DataParallel> ddp_;
   std::unique_ptr<StabilityGuard> guard_;
   std::unique_ptr<CheckpointManager> checkpoints_;
+  std::unique_ptr<DirectoryLock> run_lock_, checkpoint_lock_;  // rank 0's, for the run's life
+  std::string last_unhealthy_reason_;
   std::vector<std::string> setup_lines_;  // logged once the run directory (and its logs) exist
   TrainerProgress progress_;
   double peak_flops_ = 0;  // all ranks together
@@ -99,15 +115,48 @@ int Trainer::threads() const {
   return std::max(1, int(::sysconf(_SC_NPROCESSORS_ONLN)) / std::max(1, world_->env().local_world_size));
 }
 
-void Trainer::setup_run_dir() {
+std::string Trainer::agree(const std::string& key, const std::function<std::string()>& decide) {
   auto store = world_->store();
+  auto to_bytes = [](const std::string& text) { return std::vector<uint8_t>(text.begin(), text.end()); };
   if (world_->rank() == 0) {
-    if (c_.run_dir.empty()) c_.run_dir = default_run_dir();
-    std::filesystem::create_directories(c_.run_dir);
-    store->set("trainer/run_dir", std::vector<uint8_t>(c_.run_dir.begin(), c_.run_dir.end()));
-  } else {
-    const auto bytes = store->get("trainer/run_dir");
-    c_.run_dir.assign(bytes.begin(), bytes.end());
+    try {
+      const std::string value = decide();
+      store->set(key, to_bytes("ok:" + value));
+      return value;
+    } catch (const std::exception& e) {
+      store->set(key, to_bytes(std::string("error:") + e.what()));
+      throw;
+    }
+  }
+  const auto bytes = store->get(key);
+  const std::string reply(bytes.begin(), bytes.end());
+  if (reply.rfind("ok:", 0) != 0) throw std::runtime_error("rank 0 failed, so this rank stops too: " + reply.substr(reply.find(':') + 1));
+  return reply.substr(3);
+}
+
+// Rank 0 locks the run and checkpoint directories before writing anything into them, so two runs
+// never share one; a lock left by a dead run is taken over (the kernel released it).
+void Trainer::claim_directories() {
+  namespace fs = std::filesystem;
+  if (c_.run_dir.empty()) c_.run_dir = default_run_dir();
+  fs::create_directories(c_.run_dir);
+  std::string previous;
+  run_lock_ = std::make_unique<DirectoryLock>(c_.run_dir, "run directory", &previous);
+  if (!previous.empty()) setup_lines_.push_back("took over the lock of " + c_.run_dir + " from " + previous + ", which is no longer running");
+  const std::string ckpt = c_.checkpoint_dir();
+  fs::create_directories(ckpt);
+  if (fs::equivalent(ckpt, c_.run_dir)) return;
+  checkpoint_lock_ = std::make_unique<DirectoryLock>(ckpt, "checkpoint directory", &previous);
+  if (!previous.empty()) setup_lines_.push_back("took over the lock of " + ckpt + " from " + previous + ", which is no longer running");
+}
+
+void Trainer::setup_run_dir() {
+  c_.run_dir = agree("trainer/setup", [this] {
+    claim_directories();
+    return c_.run_dir;
+  });
+  if (world_->rank() == 0) {  // for the launcher, which names the run directory in its failure report
+    world_->store()->set("trainer/run_dir", std::vector<uint8_t>(c_.run_dir.begin(), c_.run_dir.end()));
   }
   c_.checkpoint.dir = c_.checkpoint_dir();
   c_.json["train"]["run_dir"] = c_.run_dir;
@@ -166,30 +215,56 @@ void Trainer::build_model() {
             std::to_string(c_.global_batch * c_.model.seq_len) + " tokens per step)");
 }
 
+// Rank 0 picks the checkpoint (verifying checksums, and loading it to prove it fits the model);
+// the other ranks load what it picked. Returns "" to start from scratch.
+std::string Trainer::choose_checkpoint() {
+  namespace fs = std::filesystem;
+  auto load = [this](const std::string& dir) { progress_ = load_training_state(dir, model_, *optimizer_); };
+  if (c_.resume == "never") return "";
+  std::error_code ec;
+  // train.resume names a step directory, or a checkpoint directory to pick the newest intact one from.
+  if (c_.resume != "auto" && fs::exists(c_.resume + "/manifest.json", ec)) {
+    CheckpointManager::verify(c_.resume);
+    load(c_.resume);
+    return c_.resume;
+  }
+  if (c_.resume != "auto" && !fs::is_directory(c_.resume, ec))
+    throw ConfigError("train.resume: '" + c_.resume + "' " + (fs::exists(c_.resume, ec) ? "is not a directory" : "does not exist") +
+                      " (give a step directory like ckpt/step-00000100, a checkpoint directory, \"auto\" or \"never\")");
+  CheckpointOptions options = c_.checkpoint;
+  if (c_.resume != "auto") options.dir = c_.resume;
+  std::vector<std::string> warnings;
+  const auto found = CheckpointManager(options, 0, [] {}).find_resumable(load, &warnings);
+  for (const auto& w : warnings) log_.warn(w);
+  if (!found && !warnings.empty())
+    throw std::runtime_error("no checkpoint in " + options.dir + " can be resumed (warnings above say why); rather than "
+                             "start over beside them, dtrain stops: move them away or set train.resume=never");
+  if (!found && c_.resume != "auto") throw ConfigError("train.resume: '" + c_.resume + "' holds no committed checkpoint");
+  return found ? found->dir : "";
+}
+
+void Trainer::load_checkpoint(const std::string& dir) {
+  if (world_->rank() != 0) progress_ = load_training_state(dir, model_, *optimizer_);
+  stream_->restore(progress_.data);
+  if (metrics_) metrics_->forget_after(progress_.step);
+}
+
 void Trainer::resume_or_start() {
   checkpoints_ = std::make_unique<CheckpointManager>(c_.checkpoint, world_->rank(),
                                                      [this] { barrier(*world_->world_group(), "checkpoint"); });
-  std::string from;
-  if (c_.resume == "auto") {
-    std::vector<std::string> warnings;
-    if (auto dir = checkpoints_->find_resumable(&warnings)) from = *dir;
-    for (const auto& w : warnings) log_.warn(w);
-  } else if (c_.resume != "never") {
-    CheckpointManager::verify(c_.resume);
-    from = c_.resume;
-  }
+  if (world_->rank() == 0) checkpoints_->remove_interrupted_saves();
+  const std::string from = agree("trainer/resume", [this] { return choose_checkpoint(); });
   if (!from.empty()) {
-    progress_ = load_training_state(from, model_, *optimizer_);
-    stream_->restore(progress_.data);
-    if (metrics_) metrics_->forget_after(progress_.step);
-    log_.info("resumed from " + from + " at step " + std::to_string(progress_.step));
+    load_checkpoint(from);
+    log_.info("resumed from " + from + " at step " + std::to_string(progress_.step) +
+              (progress_.lr_scale < 1 ? " (learning rate scaled by " + fixed(progress_.lr_scale, 4) + " after rollbacks)" : ""));
   }
   ddp_->broadcast_parameters(frozen_);
 }
 
-double Trainer::evaluate() {
+std::optional<double> Trainer::evaluate() {
   const int64_t available = std::min<int64_t>(dataset_->size(Split::Validation), c_.eval_samples);
-  if (available == 0) return NAN;
+  if (available == 0) return std::nullopt;
   at::NoGradGuard no_grad;
   double sum = 0;
   int64_t count = 0;
@@ -227,7 +302,8 @@ void Trainer::train_step(int64_t step) {
   const double grad_norm = global_grad_norm(flat_->grad());
   std::string reason;
   const StepVerdict verdict = guard_->check(loss, grad_norm, &reason);
-  const double lr = schedule_->lr(step);
+  const double lr = schedule_->lr(step) * progress_.lr_scale;
+  if (!reason.empty()) last_unhealthy_reason_ = "step " + std::to_string(step + 1) + ": " + reason;
   if (verdict == StepVerdict::Apply) {
     clip_grads(flat_->grad(), grad_norm, c_.gradient_clipping);
     optimizer_->step(flat_->data(), flat_->grad(), flat_->decay_mask(), lr);
@@ -282,13 +358,63 @@ void Trainer::report_step(int64_t step, double loss, double lr, double grad_norm
 void Trainer::save(int64_t step) {
   const auto t0 = Clock::now();
   // every_hours must trigger on every rank at once: rank 0's clock decides.
-  const std::string dir = checkpoints_->save(step, seconds_since(start_) / 3600.0, [&](const std::string& tmp) {
+  const CheckpointHealth health{guard_->last_step_healthy(), guard_->last_step_healthy() ? "" : last_unhealthy_reason_};
+  const std::string dir = checkpoints_->save(step, seconds_since(start_) / 3600.0, health, [&](const std::string& tmp) {
     save_training_state(tmp, world_->rank(), model_, *optimizer_, progress_, c_.json);
   });
-  log_.info("checkpoint: " + dir + " (" + fixed(seconds_since(t0), 2) + " s)");
+  log_.info("checkpoint: " + dir + " (" + fixed(seconds_since(t0), 2) + " s)" + (health.healthy ? "" : ", marked unhealthy"));
+}
+
+// Every rank holds the same replicated parameters, so every rank reaches the same answer.
+bool Trainer::parameters_finite() const { return flat_->data().isfinite().all().item<bool>(); }
+
+// After divergence: with train.on_divergence=rollback (and rollbacks left), reloads the newest
+// healthy checkpoint, lowers the learning rate and returns true; otherwise says where the last good
+// state is and returns false.
+bool Trainer::recover_from_divergence(int64_t step, const std::string& why) {
+  log_.warn("training diverged at step " + std::to_string(step) + ": " + why);
+  if (c_.on_divergence == "rollback" && progress_.rollbacks < c_.max_rollbacks) {
+    const TrainerProgress before = progress_;
+    const std::string dir = agree("trainer/rollback/" + std::to_string(before.rollbacks), [&] {
+      auto load = [this](const std::string& d) { progress_ = load_training_state(d, model_, *optimizer_); };
+      std::vector<std::string> warnings;
+      const auto found = checkpoints_->find_resumable(load, &warnings, /*healthy_only=*/true);
+      for (const auto& w : warnings) log_.warn(w);
+      return found ? found->dir : "";
+    });
+    if (!dir.empty()) {
+      load_checkpoint(dir);
+      progress_.lr_scale = before.lr_scale * c_.rollback_lr_factor;
+      progress_.rollbacks = before.rollbacks + 1;
+      guard_->restart();
+      log_.warn("rolled back to " + dir + " (step " + std::to_string(progress_.step) + "), learning rate scaled by " +
+                fixed(progress_.lr_scale, 4) + " (rollback " + std::to_string(progress_.rollbacks) + " of " +
+                std::to_string(c_.max_rollbacks) + ")");
+      return true;
+    }
+  }
+  const auto good = checkpoints_->newest_healthy();
+  std::string advice = good ? "the last good checkpoint is " + good->dir + " (step " + std::to_string(good->step) +
+                                  "): resume from it with a lower learning rate (--set train.resume=" + good->dir + ")"
+                            : "no healthy checkpoint was taken before it";
+  if (c_.on_divergence == "rollback") advice = "no rollback left (train.max_rollbacks " + std::to_string(c_.max_rollbacks) + "); " + advice;
+  log_.error("stopping: training diverged at step " + std::to_string(step) + "; " + advice);
+  return false;
 }
 
 int Trainer::run() {
+  try {
+    return train();
+  } catch (const c10::Error& e) {
+    log_.fatal(e.what_without_backtrace());
+    throw;
+  } catch (const std::exception& e) {
+    log_.fatal(e.what());
+    throw;
+  }
+}
+
+int Trainer::train() {
   // ATen, MKL and oneDNN share LibTorch's one OpenMP pool (MKL uses its GNU OpenMP layer): this
   // sizes all three, so nothing oversubscribes the cores.
   at::set_num_threads(threads());
@@ -321,18 +447,31 @@ int Trainer::run() {
             " (matmul peak " + fixed(peak_flops_ / 1e9, 1) + " GFLOP/s over all ranks)");
   start_ = Clock::now();
   const auto first = progress_.step;
-  for (int64_t step = progress_.step; step < c_.steps; ++step) {
+  while (progress_.step < c_.steps) {
+    const int64_t step = progress_.step;
     train_step(step);
+    crash_point("step", step + 1);
     const bool last = step + 1 == c_.steps;
     if (c_.eval_every > 0 && ((step + 1) % c_.eval_every == 0 || last)) {
-      const double val = evaluate();
-      if (!std::isnan(val)) {
-        log_.info("step " + std::to_string(step + 1) + " | validation loss " + fixed(val, 4));
-        if (metrics_) metrics_->write({{"step", step + 1}, {"val_loss", val}});
+      if (const auto val = evaluate()) {
+        log_.info("step " + std::to_string(step + 1) + " | validation loss " + fixed(*val, 4));
+        if (metrics_) metrics_->write({{"step", step + 1}, {"val_loss", *val}});
       }
     }
     const bool stop = c_.stop_at_step > 0 && step + 1 == c_.stop_at_step && !last;
-    if (stop || checkpoints_->due(step + 1, last, seconds_since(start_) / 3600.0)) save(step + 1);
+    const bool save_due = stop || checkpoints_->due(step + 1, last, seconds_since(start_) / 3600.0);
+    // A checkpoint of non-finite parameters is never written: it would only carry the divergence on.
+    std::string diverged;
+    if (guard_->diverged())
+      diverged = std::to_string(guard_->consecutive_unhealthy()) + " consecutive steps skipped or spiking (train.divergence_steps); last: " +
+                 last_unhealthy_reason_;
+    else if (save_due && !parameters_finite())
+      diverged = "the parameters are no longer finite";
+    if (!diverged.empty()) {
+      if (recover_from_divergence(step + 1, diverged)) continue;
+      return kDivergedExitCode;
+    }
+    if (save_due) save(step + 1);
     if (stop) {
       log_.info("stopping after step " + std::to_string(step + 1) + " as train.stop_at_step asks; resume continues from here");
       return 0;
@@ -348,6 +487,7 @@ int Trainer::run() {
   if (guard_->skipped_non_finite() || guard_->spikes())
     summary += ", " + std::to_string(guard_->skipped_non_finite()) + " non-finite step(s) skipped, " +
                std::to_string(guard_->spikes()) + " spike(s)";
+  if (progress_.rollbacks) summary += ", " + std::to_string(progress_.rollbacks) + " rollback(s)";
   summary += ", peak RSS " + std::to_string(usage.ru_maxrss / 1024) + " MiB (rank " + std::to_string(world_->rank()) + ")";
   log_.info(summary);
   return 0;

@@ -2,6 +2,7 @@
 
 #include <ATen/CPUGeneratorImpl.h>
 
+#include "ckpt/checkpoint_manager.h"
 #include "ckpt/durable_file.h"
 #include "ckpt/safetensors.h"
 
@@ -9,16 +10,61 @@ namespace dtrain {
 
 namespace {
 
-void load_parameters(const SafetensorsFile& file, const std::string& path, Transformer& model) {
-  at::NoGradGuard no_grad;
-  for (auto& item : model->named_parameters()) {
+// Every parameter present with its shape and dtype, and nothing else: a file that fits another model
+// (or was edited) is refused before any parameter changes.
+void check_parameters(const SafetensorsFile& file, const std::string& path, Transformer& model) {
+  const auto params = model->named_parameters();
+  for (const auto& item : params) {
     auto it = file.tensors.find(item.key());
     if (it == file.tensors.end()) throw std::runtime_error(path + " has no parameter '" + item.key() + "'");
     if (it->second.sizes() != item.value().sizes())
       throw std::runtime_error(path + ": parameter '" + item.key() + "' has shape " + c10::str(it->second.sizes()) +
                                ", the model expects " + c10::str(item.value().sizes()));
-    item.value().copy_(it->second);
+    if (it->second.scalar_type() != item.value().scalar_type())
+      throw std::runtime_error(path + ": parameter '" + item.key() + "' has dtype " + c10::toString(it->second.scalar_type()) +
+                               ", the model expects " + c10::toString(item.value().scalar_type()));
   }
+  for (const auto& [name, t] : file.tensors)
+    if (!params.contains(name)) throw std::runtime_error(path + " has a tensor '" + name + "' the model does not have");
+}
+
+void copy_parameters(const SafetensorsFile& file, Transformer& model) {
+  at::NoGradGuard no_grad;
+  for (auto& item : model->named_parameters()) item.value().copy_(file.tensors.at(item.key()));
+}
+
+// trainer_state.json, checked field by field and against the step the manifest records.
+TrainerProgress read_progress(const std::string& dir) {
+  const std::string path = dir + "/trainer_state.json";
+  auto bad = [&](const std::string& what) -> std::runtime_error {
+    return std::runtime_error("checkpoint file '" + path + "' " + what);
+  };
+  nlohmann::json s;
+  try {
+    s = nlohmann::json::parse(read_text_file(path));
+  } catch (const nlohmann::json::exception& e) {
+    throw bad(std::string("is not valid JSON (") + e.what() + ")");
+  }
+  auto count = [&](const nlohmann::json& j, const char* key) {
+    if (!j.is_object() || !j.contains(key) || !j[key].is_number_unsigned()) throw bad(std::string("lacks a valid '") + key + "'");
+    return j[key].get<int64_t>();
+  };
+  auto number = [&](const char* key, double lo, double hi) {
+    if (!s.is_object() || !s.contains(key) || !s[key].is_number() || !(s[key].get<double>() >= lo && s[key].get<double>() <= hi))
+      throw bad(std::string("lacks a valid '") + key + "'");
+    return s[key].get<double>();
+  };
+  TrainerProgress p;
+  p.step = count(s, "step");
+  const int64_t manifest_step = CheckpointManager::read_manifest(dir).step;
+  if (p.step != manifest_step)
+    throw bad("says step " + std::to_string(p.step) + ", the manifest says " + std::to_string(manifest_step));
+  p.data = {count(s["data_position"], "epoch"), count(s["data_position"], "offset")};
+  p.skipped_steps = count(s, "skipped_steps");
+  p.rollbacks = count(s, "rollbacks");
+  p.tokens_seen = number("tokens_seen", 0, 1e30);
+  p.lr_scale = number("lr_scale", 1e-30, 1);
+  return p;
 }
 
 }  // namespace
@@ -39,25 +85,35 @@ void save_training_state(const std::string& dir, int rank, Transformer& model, c
                                 {"data_position", to_json(progress.data)},
                                 {"skipped_steps", progress.skipped_steps},
                                 {"tokens_seen", progress.tokens_seen},
+                                {"lr_scale", progress.lr_scale},
+                                {"rollbacks", progress.rollbacks},
                                 {"scheduler", config["scheduler"]}};
   write_file_atomically(dir + "/trainer_state.json", state.dump(2));
   write_file_atomically(dir + "/config.json", config.dump(2));
 }
 
 TrainerProgress load_training_state(const std::string& dir, Transformer& model, FlatOptimizer& optimizer) {
-  const std::string path = dir + "/model.safetensors";
-  load_parameters(read_safetensors(path), path, model);
-  optimizer.load_state(read_safetensors(dir + "/optimizer.safetensors").tensors);
+  const TrainerProgress progress = read_progress(dir);
+  const std::string model_path = dir + "/model.safetensors";
+  const auto params = read_safetensors(model_path);
+  check_parameters(params, model_path, model);
   const auto rng = read_safetensors(dir + "/rng.safetensors");
   at::Generator gen = at::detail::getDefaultCPUGenerator();  // a handle on the process-wide generator
-  gen.set_state(rng.tensors.at("cpu"));
-  const auto state = nlohmann::json::parse(read_text_file(dir + "/trainer_state.json"));
-  TrainerProgress p;
-  p.step = state.at("step");
-  p.data = data_position_from_json(state.at("data_position"));
-  p.skipped_steps = state.at("skipped_steps");
-  p.tokens_seen = state.at("tokens_seen");
-  return p;
+  const at::Tensor current = gen.get_state();
+  auto saved = rng.tensors.find("cpu");
+  if (saved == rng.tensors.end() || saved->second.sizes() != current.sizes() || saved->second.scalar_type() != current.scalar_type())
+    throw std::runtime_error(dir + "/rng.safetensors does not hold a CPU generator state");
+  const auto opt_path = dir + "/optimizer.safetensors";
+  const auto opt = read_safetensors(opt_path);
+  try {
+    optimizer.check_state(opt.tensors);
+  } catch (const std::exception& e) {
+    throw std::runtime_error(opt_path + ": " + e.what());
+  }
+  copy_parameters(params, model);
+  optimizer.load_state(opt.tensors);
+  gen.set_state(saved->second);
+  return progress;
 }
 
 Transformer load_model(const std::string& dir) {
@@ -66,7 +122,8 @@ Transformer load_model(const std::string& dir) {
   auto it = file.metadata.find("model_config");
   if (it == file.metadata.end()) throw std::runtime_error(path + " has no model_config metadata (not written by dtrain?)");
   Transformer model(transformer_config_from_json(nlohmann::json::parse(it->second)), 0);
-  load_parameters(file, path, model);
+  check_parameters(file, path, model);
+  copy_parameters(file, model);
   return model;
 }
 

@@ -19,13 +19,16 @@ struct TrainerProgress {
   DataPosition data;
   int64_t skipped_steps = 0;
   double tokens_seen = 0;
+  double lr_scale = 1;    // the factor rollbacks after a divergence have lowered the learning rate by
+  int64_t rollbacks = 0;
 };
 
 void save_training_state(const std::string& dir, int rank, Transformer& model, const FlatOptimizer& optimizer,
                          const TrainerProgress& progress, const nlohmann::json& config);
 
 // Loads into `model` and `optimizer` (already built from the same config) and returns the progress.
-// Throws naming the checkpoint file at fault, or the parameter that does not fit.
+// Everything is checked against the model and the manifest before anything is changed; throws
+// naming the checkpoint file at fault and the entry that does not fit.
 TrainerProgress load_training_state(const std::string& dir, Transformer& model, FlatOptimizer& optimizer);
 
 // The model alone, for generation: rebuilds the Transformer from model.safetensors' metadata.
