@@ -477,6 +477,11 @@ int Trainer::train() {
       return 0;
     }
   }
+  if (!guard_->last_step_healthy()) {
+    const auto good = checkpoints_->newest_healthy();
+    log_.warn("the run ended on an unhealthy step (" + last_unhealthy_reason_ + "); " +
+              (good ? "the last healthy checkpoint is " + good->dir : std::string("no checkpoint is healthy")));
+  }
   const double elapsed = seconds_since(start_);
   struct rusage usage;
   ::getrusage(RUSAGE_SELF, &usage);

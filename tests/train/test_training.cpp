@@ -15,6 +15,7 @@
 #include "model/transformer.h"
 #include "support/process.h"
 #include "support/scratch.h"
+#include "training_run.h"
 
 using namespace dtrain;
 using namespace dtrain::test;
@@ -22,44 +23,6 @@ using json = nlohmann::json;
 namespace fs = std::filesystem;
 
 namespace {
-
-// A small, fast, fully specified job; `sets` add to or override it. AdamW's eps is 1e-6 rather than
-// 1e-8: some gradients are exactly zero in exact arithmetic (the key bias: softmax ignores a shift
-// shared by all keys), and Adam divides their rounding noise (~1e-10) by its own square root into
-// full-size updates whose sign depends on summation order. That is Adam's property, not data
-// parallelism's; eps 1e-6 keeps such noise out while real gradients (>1e-4) are untouched.
-const std::vector<std::string> kBase = {
-    "model.preset=tiny", "train.steps=4", "train.seed=7", "train.eval_every=0", "train.peak_flops=1e9",
-    "gradient_clipping=1.0", "optimizer.params={\"lr\":0.002,\"weight_decay\":0.1,\"eps\":1e-6}",
-    "scheduler={\"type\":\"cosine\",\"params\":{\"warmup_steps\":1}}", "steps_per_print=1"};
-
-struct TrainingRun {
-  ProcessResult result;
-  std::string dir;
-  std::vector<json> steps;  // metrics.jsonl lines that carry a training loss
-};
-
-TrainingRun train(const std::string& dir, int nproc, const std::vector<std::string>& sets,
-                  const std::vector<std::string>& run_flags = {}) {
-  std::vector<std::string> argv = {DTRAIN_BIN, "run", "--nproc-per-node", std::to_string(nproc), "--no-sample",
-                                   "--set", "train.run_dir=" + dir};
-  argv.insert(argv.end(), run_flags.begin(), run_flags.end());
-  for (const auto& s : kBase) argv.insert(argv.end(), {"--set", s});
-  for (const auto& s : sets) argv.insert(argv.end(), {"--set", s});
-  TrainingRun run{run_process(argv, 180, {"OMP_NUM_THREADS=1"}), dir, {}};
-  std::ifstream metrics(dir + "/metrics.jsonl");
-  for (std::string line; std::getline(metrics, line);) {
-    auto j = json::parse(line);
-    if (j.contains("loss")) run.steps.push_back(j);
-  }
-  return run;
-}
-
-std::map<std::string, at::Tensor> final_parameters(const TrainingRun& run, int step) {
-  char name[32];
-  std::snprintf(name, sizeof name, "step-%08d", step);
-  return read_safetensors(run.dir + "/ckpt/" + name + "/model.safetensors").tensors;
-}
 
 // What fp32 arithmetic in another summation order may change (a batch of 16 on one rank against
 // halves summed by an all-reduce), per step and per element, |got - expected| <= atol + rtol·|expected|:

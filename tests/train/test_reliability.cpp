@@ -1,0 +1,258 @@
+// What a run must survive: divergence, a second run on its directory, damaged checkpoints, kills at
+// any moment. Each test is a defect a hostile user found, made small.
+#include <gtest/gtest.h>
+#include <torch/types.h>
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <regex>
+#include <thread>
+
+#include "ckpt/checkpoint_manager.h"
+#include "ckpt/durable_file.h"
+#include "optim/flat_optimizer.h"
+#include "support/process.h"
+#include "support/scratch.h"
+#include "train/train_config.h"
+#include "train/training_state.h"
+#include "training_run.h"
+
+using namespace dtrain;
+using namespace dtrain::test;
+using json = nlohmann::json;
+namespace fs = std::filesystem;
+
+namespace {
+
+// Replaces the first `from` in the file with `to` of the same length, keeping the file's size.
+void patch_same_size(const std::string& path, const std::string& from, const std::string& to) {
+  ASSERT_EQ(from.size(), to.size());
+  std::string bytes = read_text_file(path);
+  const auto at = bytes.find(from);
+  ASSERT_NE(at, std::string::npos) << from << " not in " << path;
+  bytes.replace(at, from.size(), to);
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
+}
+
+std::string ckpt(const std::string& dir, int step) { return dir + "/ckpt/" + CheckpointManager::step_dir_name(step); }
+
+const std::string kConstantLr = "scheduler={\"type\":\"constant\"}";
+const std::string kBlowUp = "optimizer.params={\"lr\":1e6}";
+
+}  // namespace
+
+// lr 1e6 blows the weights up at once; every later step is skipped. The run must stop (not exit 0
+// after saving garbage), name the last good checkpoint, and `keep` must not have pruned it.
+TEST(Divergence, StopsNamingTheLastGoodCheckpointWhichKeepKeeps) {
+  const std::string dir = scratch_dir("diverge_stop");
+  const std::vector<std::string> job = {kConstantLr, "checkpoint.every_steps=5", "checkpoint.keep=2"};
+  auto with = [&](std::vector<std::string> extra) {
+    extra.insert(extra.begin(), job.begin(), job.end());
+    return extra;
+  };
+  ASSERT_EQ(train(dir, 1, with({"train.steps=10"})).result.exit_code, 0);
+  const TrainingRun blown = train(dir, 1, with({"train.steps=40", kBlowUp}));
+  EXPECT_NE(blown.result.exit_code, 0) << blown.result.output;
+  EXPECT_TRUE(contains(blown.result.output, "consecutive steps skipped or spiking")) << blown.result.output;
+  EXPECT_TRUE(contains(blown.result.output, "the last good checkpoint is " + ckpt(dir, 10))) << blown.result.output;
+  EXPECT_TRUE(contains(blown.result.output, "rank 0 failed: exit code 3")) << blown.result.output;
+  EXPECT_TRUE(fs::exists(ckpt(dir, 20))) << "the run saved past the blow-up, so keep had a reason to prune";
+  EXPECT_TRUE(fs::exists(ckpt(dir, 10) + "/manifest.json")) << "keep pruned the last healthy checkpoint";
+  EXPECT_FALSE(fs::exists(ckpt(dir, 40))) << "the diverged run went on to the end";
+  EXPECT_TRUE(contains(read_text_file(dir + "/rank-0.log"), "ERROR stopping: training diverged"));
+  // Back at a sane learning rate, resume starts from the healthy checkpoint, not the newest one.
+  const TrainingRun sane = train(dir, 1, with({"train.steps=15"}));
+  EXPECT_EQ(sane.result.exit_code, 0) << sane.result.output;
+  EXPECT_TRUE(contains(sane.result.output, "resumed from " + ckpt(dir, 10) + " at step 10")) << sane.result.output;
+  EXPECT_TRUE(contains(sane.result.output, "was taken when training had gone wrong")) << sane.result.output;
+}
+
+TEST(Divergence, RollbackReloadsTheLastGoodCheckpointAtALowerLearningRate) {
+  const std::string dir = scratch_dir("diverge_rollback");
+  const std::vector<std::string> job = {kConstantLr, "checkpoint.every_steps=5"};
+  auto with = [&](std::vector<std::string> extra) {
+    extra.insert(extra.begin(), job.begin(), job.end());
+    return extra;
+  };
+  ASSERT_EQ(train(dir, 1, with({"train.steps=10"})).result.exit_code, 0);
+  // One rollback at 1e-9 x 1e6 = 1e-3 is enough to train on.
+  const TrainingRun run = train(dir, 1, with({"train.steps=20", kBlowUp, "train.on_divergence=rollback", "train.rollback_lr_factor=1e-9",
+                                              "train.divergence_steps=3"}));
+  EXPECT_EQ(run.result.exit_code, 0) << run.result.output;
+  EXPECT_TRUE(contains(run.result.output, "rolled back to " + ckpt(dir, 10) + " (step 10)")) << run.result.output;
+  ASSERT_EQ(run.steps.size(), 20u);  // the diverged steps were dropped from metrics.jsonl
+  EXPECT_LT(run.steps.back()["loss"].get<double>(), 10.0);
+  const auto state = json::parse(read_text_file(ckpt(dir, 20) + "/trainer_state.json"));
+  EXPECT_DOUBLE_EQ(state["lr_scale"].get<double>(), 1e-9);
+  EXPECT_EQ(state["rollbacks"].get<int>(), 1);
+}
+
+// A second run on a directory in use is refused at once, naming the holder, and touches nothing;
+// once the holder is gone (killed: its lock file still names it) the next run takes over.
+TEST(RunLock, ASecondRunOnTheSameDirectoryIsRefusedAndTheFirstIsUnharmed) {
+  const std::string dir = scratch_dir("run_lock");
+  auto train_argv = [&](int seed, int steps) {
+    std::vector<std::string> argv = {DTRAIN_BIN, "train"};
+    for (const auto& s : kBase) argv.insert(argv.end(), {"--set", s});
+    for (const auto& s : {"train.run_dir=" + dir, "train.seed=" + std::to_string(seed), "train.steps=" + std::to_string(steps),
+                          std::string("checkpoint.every_steps=1")})
+      argv.insert(argv.end(), {"--set", s});
+    return argv;
+  };
+  ProcessResult first;
+  std::thread runner([&] { first = run_process(train_argv(7, 1000000), 120, {"OMP_NUM_THREADS=1"}); });
+  std::vector<int> pids;
+  const bool locked = wait_for([&] {
+    pids = processes_with_markers({std::string("\0train\0", 7), "train.run_dir=" + dir, "train.seed=7"});
+    std::ifstream lock(dir + "/.dtrain.lock");
+    std::string text((std::istreambuf_iterator<char>(lock)), {});
+    return pids.size() == 1 && contains(text, "pid " + std::to_string(pids[0]) + " on host") &&
+           fs::exists(ckpt(dir, 1) + "/manifest.json");
+  }, 60);
+  if (!locked) {
+    for (int pid : pids) ::kill(pid, SIGKILL);
+    runner.join();
+    FAIL() << "the first run never took its lock:\n" << first.output;
+  }
+  const std::string holder = "pid " + std::to_string(pids[0]);
+  const ProcessResult second = run_process(train_argv(8, 5), 60, {"OMP_NUM_THREADS=1"});
+  const bool first_alive = ::kill(pids[0], 0) == 0;
+  ::kill(pids[0], SIGKILL);
+  runner.join();
+  EXPECT_NE(second.exit_code, 0) << second.output;
+  EXPECT_TRUE(contains(second.output, "run directory '" + dir + "' is in use by " + holder + " on host")) << second.output;
+  EXPECT_TRUE(first_alive) << "the first run ended before the second was refused:\n" << first.output;
+  EXPECT_EQ(json::parse(read_text_file(dir + "/config.json"))["train"]["seed"], 7);
+  EXPECT_FALSE(contains(read_text_file(dir + "/rank-0.log"), "train.seed=8"));
+  // The killed holder's lock is taken over, and its checkpoints are intact.
+  CheckpointOptions options;
+  options.dir = dir + "/ckpt";
+  const auto newest = CheckpointManager(options, 0, [] {}).find_resumable(nullptr, nullptr);
+  ASSERT_TRUE(newest.has_value());
+  const ProcessResult third = run_process(train_argv(7, int(newest->step) + 2), 60, {"OMP_NUM_THREADS=1"});
+  EXPECT_EQ(third.exit_code, 0) << third.output;
+  EXPECT_TRUE(contains(third.output, "took over the lock of " + dir + " from " + holder)) << third.output;
+  EXPECT_TRUE(contains(third.output, "resumed from " + newest->dir)) << third.output;
+}
+
+TEST(RunLock, DefaultRunDirectoriesCarryMillisecondsAndThePid) {
+  EXPECT_TRUE(std::regex_match(default_run_dir(), std::regex(R"(runs/\d{8}-\d{6}\.\d{3}-)" + std::to_string(getpid()))))
+      << default_run_dir();
+}
+
+// Edits that keep a file's size once made resume crash-loop; now the checksum catches them and
+// resume, and generate, fall back to the newest intact checkpoint.
+TEST(Resume, SameSizeDamageFallsBackToTheNewestIntactCheckpoint) {
+  const std::string dir = scratch_dir("same_size");
+  const std::vector<std::string> job = {"checkpoint.every_steps=2", "checkpoint.keep=0"};
+  ASSERT_EQ(train(dir, 1, job).result.exit_code, 0);
+  const std::string header_edit = ckpt(dir, 4) + "/model.safetensors";
+  patch_same_size(header_edit, "\"wte.weight\"", "\"wte.weighu\"");
+  auto resumed_job = job;
+  resumed_job.push_back("train.steps=6");
+  const TrainingRun again = train(dir, 1, resumed_job);
+  EXPECT_EQ(again.result.exit_code, 0) << again.result.output;
+  EXPECT_TRUE(contains(again.result.output, header_edit + "' is damaged: its checksum does not match")) << again.result.output;
+  EXPECT_TRUE(contains(again.result.output, "resumed from " + ckpt(dir, 2) + " at step 2")) << again.result.output;
+  const std::string state_edit = ckpt(dir, 6) + "/trainer_state.json";
+  patch_same_size(state_edit, "\"step\": 6", "\"step\": 9");
+  const auto r = run_process({DTRAIN_BIN, "generate", "--checkpoint", dir + "/ckpt", "--tokens", "5"}, 60);
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(contains(r.output, state_edit + "' is damaged")) << r.output;
+  EXPECT_TRUE(contains(r.output, "generate: " + ckpt(dir, 4))) << r.output;
+}
+
+// The checks behind the checksum, for a checkpoint damaged with its manifest rewritten to match:
+// nothing in the model changes unless everything fits.
+TEST(Resume, TrainerStateAndTensorsAreCheckedAgainstManifestAndModelBeforeAnythingChanges) {
+  const std::string dir = scratch_dir("state_checks");
+  Transformer model(model_preset("tiny"), 1);
+  std::vector<std::pair<std::string, at::Tensor>> named;
+  for (auto& item : model->named_parameters()) named.emplace_back(item.key(), item.value());
+  FlatParameters flat(named);
+  auto optimizer = make_flat_optimizer(json{{"type", "AdamW"}, {"params", json::object()}}, flat.data());
+  const json config = {{"optimizer", {{"type", "AdamW"}}}, {"scheduler", {{"type", "constant"}}}};
+  CheckpointOptions options;
+  options.dir = dir;
+  CheckpointManager manager(options, 0, [] {});
+  TrainerProgress progress;
+  progress.step = 20;
+  const std::string step_dir = manager.save(20, 0, {true, ""}, [&](const std::string& tmp) {
+    save_training_state(tmp, 0, model, *optimizer, progress, config);
+  });
+  {
+    at::NoGradGuard no_grad;
+    flat.data().zero_();
+  }
+  struct Case {
+    std::string file, from, to, needle;
+  };
+  const std::vector<Case> cases = {
+      {"trainer_state.json", "\"step\": 20", "\"step\": 99", "says step 99, the manifest says 20"},
+      {"trainer_state.json", "{", "[", "is not valid JSON"},
+      {"trainer_state.json", "\"lr_scale\": 1.0", "\"lr_scale\": 2.0", "lacks a valid 'lr_scale'"},
+      {"model.safetensors", "\"wte.weight\"", "\"wte.weighu\"", "has no parameter 'wte.weight'"},
+      {"model.safetensors", "\"F32\"", "\"I32\"", "has dtype Int, the model expects Float"},
+      {"optimizer.safetensors", "\"exp_avg\"", "\"exp_avX\"", "optimizer state has no 'exp_avg'"},
+  };
+  for (const auto& c : cases) {
+    const std::string copy = scratch_dir("state_checks_case") + "/" + CheckpointManager::step_dir_name(20);
+    fs::copy(step_dir, copy);
+    patch_same_size(copy + "/" + c.file, c.from, c.to);
+    try {
+      load_training_state(copy, model, *optimizer);
+      ADD_FAILURE() << c.file << ": " << c.to << " was accepted";
+    } catch (const std::runtime_error& e) {
+      EXPECT_TRUE(contains(e.what(), c.needle)) << e.what();
+      EXPECT_TRUE(contains(e.what(), c.file)) << e.what();
+    }
+    EXPECT_EQ(flat.data().abs().sum().item<double>(), 0) << c.file << ": a refused checkpoint changed the model";
+  }
+  EXPECT_EQ(load_training_state(step_dir, model, *optimizer).step, 20);  // and the intact one loads
+  EXPECT_GT(flat.data().abs().sum().item<double>(), 0);
+}
+
+TEST(Resume, AFatalErrorIsInTheRankLogToo) {
+  const std::string dir = scratch_dir("fatal_log");
+  const TrainingRun run = train(dir, 1, {"train.resume=" + dir + "/no-such-checkpoint"});
+  EXPECT_NE(run.result.exit_code, 0);
+  EXPECT_TRUE(contains(run.result.output, "no-such-checkpoint' does not exist")) << run.result.output;
+  EXPECT_TRUE(contains(read_text_file(dir + "/rank-0.log"), "ERROR train.resume: '" + dir + "/no-such-checkpoint' does not exist"));
+}
+
+// kill -9 at seeded random points of a run that checkpoints every step: mid-training, after a rank's
+// files are written, after the manifest, and between the rename and `latest`. The launcher restarts
+// the job each time, and it ends exactly where the uninterrupted run ends.
+TEST(Resume, KillsAtRandomPointsEndLikeTheUninterruptedRun) {
+  const std::vector<std::string> job = {"train.steps=14", "train.deterministic=true", "checkpoint.every_steps=1"};
+  std::mt19937 rng(20261123);
+  const std::vector<std::string> points = {"step", "save", "manifest", "commit"};
+  constexpr int kKills = 5;
+  std::string crash_at;
+  int64_t step = 1;
+  for (int round = 0; round < kKills; ++round) {
+    step += 1 + int64_t(rng() % 2);  // each round resumes at or before the last kill's step, so this one is reached
+    const std::string point = points[rng() % points.size()];
+    const int rank = point == "manifest" || point == "commit" ? 0 : int(rng() % 2);  // rank 0 commits
+    crash_at += (crash_at.empty() ? "" : ",") + point + ":" + std::to_string(step) + ":" + std::to_string(round) + ":" + std::to_string(rank);
+  }
+  const std::string dir = scratch_dir("crashes");
+  const TrainingRun crashed = train(dir, 2, job, {"--max-restarts", std::to_string(kKills)}, {"DTRAIN_CRASH_AT=" + crash_at});
+  ASSERT_EQ(crashed.result.exit_code, 0) << crash_at << "\n" << crashed.result.output;
+  EXPECT_TRUE(contains(crashed.result.output, "restarting the job (restart " + std::to_string(kKills) + " of " + std::to_string(kKills) + ")"))
+      << crash_at << "\n" << crashed.result.output;
+  const TrainingRun straight = train(scratch_dir("no_crashes"), 2, job);
+  ASSERT_EQ(straight.result.exit_code, 0) << straight.result.output;
+  ASSERT_EQ(crashed.steps.size(), 14u) << crash_at;
+  for (int i = 0; i < 14; ++i) {
+    EXPECT_EQ(crashed.steps[i]["step"].get<int>(), i + 1);
+    EXPECT_EQ(crashed.steps[i]["loss"].get<double>(), straight.steps[i]["loss"].get<double>()) << "step " << i + 1;
+  }
+  const auto a = final_parameters(straight, 14), b = final_parameters(crashed, 14);
+  for (const auto& [name, t] : a) EXPECT_TRUE(torch::equal(t, b.at(name))) << name;
+}

@@ -1,0 +1,57 @@
+// A training job through the real CLI (`dtrain run`), for the end-to-end tests: the tiny model with
+// everything fixed, and what the run leaves on disk read back.
+#pragma once
+#include <nlohmann/json.hpp>
+
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "ckpt/safetensors.h"
+#include "support/process.h"
+
+namespace dtrain::test {
+
+// A small, fast, fully specified job; `sets` add to or override it. AdamW's eps is 1e-6 rather than
+// 1e-8: some gradients are exactly zero in exact arithmetic (the key bias: softmax ignores a shift
+// shared by all keys), and Adam divides their rounding noise (~1e-10) by its own square root into
+// full-size updates whose sign depends on summation order. That is Adam's property, not data
+// parallelism's; eps 1e-6 keeps such noise out while real gradients (>1e-4) are untouched.
+inline const std::vector<std::string> kBase = {
+    "model.preset=tiny", "train.steps=4", "train.seed=7", "train.eval_every=0", "train.peak_flops=1e9",
+    "gradient_clipping=1.0", "optimizer.params={\"lr\":0.002,\"weight_decay\":0.1,\"eps\":1e-6}",
+    "scheduler={\"type\":\"cosine\",\"params\":{\"warmup_steps\":1}}", "steps_per_print=1"};
+
+struct TrainingRun {
+  ProcessResult result;
+  std::string dir;
+  std::vector<nlohmann::json> steps;  // metrics.jsonl lines that carry a training loss
+};
+
+inline TrainingRun train(const std::string& dir, int nproc, const std::vector<std::string>& sets,
+                         const std::vector<std::string>& run_flags = {}, const std::vector<std::string>& env = {}) {
+  std::vector<std::string> argv = {DTRAIN_BIN, "run", "--nproc-per-node", std::to_string(nproc), "--no-sample",
+                                   "--set", "train.run_dir=" + dir};
+  argv.insert(argv.end(), run_flags.begin(), run_flags.end());
+  for (const auto& s : kBase) argv.insert(argv.end(), {"--set", s});
+  for (const auto& s : sets) argv.insert(argv.end(), {"--set", s});
+  std::vector<std::string> full_env = {"OMP_NUM_THREADS=1"};
+  full_env.insert(full_env.end(), env.begin(), env.end());
+  TrainingRun run{run_process(argv, 180, full_env), dir, {}};
+  std::ifstream metrics(dir + "/metrics.jsonl");
+  for (std::string line; std::getline(metrics, line);) {
+    auto j = nlohmann::json::parse(line);
+    if (j.contains("loss")) run.steps.push_back(j);
+  }
+  return run;
+}
+
+inline std::map<std::string, at::Tensor> final_parameters(const TrainingRun& run, int step) {
+  char name[32];
+  std::snprintf(name, sizeof name, "step-%08d", step);
+  return read_safetensors(run.dir + "/ckpt/" + name + "/model.safetensors").tensors;
+}
+
+}  // namespace dtrain::test
