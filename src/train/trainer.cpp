@@ -9,8 +9,8 @@
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
-#include <iomanip>
 #include <functional>
+#include <iomanip>
 #include <iostream>
 #include <optional>
 #include <sstream>
