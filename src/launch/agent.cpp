@@ -53,7 +53,7 @@ void Agent::start_workers(int port, int round) {
     // As torchrun: many ranks on one host must not each start a thread per core.
     const char* omp = std::getenv("OMP_NUM_THREADS");
     if (!omp || !*omp) env["OMP_NUM_THREADS"] = "1";
-    workers_.push_back(std::make_unique<WorkerProcess>(rank, options_.program, env));
+    workers_.push_back(std::make_unique<WorkerProcess>(rank, options_.program, env, *watchdog_));
   }
 }
 
@@ -123,6 +123,7 @@ Agent::Outcome Agent::run_round(JobCoordinator& coord, int round, std::string* f
 
 int Agent::run() {
   install_signal_handlers();
+  watchdog_ = std::make_unique<WorkerGroupWatchdog>(options_.nproc_per_node);
   std::unique_ptr<JobCoordinator> coord;
   try {
     coord = std::make_unique<JobCoordinator>(options_);

@@ -8,6 +8,7 @@
 
 #include "launch/job_coordinator.h"
 #include "launch/launch_options.h"
+#include "launch/worker_group_watchdog.h"
 #include "launch/worker_process.h"
 
 namespace dtrain {
@@ -26,6 +27,8 @@ class Agent {
   void stop_workers();
 
   LaunchOptions options_;
+  // Started first and declared before the workers, so it outlives every one of them.
+  std::unique_ptr<WorkerGroupWatchdog> watchdog_;
   std::vector<std::unique_ptr<WorkerProcess>> workers_;
 };
 

@@ -3,8 +3,10 @@
 #include <gtest/gtest.h>
 
 #include <signal.h>
+#include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
 #include <future>
 #include <map>
 #include <regex>
@@ -178,27 +180,48 @@ TEST(Launch, TwoNodesRestartTogether) {
   EXPECT_TRUE(contains(r1.output, "[rank 2] ok=1")) << r1.output;
 }
 
-// Starts an agent with two sleeping workers and returns once both run (each has created its file in
-// a fresh ready directory), with the agent's pid.
-std::future<ProcessResult> start_sleeping_job(const std::string& marker, int* agent_pid) {
-  const std::string ready = scratch_dir(marker + "_ready");
-  auto job = std::async(std::launch::async, [=] {
-    return run_process({kBin, "launch", "--nproc-per-node", "2", "--", kSleeper, "30", marker}, 60,
-                       {"WORKER_READY_DIR=" + ready});
+// The `dtrain launch` this test started, found by its command line holding `marker`: the one whose
+// parent is this test (its watchdog, a fork of it, has the same command line); 0 when there is none.
+int launcher_pid(const std::string& marker) {
+  for (int pid : processes_with_markers({std::string("\0launch\0", 8), marker}))
+    if (parent_pid(pid) == getpid()) return pid;
+  return 0;
+}
+
+struct RunningJob {
+  std::future<ProcessResult> result;
+  int agent = 0;      // the launcher's pid; 0 if the workers did not all start
+  std::string ready;  // WORKER_READY_DIR: each sleeper's pid, in a file named by its rank
+};
+
+// Starts `dtrain launch FLAGS -- PROGRAM` with WORKER_READY_DIR set to a fresh directory, and returns
+// once `sleepers` worker_sleep processes run (each has written its file there).
+RunningJob start_job(const std::string& marker, const std::vector<std::string>& flags,
+                     const std::vector<std::string>& program, int sleepers) {
+  RunningJob job;
+  job.ready = scratch_dir(marker + "_ready");
+  job.result = std::async(std::launch::async, [argv = launch(flags, program), ready = job.ready] {
+    return run_process(argv, 60, {"WORKER_READY_DIR=" + ready});
   });
-  const bool running = wait_for([&] { return std::distance(fs::directory_iterator(ready), {}) == 2; }, 30);
-  const auto agents = processes_with_markers({std::string("\0launch\0", 8), marker});
-  *agent_pid = running && agents.size() == 1 ? agents.front() : 0;
+  const bool running =
+      wait_for([&] { return std::distance(fs::directory_iterator(job.ready), {}) == sleepers; }, 30);
+  job.agent = running ? launcher_pid(marker) : 0;
   return job;
+}
+
+// An agent with two sleeping workers.
+RunningJob start_sleeping_job(const std::string& marker, const std::vector<std::string>& flags = {}) {
+  std::vector<std::string> all{"--nproc-per-node", "2"};
+  all.insert(all.end(), flags.begin(), flags.end());
+  return start_job(marker, all, {kSleeper, "30", marker}, 2);
 }
 
 TEST(Launch, AgentStoppedBySigtermLeavesNoWorker) {
   const std::string marker = unique_marker("sigterm");
-  int agent = 0;
-  auto job = start_sleeping_job(marker, &agent);
-  ASSERT_GT(agent, 0) << job.get().output;
-  ::kill(agent, SIGTERM);
-  const auto r = job.get();
+  auto job = start_sleeping_job(marker);
+  ASSERT_GT(job.agent, 0) << job.result.get().output;
+  ::kill(job.agent, SIGTERM);
+  const auto r = job.result.get();
   EXPECT_EQ(r.exit_code, 143) << r.output;
   EXPECT_TRUE(contains(r.output, "stopped by signal 15")) << r.output;
   EXPECT_FALSE(process_with_marker_alive(marker));
@@ -206,14 +229,32 @@ TEST(Launch, AgentStoppedBySigtermLeavesNoWorker) {
 
 TEST(Launch, KilledAgentTakesItsWorkersWithIt) {
   const std::string marker = unique_marker("agentkill");
-  int agent = 0;
-  auto job = start_sleeping_job(marker, &agent);
-  ASSERT_GT(agent, 0) << job.get().output;
-  ::kill(agent, SIGKILL);
-  const auto r = job.get();
+  auto job = start_sleeping_job(marker);
+  ASSERT_GT(job.agent, 0) << job.result.get().output;
+  ::kill(job.agent, SIGKILL);
+  const auto r = job.result.get();
   EXPECT_EQ(r.signal, SIGKILL) << r.output;
   // The workers learn of their parent's death from the kernel (PR_SET_PDEATHSIG): wait for it.
   EXPECT_TRUE(wait_for([&] { return !process_with_marker_alive(marker); }, 30)) << r.output;
+}
+
+// The repro of the orphan: the worker is a wrapper script and the program it started is no child of
+// the agent, so the parent-death signal never reaches it; the watchdog must.
+TEST(Launch, KilledAgentTakesWhatAWrapperStartedWithIt) {
+  const std::string marker = unique_marker("grandchild");
+  auto job = start_job(marker, {"--nproc-per-node", "1"}, {"sh", "-c", kSleeper + " 60 " + marker + " & wait"}, 1);
+  ASSERT_GT(job.agent, 0) << job.result.get().output;
+  std::ifstream ready(job.ready + "/0");
+  int grandchild = 0;
+  ready >> grandchild;
+  ASSERT_GT(grandchild, 0);
+  ASSERT_NE(parent_pid(grandchild), job.agent) << "the program must not be one of the agent's own workers";
+  ::kill(job.agent, SIGKILL);
+  const auto r = job.result.get();
+  EXPECT_EQ(r.signal, SIGKILL) << r.output;
+  const bool gone = wait_for([&] { return !process_running(grandchild); }, 30);
+  if (!gone) ::kill(grandchild, SIGKILL);
+  EXPECT_TRUE(gone) << "pid " << grandchild << " outlived the SIGKILLed launcher\n" << r.output;
 }
 
 TEST(LaunchBadInput, UnknownFlag) {
