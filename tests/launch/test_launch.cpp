@@ -1,6 +1,7 @@
 // `dtrain launch` as users meet it: the env contract, failures, restarts, two agents, signals and bad
 // input — all with real processes on loopback.
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include <signal.h>
 #include <unistd.h>
@@ -255,6 +256,109 @@ TEST(Launch, KilledAgentTakesWhatAWrapperStartedWithIt) {
   const bool gone = wait_for([&] { return !process_running(grandchild); }, 30);
   if (!gone) ::kill(grandchild, SIGKILL);
   EXPECT_TRUE(gone) << "pid " << grandchild << " outlived the SIGKILLed launcher\n" << r.output;
+}
+
+std::string read_text(const std::string& path) {
+  std::ifstream f(path);
+  std::stringstream text;
+  text << f.rdbuf();
+  return text.str();
+}
+
+// The object in the file; an empty one when it is absent or malformed.
+nlohmann::json read_json(const std::string& path) {
+  std::ifstream f(path);
+  const auto j = nlohmann::json::parse(f, nullptr, false);
+  return j.is_object() ? j : nlohmann::json::object();
+}
+
+TEST(LaunchReport, AFailedRankIsRecordedInTheRunDirectory) {
+  const std::string dir = scratch_dir("report_exit3");
+  const std::string marker = unique_marker("report");
+  auto r = run_process(launch({"--nproc-per-node", "2", "--grace-period", "2", "--run-dir", dir},
+                              {"sh", "-c", "if [ $RANK = 1 ]; then echo last words " + marker + "; exit 3; fi; exec " +
+                                               kSleeper + " 30 " + marker}),
+                       30);
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_TRUE(contains(r.output, "why the job ended: " + dir + "/launch-node0.log")) << r.output;
+  const std::string log = read_text(dir + "/launch-node0.log");
+  EXPECT_TRUE(contains(log, "rank 1 failed: exit code 3\n  last lines of rank 1:\n  | last words " + marker)) << log;
+  EXPECT_TRUE(contains(log, "giving up after 0 restarts (--max-restarts 0): rank 1 failed: exit code 3")) << log;
+  const auto verdict = read_json(dir + "/launch-node0.json");
+  EXPECT_EQ(verdict.value("outcome", ""), "failed") << read_text(dir + "/launch-node0.json");
+  EXPECT_EQ(verdict.value("exit_code", -1), 1);
+  EXPECT_EQ(verdict.value("round", -1), 0);
+  EXPECT_FALSE(verdict.value("time", "").empty());
+  const auto failure = verdict.value("failure", nlohmann::json::object());
+  EXPECT_EQ(failure.value("rank", -1), 1) << verdict.dump(2);
+  EXPECT_EQ(failure.value("how", ""), "exit code 3") << verdict.dump(2);
+  EXPECT_EQ(failure.value("last_lines", nlohmann::json::array()), nlohmann::json::array({"last words " + marker}))
+      << verdict.dump(2);
+}
+
+TEST(LaunchReport, ARestartThatSucceedsKeepsTheHistoryAndReplacesAnEarlierVerdict) {
+  const std::string dir = scratch_dir("report_restart");
+  std::ofstream(dir + "/launch-node0.log") << "an earlier job's entry\n";
+  std::ofstream(dir + "/launch-node0.json") << R"({"outcome": "failed"})";
+  auto r = run_process(launch({"--nproc-per-node", "2", "--max-restarts", "1", "--run-dir", dir},
+                              {"sh", "-c", "if [ $RANK = 1 ] && [ $DTRAIN_RESTART_COUNT = 0 ]; then exit 3; fi"}),
+                       30);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const std::string log = read_text(dir + "/launch-node0.log");
+  EXPECT_EQ(log.rfind("an earlier job's entry\n", 0), 0u) << log;
+  const auto failed = log.find("rank 1 failed: exit code 3");
+  const auto restarted = log.find("restarting the job (restart 1 of 1)");
+  EXPECT_NE(failed, std::string::npos) << log;
+  EXPECT_NE(restarted, std::string::npos) << log;
+  EXPECT_LT(failed, restarted) << log;
+  const std::string last = "the job succeeded after 1 restart\n";
+  EXPECT_TRUE(log.size() > last.size() && log.substr(log.size() - last.size()) == last) << log;
+  const auto verdict = read_json(dir + "/launch-node0.json");
+  EXPECT_EQ(verdict.value("outcome", ""), "succeeded") << verdict.dump(2);
+  EXPECT_EQ(verdict.value("exit_code", -1), 0);
+  EXPECT_EQ(verdict.value("round", -1), 1);
+  EXPECT_FALSE(verdict.contains("failure")) << verdict.dump(2);
+}
+
+// Without --run-dir, node 0's agent asks its store for the directory a real trainer's rank 0
+// published there, and starts the report while the job runs; the signal that stopped it is the verdict.
+TEST(LaunchReport, WithoutTheFlagTheTrainersRunDirectoryHoldsTheReport) {
+  const std::string dir = scratch_dir("report_trainer") + "/run";
+  auto job = std::async(std::launch::async, [&] {
+    return run_process(launch({"--nproc-per-node", "2"}, {kBin, "train", "--set", "model.preset=tiny", "--set",
+                                                           "train.steps=1000000", "--set", "train.run_dir=" + dir}),
+                       120, {"OMP_NUM_THREADS=1"});
+  });
+  // config.json is written after the run directory is published.
+  const bool started = wait_for([&] { return fs::exists(dir + "/config.json"); }, 90);
+  const int agent = started ? launcher_pid("train.run_dir=" + dir) : 0;
+  ASSERT_GT(agent, 0) << job.get().output;
+  EXPECT_TRUE(wait_for([&] { return read_json(dir + "/launch-node0.json").value("outcome", "") == "running"; }, 30));
+  EXPECT_TRUE(contains(read_text(dir + "/launch-node0.log"), "node 0 of 1, 2 workers"));
+  ::kill(agent, SIGTERM);
+  const auto r = job.get();
+  EXPECT_EQ(r.exit_code, 143) << r.output;
+  EXPECT_TRUE(contains(read_text(dir + "/launch-node0.log"), "stopped by signal 15; workers terminated")) << r.output;
+  const auto verdict = read_json(dir + "/launch-node0.json");
+  EXPECT_EQ(verdict.value("outcome", ""), "stopped") << r.output;
+  EXPECT_EQ(verdict.value("exit_code", -1), 143);
+}
+
+TEST(LaunchReport, AReportThatCannotBeWrittenLeavesTheExitCodeAlone) {
+  const std::string dir = scratch_dir("report_unwritable");
+  fs::create_directory(dir + "/launch-node0.json");  // no file can be renamed over a directory
+  auto r = run_process(launch({"--run-dir", dir}, {"true"}), 30);
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(contains(r.output, "warning: cannot write the launch report")) << r.output;
+  EXPECT_TRUE(contains(read_text(dir + "/launch-node0.log"), "the job succeeded")) << r.output;
+}
+
+TEST(LaunchReport, ARunDirectoryThatDoesNotExistIsNotCreated) {
+  const std::string dir = scratch_dir("report_missing") + "/run";
+  auto r = run_process(launch({"--run-dir", dir}, {"sh", "-c", "exit 3"}), 30);
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_TRUE(contains(r.output, "no launch report: the run directory " + dir + " does not exist")) << r.output;
+  EXPECT_FALSE(fs::exists(dir));
 }
 
 TEST(LaunchBadInput, UnknownFlag) {
