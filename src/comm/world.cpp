@@ -90,7 +90,7 @@ std::shared_ptr<World> World::init(const WorldOptions& options, const WorkerEnv&
     w->store_ = c10::make_intrusive<c10d::HashStore>();
     responder_store = w->store_;
   } else {
-    const std::string prefix = "dtrain/r" + std::to_string(env.restart_count);
+    const std::string prefix = job_store_prefix(env.restart_count);
     w->store_ = c10::make_intrusive<c10d::PrefixStore>(
         prefix, connect_store(env, !env.agent_store && env.rank == 0, options.timeout));
     responder_store = c10::make_intrusive<c10d::PrefixStore>(prefix, connect_store(env, false, options.timeout));

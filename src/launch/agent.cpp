@@ -25,11 +25,34 @@ void install_signal_handlers() {
   for (int sig : {SIGTERM, SIGINT, SIGHUP}) sigaction(sig, &sa, nullptr);
 }
 
-void say(const std::string& line) {
-  std::cout << "dtrain launch: " << line << std::endl;
-}
+void say(const std::string& line, std::ostream& out = std::cout) { out << "dtrain launch: " << line << std::endl; }
+
+std::string restarts(int n) { return std::to_string(n) + " restart" + (n == 1 ? "" : "s"); }
 
 }  // namespace
+
+void Agent::tell(const std::string& message) {
+  say(message);
+  report_.record(message);
+}
+
+int Agent::finish(const std::string& outcome, int exit_code, int round, const std::string& verdict,
+                  const RoundFailure* failure) {
+  say(verdict, outcome == "error" ? std::cerr : std::cout);
+  const std::string where = report_.finish(outcome, exit_code, round, verdict, failure);
+  if (exit_code != 0 && !where.empty()) say(where);
+  return exit_code;
+}
+
+void Agent::learn_run_dir(JobCoordinator& coord, int round) {
+  // Only on node 0, which hosts the store: asking it cannot hang on a network that is gone.
+  if (report_.knows_run_dir() || options_.node_rank != 0) return;
+  try {
+    if (auto dir = coord.published_run_dir(round)) report_.set_run_dir(*dir);
+  } catch (const std::exception&) {
+    // Then the report stays on the console, as without a run directory.
+  }
+}
 
 void Agent::start_workers(int port, int round) {
   const int world = options_.nnodes * options_.nproc_per_node;
@@ -53,7 +76,7 @@ void Agent::start_workers(int port, int round) {
     // As torchrun: many ranks on one host must not each start a thread per core.
     const char* omp = std::getenv("OMP_NUM_THREADS");
     if (!omp || !*omp) env["OMP_NUM_THREADS"] = "1";
-    workers_.push_back(std::make_unique<WorkerProcess>(rank, options_.program, env));
+    workers_.push_back(std::make_unique<WorkerProcess>(rank, options_.program, env, *watchdog_));
   }
 }
 
@@ -81,9 +104,10 @@ void Agent::stop_workers() {
   workers_.clear();
 }
 
-Agent::Outcome Agent::run_round(JobCoordinator& coord, int round, std::string* failure) {
+Agent::Outcome Agent::run_round(JobCoordinator& coord, int round, RoundFailure* failure) {
   start_workers(coord.port(), round);
   bool reported_done = false;
+  auto next_report_check = Clock::now();
   for (;;) {
     std::vector<pollfd> fds;
     for (auto& w : workers_)
@@ -97,12 +121,15 @@ Agent::Outcome Agent::run_round(JobCoordinator& coord, int round, std::string* f
     for (auto& w : workers_) {
       if (w->poll_exit() && !w->succeeded()) {
         w->pump_output();
-        *failure = "rank " + std::to_string(w->rank()) + " failed: " + w->how_it_ended();
-        std::string report = *failure + "\n  last lines of rank " + std::to_string(w->rank()) + ":";
-        if (w->tail().empty()) report += " (none)";
-        for (const auto& line : w->tail()) report += "\n  | " + line;
-        say(report);
-        coord.report_failure(round, *failure);
+        failure->rank = w->rank();
+        failure->how = w->how_it_ended();
+        failure->what = "rank " + std::to_string(w->rank()) + " failed: " + failure->how;
+        failure->last_lines.assign(w->tail().begin(), w->tail().end());
+        std::string message = failure->what + "\n  last lines of rank " + std::to_string(w->rank()) + ":";
+        if (w->tail().empty()) message += " (none)";
+        for (const auto& line : w->tail()) message += "\n  | " + line;
+        tell(message);
+        coord.report_failure(round, failure->what);
         return Outcome::Failure;
       }
       all_succeeded = all_succeeded && w->succeeded();
@@ -113,9 +140,15 @@ Agent::Outcome Agent::run_round(JobCoordinator& coord, int round, std::string* f
     }
     if (reported_done && coord.all_done(round)) return Outcome::Success;
     coord.heartbeat();
+    // The run directory appears once the trainer has made it: the report starts then, not at the end.
+    if (Clock::now() >= next_report_check) {
+      learn_run_dir(coord, round);
+      report_.flush();
+      next_report_check = Clock::now() + std::chrono::seconds(1);
+    }
     if (auto remote = coord.failure(round)) {
-      *failure = *remote;
-      say("the job failed elsewhere: " + *remote);
+      failure->what = *remote;
+      tell("the job failed elsewhere: " + *remote);
       return Outcome::Failure;
     }
   }
@@ -123,48 +156,49 @@ Agent::Outcome Agent::run_round(JobCoordinator& coord, int round, std::string* f
 
 int Agent::run() {
   install_signal_handlers();
+  watchdog_ = std::make_unique<WorkerGroupWatchdog>(options_.nproc_per_node);
   std::unique_ptr<JobCoordinator> coord;
   try {
     coord = std::make_unique<JobCoordinator>(options_);
   } catch (const std::exception& e) {
-    std::cerr << "dtrain launch: error: " << e.what() << std::endl;
-    return 1;
+    return finish("error", 1, 0, std::string("error: ") + e.what(), nullptr);
   }
-  if (options_.node_rank == 0)
-    say("node 0 of " + std::to_string(options_.nnodes) + ", " + std::to_string(options_.nproc_per_node) +
-        " workers, rendezvous store at " + options_.master_addr + ":" + std::to_string(coord->port()));
+  tell("node " + std::to_string(options_.node_rank) + " of " + std::to_string(options_.nnodes) + ", " +
+       std::to_string(options_.nproc_per_node) + " workers, rendezvous store at " + options_.master_addr + ":" +
+       std::to_string(coord->port()));
   for (int round = 0;; ++round) {
-    std::string failure;
+    RoundFailure failure;
     Outcome outcome;
     try {
       coord->join_round(round);
       outcome = run_round(*coord, round, &failure);
     } catch (const std::exception& e) {
       // Losing the store means losing node 0: nothing left to coordinate with.
-      failure = e.what();
-      std::cerr << "dtrain launch: error: " << failure << std::endl;
       stop_workers();
-      return 1;
+      return finish("error", 1, round, std::string("error: ") + e.what(), nullptr);
     }
     stop_workers();
+    learn_run_dir(*coord, round);
     if (outcome == Outcome::Stopped) {
-      say("stopped by signal " + std::to_string(g_stop_signal.load()) + "; workers terminated");
       try {
         coord->report_failure(round, "node " + std::to_string(options_.node_rank) + "'s agent was stopped by a signal");
       } catch (const std::exception&) {
       }
-      return 128 + g_stop_signal.load();
+      const int sig = g_stop_signal.load();
+      return finish("stopped", 128 + sig, round, "stopped by signal " + std::to_string(sig) + "; workers terminated",
+                    nullptr);
     }
     if (outcome == Outcome::Success) {
       coord->leave(round);
-      return 0;
+      return finish("succeeded", 0, round, round == 0 ? "the job succeeded" : "the job succeeded after " + restarts(round),
+                    nullptr);
     }
-    if (round >= options_.max_restarts) {
-      say("giving up after " + std::to_string(round) + " restart" + (round == 1 ? "" : "s") + " (--max-restarts " +
-          std::to_string(options_.max_restarts) + "): " + failure);
-      return 1;
-    }
-    say("restarting the job (restart " + std::to_string(round + 1) + " of " + std::to_string(options_.max_restarts) + ")");
+    if (round >= options_.max_restarts)
+      return finish("failed", 1, round,
+                    "giving up after " + restarts(round) + " (--max-restarts " + std::to_string(options_.max_restarts) +
+                        "): " + failure.what,
+                    &failure);
+    tell("restarting the job (restart " + std::to_string(round + 1) + " of " + std::to_string(options_.max_restarts) + ")");
   }
 }
 

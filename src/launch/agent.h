@@ -1,31 +1,45 @@
 // The per-node agent of `dtrain launch`: starts this node's workers with torchrun's env contract,
 // forwards their output, and when one fails stops the rest and restarts the whole job (all nodes
-// together) or gives up naming the failed rank. No worker outlives it.
+// together) or gives up naming the failed rank. No worker outlives it. What it says about the job's
+// course it also records in the run directory (launch_report.h).
 #pragma once
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "launch/job_coordinator.h"
+#include "launch/launch_report.h"
 #include "launch/launch_options.h"
+#include "launch/worker_group_watchdog.h"
 #include "launch/worker_process.h"
 
 namespace dtrain {
 
 class Agent {
  public:
-  explicit Agent(LaunchOptions options) : options_(std::move(options)) {}
+  explicit Agent(LaunchOptions options)
+      : options_(std::move(options)), report_(options_.run_dir, options_.node_rank) {}
   // Runs the job to its end; returns the agent's exit code (0 when every worker of every node
   // succeeded).
   int run();
 
  private:
   enum class Outcome { Success, Failure, Stopped };
-  Outcome run_round(JobCoordinator& coord, int round, std::string* failure);
+  Outcome run_round(JobCoordinator& coord, int round, RoundFailure* failure);
   void start_workers(int port, int round);
   void stop_workers();
+  // Prints a message about the job's course and records it in the report.
+  void tell(const std::string& message);
+  // Prints and records the verdict; returns `exit_code`, whatever became of the report.
+  int finish(const std::string& outcome, int exit_code, int round, const std::string& verdict,
+             const RoundFailure* failure);
+  // Without --run-dir, the run directory the trainer published in the store, once there is one.
+  void learn_run_dir(JobCoordinator& coord, int round);
 
   LaunchOptions options_;
+  LaunchReport report_;
+  // Started first and declared before the workers, so it outlives every one of them.
+  std::unique_ptr<WorkerGroupWatchdog> watchdog_;
   std::vector<std::unique_ptr<WorkerProcess>> workers_;
 };
 

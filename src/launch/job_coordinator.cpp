@@ -6,6 +6,8 @@
 #include <stdexcept>
 #include <thread>
 
+#include "launch/worker_env.h"
+
 namespace dtrain {
 namespace {
 using Clock = std::chrono::steady_clock;
@@ -14,6 +16,8 @@ constexpr auto kBeatInterval = std::chrono::milliseconds(500);
 std::string as_string(const std::vector<uint8_t>& v) { return std::string(v.begin(), v.end()); }
 std::vector<uint8_t> as_bytes(const std::string& s) { return std::vector<uint8_t>(s.begin(), s.end()); }
 std::string first_line(const std::string& s) { return s.substr(0, s.find('\n')); }
+// Where the trainer's rank 0 publishes its run directory (src/train/trainer.cpp, setup_run_dir).
+const std::string kRunDirKey = "trainer/run_dir";
 }  // namespace
 
 JobCoordinator::JobCoordinator(const LaunchOptions& options) : options_(options) {
@@ -34,6 +38,7 @@ JobCoordinator::JobCoordinator(const LaunchOptions& options) : options_(options)
                                               "s (--master-addr/--master-port/--rdzv-timeout): " + first_line(e.what()));
   }
   port_ = tcp->getPort();
+  job_store_ = tcp;
   store_ = c10::make_intrusive<c10d::PrefixStore>("agent", tcp);
   store_->set("nproc/" + std::to_string(options.node_rank), as_bytes(std::to_string(options.nproc_per_node)));
 }
@@ -116,6 +121,15 @@ void JobCoordinator::leave(int round) {
   const auto deadline = Clock::now() + std::chrono::seconds(10);
   while (store_->add(key(round, "left"), 0) < options_.nnodes && Clock::now() < deadline)
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
+}
+
+std::optional<std::string> JobCoordinator::published_run_dir(int round) {
+  // A round whose rank 0 failed before publishing may follow one that did.
+  for (int r = round; r >= 0; --r) {
+    auto workers = c10::make_intrusive<c10d::PrefixStore>(job_store_prefix(r), job_store_);
+    if (workers->check({kRunDirKey})) return as_string(workers->get(kRunDirKey));
+  }
+  return std::nullopt;
 }
 
 }  // namespace dtrain

@@ -35,12 +35,16 @@ class JobCoordinator {
   bool all_done(int round);
   // Last act before exiting after success: node 0 keeps the store up until the others have left.
   void leave(int round);
+  // The run directory a trainer's rank 0 published in `round` or an earlier one, if any did. Does
+  // not wait for it.
+  std::optional<std::string> published_run_dir(int round);
 
  private:
   std::string key(int round, const std::string& what) const;
 
   LaunchOptions options_;
-  c10::intrusive_ptr<c10d::Store> store_;
+  c10::intrusive_ptr<c10d::Store> job_store_;  // the whole store, the workers' keys included
+  c10::intrusive_ptr<c10d::Store> store_;      // the agents' part of it
   int port_ = 0;
   std::chrono::steady_clock::time_point last_beat_{};
   std::chrono::steady_clock::time_point last_check_{};

@@ -44,6 +44,10 @@ bool parse_launch_options(int argc, char** argv, LaunchOptions* out, int* exit_c
   CLI::App app{"Start and supervise the workers of one node.\nusage: dtrain launch [options] -- PROGRAM [ARGS...]",
                "dtrain launch"};
   add_launch_flags(app, o);
+  // Not among the shared flags: `dtrain run` knows its run directory from the config.
+  app.add_option("--run-dir", o.run_dir,
+                 "the job's run directory (a trainer's train.run_dir), where the agent records why the job ended "
+                 "(launch-node<N>.log, .json) once it exists; default: the one the trainer's rank 0 publishes, on node 0");
   try {
     app.parse(split, argv);
   } catch (const CLI::ParseError& e) {

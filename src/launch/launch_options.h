@@ -17,6 +17,7 @@ struct LaunchOptions {
   double rdzv_timeout_s = 300;  // how long agents wait for each other (and for node 0's store)
   double grace_s = 5;           // SIGTERM-to-SIGKILL grace when stopping workers
   double heartbeat_timeout_s = 10;  // a node whose agent is silent this long has failed
+  std::string run_dir;  // where the agent records why the job ended; empty: the one the trainer publishes
   std::vector<std::string> program;  // the worker command: PROGRAM ARGS...
 };
 

@@ -32,6 +32,8 @@ int parse_slurm_tasks_per_node(const std::string& v) {
 
 }  // namespace
 
+std::string job_store_prefix(int restart_count) { return "dtrain/r" + std::to_string(restart_count); }
+
 EnvMap current_env() {
   EnvMap env;
   for (char** e = environ; *e; ++e) {

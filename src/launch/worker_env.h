@@ -21,6 +21,10 @@ struct WorkerEnv {
 
 using EnvMap = std::map<std::string, std::string>;
 
+// Where a job's workers keep their keys in the store during restart `restart_count`, so a restarted
+// job never reads a key the previous attempt left; the agent reads what they publish there.
+std::string job_store_prefix(int restart_count);
+
 // The current process environment as a map.
 EnvMap current_env();
 

@@ -16,8 +16,8 @@ constexpr size_t kTailLines = 20;
 }
 
 WorkerProcess::WorkerProcess(int global_rank, const std::vector<std::string>& argv,
-                             const std::map<std::string, std::string>& env)
-    : rank_(global_rank) {
+                             const std::map<std::string, std::string>& env, const WorkerGroupWatchdog& watchdog)
+    : rank_(global_rank), watchdog_(watchdog) {
   int fds[2];
   if (pipe2(fds, O_CLOEXEC) != 0) throw std::runtime_error(std::string("pipe: ") + strerror(errno));
   // Everything the child needs is prepared before fork: only async-signal-safe calls after it.
@@ -31,13 +31,17 @@ WorkerProcess::WorkerProcess(int global_rank, const std::vector<std::string>& ar
   pid_ = fork();
   if (pid_ < 0) throw std::runtime_error(std::string("fork: ") + strerror(errno));
   if (pid_ == 0) {
-    // Its own process group, so stopping it reaches whatever it started; and death with the agent,
-    // so even a SIGKILLed agent leaves no orphan worker behind.
+    // Its own process group, so stopping it reaches whatever it started; death with the agent for the
+    // worker itself; and, for what it starts, the watchdog, told before the program can start anything.
     setpgid(0, 0);
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (getppid() != agent) _exit(127);
     dup2(fds[1], 1);
     dup2(fds[1], 2);
+    if (!watchdog.watch_own_group()) {
+      fprintf(stderr, "dtrain launch: cannot hand the worker to the launcher's watchdog: %s\n", strerror(errno));
+      _exit(127);
+    }
     for (auto& kv : env_strings) putenv(const_cast<char*>(kv.c_str()));
     execvp(args[0], args.data());
     fprintf(stderr, "dtrain launch: cannot execute %s: %s\n", args[0], strerror(errno));
@@ -50,11 +54,7 @@ WorkerProcess::WorkerProcess(int global_rank, const std::vector<std::string>& ar
 }
 
 WorkerProcess::~WorkerProcess() {
-  if (!exited_) {
-    signal_group(SIGKILL);
-    int status;
-    waitpid(pid_, &status, 0);
-  }
+  if (!exited_) reap();
   if (out_fd_ >= 0) close(out_fd_);
 }
 
@@ -95,8 +95,21 @@ bool WorkerProcess::pump_output() {
 
 bool WorkerProcess::poll_exit() {
   if (exited_) return true;
+  // Only a look (WNOWAIT): reap() must act while the worker is still unreaped.
+  siginfo_t info{};
+  if (waitid(P_PID, pid_, &info, WEXITED | WNOHANG | WNOWAIT) != 0 || info.si_pid != pid_) return false;
+  reap();
+  return true;
+}
+
+void WorkerProcess::reap() {
+  // An unreaped worker holds its pid, and with it its group's id, so no stranger can own that id yet:
+  // the group is killed and forgotten by the watchdog while the id is still the worker's.
+  kill(-pid_, SIGKILL);
+  watchdog_.forget(pid_);
   int status = 0;
-  if (waitpid(pid_, &status, WNOHANG) != pid_) return false;
+  while (waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
+  }
   exited_ = true;
   if (WIFSIGNALED(status)) {
     signaled_ = true;
@@ -104,9 +117,6 @@ bool WorkerProcess::poll_exit() {
   } else {
     exit_code_ = WEXITSTATUS(status);
   }
-  // The worker is gone; reap the rest of its process group too.
-  kill(-pid_, SIGKILL);
-  return true;
 }
 
 std::string WorkerProcess::how_it_ended() const {

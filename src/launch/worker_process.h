@@ -9,12 +9,16 @@
 #include <string>
 #include <vector>
 
+#include "launch/worker_group_watchdog.h"
+
 namespace dtrain {
 
 class WorkerProcess {
  public:
-  // Forks and execs `argv` with the agent's environment plus `env` (which wins on conflict).
-  WorkerProcess(int global_rank, const std::vector<std::string>& argv, const std::map<std::string, std::string>& env);
+  // Forks and execs `argv` with the agent's environment plus `env` (which wins on conflict), its
+  // process group watched by `watchdog` (which must outlive it) from before the exec.
+  WorkerProcess(int global_rank, const std::vector<std::string>& argv, const std::map<std::string, std::string>& env,
+                const WorkerGroupWatchdog& watchdog);
   ~WorkerProcess();
   WorkerProcess(const WorkerProcess&) = delete;
   WorkerProcess& operator=(const WorkerProcess&) = delete;
@@ -38,8 +42,11 @@ class WorkerProcess {
 
  private:
   void emit(const std::string& line);
+  // Kills what is left of the group, has the watchdog forget it, then reaps the worker.
+  void reap();
 
   int rank_;
+  const WorkerGroupWatchdog& watchdog_;
   pid_t pid_ = -1;
   int out_fd_ = -1;
   std::string partial_;          // output after the last newline

@@ -55,6 +55,7 @@ int run_command(int argc, char** argv) {
     config.run_dir = default_run_dir();
     sets.push_back("train.run_dir=" + config.run_dir);
   }
+  launch.run_dir = config.run_dir;
   launch.program = {self_executable(), "train"};
   if (!config_path.empty()) launch.program.insert(launch.program.end(), {"--config", config_path});
   for (const auto& s : sets) launch.program.insert(launch.program.end(), {"--set", s});

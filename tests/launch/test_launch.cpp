@@ -1,10 +1,13 @@
 // `dtrain launch` as users meet it: the env contract, failures, restarts, two agents, signals and bad
 // input — all with real processes on loopback.
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include <signal.h>
+#include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
 #include <future>
 #include <map>
 #include <regex>
@@ -178,27 +181,48 @@ TEST(Launch, TwoNodesRestartTogether) {
   EXPECT_TRUE(contains(r1.output, "[rank 2] ok=1")) << r1.output;
 }
 
-// Starts an agent with two sleeping workers and returns once both run (each has created its file in
-// a fresh ready directory), with the agent's pid.
-std::future<ProcessResult> start_sleeping_job(const std::string& marker, int* agent_pid) {
-  const std::string ready = scratch_dir(marker + "_ready");
-  auto job = std::async(std::launch::async, [=] {
-    return run_process({kBin, "launch", "--nproc-per-node", "2", "--", kSleeper, "30", marker}, 60,
-                       {"WORKER_READY_DIR=" + ready});
+// The `dtrain launch` this test started, found by its command line holding `marker`: the one whose
+// parent is this test (its watchdog, a fork of it, has the same command line); 0 when there is none.
+int launcher_pid(const std::string& marker) {
+  for (int pid : processes_with_markers({std::string("\0launch\0", 8), marker}))
+    if (parent_pid(pid) == getpid()) return pid;
+  return 0;
+}
+
+struct RunningJob {
+  std::future<ProcessResult> result;
+  int agent = 0;      // the launcher's pid; 0 if the workers did not all start
+  std::string ready;  // WORKER_READY_DIR: each sleeper's pid, in a file named by its rank
+};
+
+// Starts `dtrain launch FLAGS -- PROGRAM` with WORKER_READY_DIR set to a fresh directory, and returns
+// once `sleepers` worker_sleep processes run (each has written its file there).
+RunningJob start_job(const std::string& marker, const std::vector<std::string>& flags,
+                     const std::vector<std::string>& program, int sleepers) {
+  RunningJob job;
+  job.ready = scratch_dir(marker + "_ready");
+  job.result = std::async(std::launch::async, [argv = launch(flags, program), ready = job.ready] {
+    return run_process(argv, 60, {"WORKER_READY_DIR=" + ready});
   });
-  const bool running = wait_for([&] { return std::distance(fs::directory_iterator(ready), {}) == 2; }, 30);
-  const auto agents = processes_with_markers({std::string("\0launch\0", 8), marker});
-  *agent_pid = running && agents.size() == 1 ? agents.front() : 0;
+  const bool running =
+      wait_for([&] { return std::distance(fs::directory_iterator(job.ready), {}) == sleepers; }, 30);
+  job.agent = running ? launcher_pid(marker) : 0;
   return job;
+}
+
+// An agent with two sleeping workers.
+RunningJob start_sleeping_job(const std::string& marker, const std::vector<std::string>& flags = {}) {
+  std::vector<std::string> all{"--nproc-per-node", "2"};
+  all.insert(all.end(), flags.begin(), flags.end());
+  return start_job(marker, all, {kSleeper, "30", marker}, 2);
 }
 
 TEST(Launch, AgentStoppedBySigtermLeavesNoWorker) {
   const std::string marker = unique_marker("sigterm");
-  int agent = 0;
-  auto job = start_sleeping_job(marker, &agent);
-  ASSERT_GT(agent, 0) << job.get().output;
-  ::kill(agent, SIGTERM);
-  const auto r = job.get();
+  auto job = start_sleeping_job(marker);
+  ASSERT_GT(job.agent, 0) << job.result.get().output;
+  ::kill(job.agent, SIGTERM);
+  const auto r = job.result.get();
   EXPECT_EQ(r.exit_code, 143) << r.output;
   EXPECT_TRUE(contains(r.output, "stopped by signal 15")) << r.output;
   EXPECT_FALSE(process_with_marker_alive(marker));
@@ -206,14 +230,135 @@ TEST(Launch, AgentStoppedBySigtermLeavesNoWorker) {
 
 TEST(Launch, KilledAgentTakesItsWorkersWithIt) {
   const std::string marker = unique_marker("agentkill");
-  int agent = 0;
-  auto job = start_sleeping_job(marker, &agent);
-  ASSERT_GT(agent, 0) << job.get().output;
-  ::kill(agent, SIGKILL);
-  const auto r = job.get();
+  auto job = start_sleeping_job(marker);
+  ASSERT_GT(job.agent, 0) << job.result.get().output;
+  ::kill(job.agent, SIGKILL);
+  const auto r = job.result.get();
   EXPECT_EQ(r.signal, SIGKILL) << r.output;
   // The workers learn of their parent's death from the kernel (PR_SET_PDEATHSIG): wait for it.
   EXPECT_TRUE(wait_for([&] { return !process_with_marker_alive(marker); }, 30)) << r.output;
+}
+
+// The repro of the orphan: the worker is a wrapper script and the program it started is no child of
+// the agent, so the parent-death signal never reaches it; the watchdog must.
+TEST(Launch, KilledAgentTakesWhatAWrapperStartedWithIt) {
+  const std::string marker = unique_marker("grandchild");
+  auto job = start_job(marker, {"--nproc-per-node", "1"}, {"sh", "-c", kSleeper + " 60 " + marker + " & wait"}, 1);
+  ASSERT_GT(job.agent, 0) << job.result.get().output;
+  std::ifstream ready(job.ready + "/0");
+  int grandchild = 0;
+  ready >> grandchild;
+  ASSERT_GT(grandchild, 0);
+  ASSERT_NE(parent_pid(grandchild), job.agent) << "the program must not be one of the agent's own workers";
+  ::kill(job.agent, SIGKILL);
+  const auto r = job.result.get();
+  EXPECT_EQ(r.signal, SIGKILL) << r.output;
+  const bool gone = wait_for([&] { return !process_running(grandchild); }, 30);
+  if (!gone) ::kill(grandchild, SIGKILL);
+  EXPECT_TRUE(gone) << "pid " << grandchild << " outlived the SIGKILLed launcher\n" << r.output;
+}
+
+std::string read_text(const std::string& path) {
+  std::ifstream f(path);
+  std::stringstream text;
+  text << f.rdbuf();
+  return text.str();
+}
+
+// The object in the file; an empty one when it is absent or malformed.
+nlohmann::json read_json(const std::string& path) {
+  std::ifstream f(path);
+  const auto j = nlohmann::json::parse(f, nullptr, false);
+  return j.is_object() ? j : nlohmann::json::object();
+}
+
+TEST(LaunchReport, AFailedRankIsRecordedInTheRunDirectory) {
+  const std::string dir = scratch_dir("report_exit3");
+  const std::string marker = unique_marker("report");
+  auto r = run_process(launch({"--nproc-per-node", "2", "--grace-period", "2", "--run-dir", dir},
+                              {"sh", "-c", "if [ $RANK = 1 ]; then echo last words " + marker + "; exit 3; fi; exec " +
+                                               kSleeper + " 30 " + marker}),
+                       30);
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_TRUE(contains(r.output, "why the job ended: " + dir + "/launch-node0.log")) << r.output;
+  const std::string log = read_text(dir + "/launch-node0.log");
+  EXPECT_TRUE(contains(log, "rank 1 failed: exit code 3\n  last lines of rank 1:\n  | last words " + marker)) << log;
+  EXPECT_TRUE(contains(log, "giving up after 0 restarts (--max-restarts 0): rank 1 failed: exit code 3")) << log;
+  const auto verdict = read_json(dir + "/launch-node0.json");
+  EXPECT_EQ(verdict.value("outcome", ""), "failed") << read_text(dir + "/launch-node0.json");
+  EXPECT_EQ(verdict.value("exit_code", -1), 1);
+  EXPECT_EQ(verdict.value("round", -1), 0);
+  EXPECT_FALSE(verdict.value("time", "").empty());
+  const auto failure = verdict.value("failure", nlohmann::json::object());
+  EXPECT_EQ(failure.value("rank", -1), 1) << verdict.dump(2);
+  EXPECT_EQ(failure.value("how", ""), "exit code 3") << verdict.dump(2);
+  EXPECT_EQ(failure.value("last_lines", nlohmann::json::array()), nlohmann::json::array({"last words " + marker}))
+      << verdict.dump(2);
+}
+
+TEST(LaunchReport, ARestartThatSucceedsKeepsTheHistoryAndReplacesAnEarlierVerdict) {
+  const std::string dir = scratch_dir("report_restart");
+  std::ofstream(dir + "/launch-node0.log") << "an earlier job's entry\n";
+  std::ofstream(dir + "/launch-node0.json") << R"({"outcome": "failed"})";
+  auto r = run_process(launch({"--nproc-per-node", "2", "--max-restarts", "1", "--run-dir", dir},
+                              {"sh", "-c", "if [ $RANK = 1 ] && [ $DTRAIN_RESTART_COUNT = 0 ]; then exit 3; fi"}),
+                       30);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const std::string log = read_text(dir + "/launch-node0.log");
+  EXPECT_EQ(log.rfind("an earlier job's entry\n", 0), 0u) << log;
+  const auto failed = log.find("rank 1 failed: exit code 3");
+  const auto restarted = log.find("restarting the job (restart 1 of 1)");
+  EXPECT_NE(failed, std::string::npos) << log;
+  EXPECT_NE(restarted, std::string::npos) << log;
+  EXPECT_LT(failed, restarted) << log;
+  const std::string last = "the job succeeded after 1 restart\n";
+  EXPECT_TRUE(log.size() > last.size() && log.substr(log.size() - last.size()) == last) << log;
+  const auto verdict = read_json(dir + "/launch-node0.json");
+  EXPECT_EQ(verdict.value("outcome", ""), "succeeded") << verdict.dump(2);
+  EXPECT_EQ(verdict.value("exit_code", -1), 0);
+  EXPECT_EQ(verdict.value("round", -1), 1);
+  EXPECT_FALSE(verdict.contains("failure")) << verdict.dump(2);
+}
+
+// Without --run-dir, node 0's agent asks its store for the directory a real trainer's rank 0
+// published there, and starts the report while the job runs; the signal that stopped it is the verdict.
+TEST(LaunchReport, WithoutTheFlagTheTrainersRunDirectoryHoldsTheReport) {
+  const std::string dir = scratch_dir("report_trainer") + "/run";
+  auto job = std::async(std::launch::async, [&] {
+    return run_process(launch({"--nproc-per-node", "2"}, {kBin, "train", "--set", "model.preset=tiny", "--set",
+                                                           "train.steps=1000000", "--set", "train.run_dir=" + dir}),
+                       120, {"OMP_NUM_THREADS=1"});
+  });
+  // config.json is written after the run directory is published.
+  const bool started = wait_for([&] { return fs::exists(dir + "/config.json"); }, 90);
+  const int agent = started ? launcher_pid("train.run_dir=" + dir) : 0;
+  ASSERT_GT(agent, 0) << job.get().output;
+  EXPECT_TRUE(wait_for([&] { return read_json(dir + "/launch-node0.json").value("outcome", "") == "running"; }, 30));
+  EXPECT_TRUE(contains(read_text(dir + "/launch-node0.log"), "node 0 of 1, 2 workers"));
+  ::kill(agent, SIGTERM);
+  const auto r = job.get();
+  EXPECT_EQ(r.exit_code, 143) << r.output;
+  EXPECT_TRUE(contains(read_text(dir + "/launch-node0.log"), "stopped by signal 15; workers terminated")) << r.output;
+  const auto verdict = read_json(dir + "/launch-node0.json");
+  EXPECT_EQ(verdict.value("outcome", ""), "stopped") << r.output;
+  EXPECT_EQ(verdict.value("exit_code", -1), 143);
+}
+
+TEST(LaunchReport, AReportThatCannotBeWrittenLeavesTheExitCodeAlone) {
+  const std::string dir = scratch_dir("report_unwritable");
+  fs::create_directory(dir + "/launch-node0.json");  // no file can be renamed over a directory
+  auto r = run_process(launch({"--run-dir", dir}, {"true"}), 30);
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(contains(r.output, "warning: cannot write the launch report")) << r.output;
+  EXPECT_TRUE(contains(read_text(dir + "/launch-node0.log"), "the job succeeded")) << r.output;
+}
+
+TEST(LaunchReport, ARunDirectoryThatDoesNotExistIsNotCreated) {
+  const std::string dir = scratch_dir("report_missing") + "/run";
+  auto r = run_process(launch({"--run-dir", dir}, {"sh", "-c", "exit 3"}), 30);
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_TRUE(contains(r.output, "no launch report: the run directory " + dir + " does not exist")) << r.output;
+  EXPECT_FALSE(fs::exists(dir));
 }
 
 TEST(LaunchBadInput, UnknownFlag) {

@@ -86,6 +86,31 @@ std::vector<int> processes_with_markers(const std::vector<std::string>& markers)
 
 bool process_with_marker_alive(const std::string& marker) { return !processes_with_markers({marker}).empty(); }
 
+namespace {
+// The fields of /proc/<pid>/stat after the command name, from the state on ("S 1234 ..."); empty when
+// there is no such process. The name is skipped up to its last ')', as it may hold spaces and parentheses.
+std::string stat_from_state(int pid) {
+  std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
+  std::string stat;
+  std::getline(f, stat);
+  const auto name_end = stat.rfind(") ");
+  return name_end == std::string::npos ? "" : stat.substr(name_end + 2);
+}
+}  // namespace
+
+bool process_running(int pid) {
+  const std::string stat = stat_from_state(pid);
+  return !stat.empty() && stat[0] != 'Z' && stat[0] != 'X';
+}
+
+int parent_pid(int pid) {
+  std::istringstream stat(stat_from_state(pid));
+  char state = 0;
+  int parent = 0;
+  stat >> state >> parent;
+  return parent;
+}
+
 bool wait_for(const std::function<bool()>& done, double timeout_s) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
   while (!done()) {

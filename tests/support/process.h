@@ -25,6 +25,12 @@ bool process_with_marker_alive(const std::string& marker);
 // every marker.
 std::vector<int> processes_with_markers(const std::vector<std::string>& markers);
 
+// Whether process `pid` exists and has not ended. A zombie has ended: an orphan that was killed lingers
+// as one until init (or a subreaper) reaps it.
+bool process_running(int pid);
+// The parent of process `pid`, 0 when there is no such process.
+int parent_pid(int pid);
+
 // Polls `done` until it holds or `timeout_s` passes; returns whether it held. For waiting on a sign
 // that something happened (a file appears, a process is gone), never for letting time pass.
 bool wait_for(const std::function<bool()>& done, double timeout_s);

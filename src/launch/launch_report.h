@@ -1,0 +1,64 @@
+// What the agent leaves in the job's run directory, so that a run that ended unwatched still says why:
+//   launch-node<N>.log   every message the agent printed about the job's course, timestamped; appended
+//                        to across rounds and across jobs run in the same directory
+//   launch-node<N>.json  the verdict of the latest job on node N, as one object
+// Both are replaced atomically (temporary file, fsync, rename). The agent never creates the run
+// directory (a run that fails before its trainer made one leaves nothing on disk); until the directory
+// is known and exists, messages are kept, and written once it does.
+#pragma once
+#include <nlohmann/json_fwd.hpp>
+
+#include <string>
+#include <vector>
+
+namespace dtrain {
+
+// Why one round of the job failed, as this node's agent saw it.
+struct RoundFailure {
+  std::string what;                     // one line: "rank 1 failed: exit code 3", or another node's report
+  int rank = -1;                        // the failed global rank when it ran on this node, else -1
+  std::string how;                      // that rank's end: "exit code 3", "signal 9 (SIGKILL)"
+  std::vector<std::string> last_lines;  // what that rank printed last, oldest first
+};
+
+class LaunchReport {
+ public:
+  // `run_dir` may be empty: not known (yet).
+  LaunchReport(std::string run_dir, int node_rank);
+
+  bool knows_run_dir() const { return !run_dir_.empty(); }
+  void set_run_dir(const std::string& run_dir) { run_dir_ = run_dir; }
+
+  // Adds one of the agent's messages, as printed, to the log, and flushes. Never throws: a report
+  // that cannot be written is a warning on stderr, never a change to how the agent ends.
+  void record(const std::string& message);
+  // Writes the messages not written yet, once the run directory exists. The first write of a job
+  // also sets the verdict to "running", so that an earlier job's verdict never stands for this one.
+  // Cheap when there is nothing to write; never throws.
+  void flush();
+  // The job is over: adds `reason`, the agent's last message, to the log and writes the verdict.
+  // `outcome` is "succeeded", "failed" (restarts spent), "stopped" (by a signal) or "error"
+  // (rendezvous or store); `failure` is what ended the last round, if anything did. Never throws.
+  // Returns a line for the console saying where the report is, or why there is none; empty when no
+  // run directory is known or writing failed (which was warned about).
+  std::string finish(const std::string& outcome, int exit_code, int round, const std::string& reason,
+                     const RoundFailure* failure);
+
+ private:
+  std::string path(const std::string& extension) const;
+  bool run_dir_exists() const;
+  void add_entry(const std::string& message);
+  // Each writes its file whole; false (after a warning) when it could not.
+  bool write_log();
+  bool write_verdict(const nlohmann::json& verdict);
+
+  std::string run_dir_;
+  int node_rank_;
+  std::string history_;      // this job's log entries, all of them, rewritten after the earlier jobs' ones
+  std::string earlier_;      // the log as earlier jobs left it, read before the first write
+  bool earlier_read_ = false;
+  bool unwritten_ = false;   // history_ has entries that no write has tried to put in the file yet
+  bool started_ = false;     // this job has set the verdict to "running"
+};
+
+}  // namespace dtrain
