@@ -53,7 +53,7 @@ LrSchedule::LrSchedule(const nlohmann::json& spec, double base_lr, int64_t total
         return min_ratio + (1 - min_ratio) * shape;
       };
     } else {
-      const double fraction = p.number("decay_fraction", 0.1);
+      const double fraction = p.number("decay_fraction", 0.1, 0, 1);
       const int64_t decay = p.steps("decay_steps", int64_t(std::round(fraction * total)));
       const int64_t decay_start = total - std::max<int64_t>(decay, 1);
       if (decay_start < warmup)

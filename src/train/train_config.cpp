@@ -1,9 +1,14 @@
 #include "train/train_config.h"
 
+#include <climits>
+#include <cmath>
 #include <ctime>
 #include <fstream>
 #include <sstream>
 
+#include "common/printable_json.h"
+#include "common/range_words.h"
+#include "common/wait_limit.h"
 #include "optim/flat_optimizer.h"
 #include "optim/lr_schedule.h"
 #include "train/config_schema.h"
@@ -50,26 +55,40 @@ class Reader {
   }
   bool is_auto(const std::string& key) const { return at(key).is_string() && at(key) == "auto"; }
   bool is_null(const std::string& key) const { return at(key).is_null(); }
-  int64_t integer(const std::string& key, int64_t min_value) const {
+  // A whole number in [min_value, max_value]. JSON may spell it as a signed, an unsigned or a
+  // floating-point number (1e3); whether it fits an int64 is checked before any cast, which for a
+  // value like 1e30 or 2^63 would be undefined.
+  int64_t integer(const std::string& key, int64_t min_value, int64_t max_value = INT64_MAX) const {
     const json& v = at(key);
-    if (!v.is_number_integer() && !(v.is_number_float() && v.get<double>() == double(int64_t(v.get<double>()))))
-      fail(origin_, "'" + key + "' must be a whole number, got " + v.dump());
+    const bool whole = v.is_number_integer() || (v.is_number_float() && v.get<double>() == std::floor(v.get<double>()));
+    if (!whole) fail(origin_, "'" + key + "' must be a whole number, got " + printable_json(v));
+    const bool fits = v.is_number_unsigned() ? v.get<uint64_t>() <= uint64_t(INT64_MAX)
+                      : v.is_number_integer() ? true
+                                              : v.get<double>() >= -0x1p63 && v.get<double>() < 0x1p63;
+    if (!fits)
+      fail(origin_, "'" + key + "' must be " + range_words(min_value, max_value) + " and fit a 64-bit integer (at most " +
+                        std::to_string(INT64_MAX) + "), got " + printable_json(v));
     const int64_t x = v.is_number_integer() ? v.get<int64_t>() : int64_t(v.get<double>());
-    if (x < min_value) fail(origin_, "'" + key + "' must be at least " + std::to_string(min_value) + ", got " + std::to_string(x));
+    if (x < min_value || x > max_value) fail(origin_, "'" + key + "' must be " + range_words(min_value, max_value) + ", got " + printable_json(v));
     return x;
   }
-  double number(const std::string& key, double min_value) const {
+  // A whole number that is stored in an int.
+  int small_integer(const std::string& key, int min_value, int max_value = INT_MAX) const {
+    return int(integer(key, min_value, max_value));
+  }
+  double number(const std::string& key, double min_value, double max_value = INFINITY) const {
     const json& v = at(key);
-    if (!v.is_number()) fail(origin_, "'" + key + "' must be a number, got " + v.dump());
-    if (v.get<double>() < min_value) fail(origin_, "'" + key + "' must be at least " + std::to_string(min_value));
-    return v.get<double>();
+    if (!v.is_number()) fail(origin_, "'" + key + "' must be a number, got " + printable_json(v));
+    const double x = v.get<double>();
+    if (x < min_value || x > max_value) fail(origin_, "'" + key + "' must be " + range_words(min_value, max_value) + ", got " + printable_json(v));
+    return x;
   }
   bool boolean(const std::string& key) const {
-    if (!at(key).is_boolean()) fail(origin_, "'" + key + "' must be true or false, got " + at(key).dump());
+    if (!at(key).is_boolean()) fail(origin_, "'" + key + "' must be true or false, got " + printable_json(at(key)));
     return at(key).get<bool>();
   }
   std::string text(const std::string& key) const {
-    if (!at(key).is_string()) fail(origin_, "'" + key + "' must be a string, got " + at(key).dump());
+    if (!at(key).is_string()) fail(origin_, "'" + key + "' must be a string, got " + printable_json(at(key)));
     return at(key).get<std::string>();
   }
   const std::string& origin() const { return origin_; }
@@ -108,7 +127,7 @@ TransformerConfig resolve_model(const Reader& r) {
     fail(r.origin(), e.what());
   }
   auto int_key = [&](const char* key, int& field) {
-    if (!r.is_null(std::string("model.") + key)) field = int(r.integer(std::string("model.") + key, 0));
+    if (!r.is_null(std::string("model.") + key)) field = r.small_integer(std::string("model.") + key, 0);
   };
   if (!r.is_null("model.arch")) m.arch = r.text("model.arch");
   int_key("n_layer", m.n_layer);
@@ -143,24 +162,29 @@ void resolve_batch(const Reader& r, TrainConfig& c) {
            (has_m ? std::to_string(m) : "auto") + ") × gradient_accumulation_steps (" + (has_a ? std::to_string(a) : "auto") +
            ") × data-parallel size (" + std::to_string(dp) + ")";
   };
+  auto times = [&](int64_t x, int64_t y) {
+    int64_t product;
+    if (__builtin_mul_overflow(x, y, &product)) fail(r.origin(), explain() + ", and that product overflows a 64-bit integer");
+    return product;
+  };
   auto divide = [&](int64_t total, int64_t by) {
     if (total % by != 0) fail(r.origin(), explain() + ", and " + std::to_string(total) + " is not divisible by " + std::to_string(by));
     return total / by;
   };
   if (has_b && has_m && has_a) {
-    if (b != m * a * dp) fail(r.origin(), explain() + " = " + std::to_string(m * a * dp));
+    if (b != times(times(m, a), dp)) fail(r.origin(), explain() + " = " + std::to_string(m * a * dp));
   } else if (has_b && has_m) {
-    a = divide(b, m * dp);
+    a = divide(b, times(m, dp));
   } else if (has_b && has_a) {
-    m = divide(b, a * dp);
+    m = divide(b, times(a, dp));
   } else if (has_m && has_a) {
-    b = m * a * dp;
+    b = times(times(m, a), dp);
   } else if (has_b) {
     a = 1;
     m = divide(b, dp);
   } else if (has_m) {
     a = 1;
-    b = m * dp;
+    b = times(m, dp);
   } else if (has_a) {
     fail(r.origin(), "gradient_accumulation_steps alone does not fix the batch: set train_batch_size or train_micro_batch_size_per_gpu too");
   } else {
@@ -259,8 +283,11 @@ TrainConfig resolve_config(const json& user, int world_size, const std::string& 
   c.json["parallel"]["dp"] = c.dp;
   resolve_batch(r, c);
 
-  c.steps = r.integer("train.steps", 0);
+  c.steps = r.integer("train.steps", 1);
   c.stop_at_step = r.integer("train.stop_at_step", 0);
+  if (c.stop_at_step > c.steps)  // it would never trigger: a stop the user asked for, silently ignored
+    fail(origin, "'train.stop_at_step' (" + std::to_string(c.stop_at_step) + ") is past 'train.steps' (" +
+                     std::to_string(c.steps) + "), so the run would never stop there");
   c.seed = uint64_t(r.integer("train.seed", 0));
   c.deterministic = r.boolean("train.deterministic");
   c.resume = r.text("train.resume");
@@ -270,11 +297,12 @@ TrainConfig resolve_config(const json& user, int world_size, const std::string& 
     c.freeze.push_back(g.get<std::string>());
   }
   c.run_dir = r.text("train.run_dir");
-  c.threads = int(r.integer("train.threads", 0));
+  // More threads than any machine has cores only fails later, inside OpenMP's thread creation.
+  c.threads = r.small_integer("train.threads", 0, 4096);
   c.eval_every = r.integer("train.eval_every", 0);
   c.eval_samples = r.integer("train.eval_samples", 1);
   c.stability.spike_factor = r.number("train.spike_factor", 0);
-  c.stability.window = int(r.integer("train.spike_window", 1));
+  c.stability.window = r.small_integer("train.spike_window", 1);
   c.stability.skip_spikes = r.boolean("train.skip_spikes");
   c.peak_flops = r.number("train.peak_flops", 0);
 
@@ -282,6 +310,8 @@ TrainConfig resolve_config(const json& user, int world_size, const std::string& 
   c.steps_per_print = r.integer("steps_per_print", 1);
   c.wall_clock_breakdown = r.boolean("wall_clock_breakdown");
   c.reduce_bucket_elements = r.integer("zero_optimization.reduce_bucket_size", 1);
+  r.text("optimizer.type");  // read here so that a type that is no string is named, not a JSON type_error
+  r.text("scheduler.type");
   c.optimizer = c.json["optimizer"];
   c.scheduler = c.json["scheduler"];
   try {  // built once here so `config check` reports their parameters' mistakes too
@@ -294,12 +324,12 @@ TrainConfig resolve_config(const json& user, int world_size, const std::string& 
   c.checkpoint.dir = r.text("checkpoint.dir");
   c.checkpoint.every_steps = r.integer("checkpoint.every_steps", 0);
   c.checkpoint.every_hours = r.number("checkpoint.every_hours", 0);
-  c.checkpoint.keep = int(r.integer("checkpoint.keep", 0));
+  c.checkpoint.keep = r.small_integer("checkpoint.keep", 0);
   c.checkpoint.save_at_end = r.boolean("checkpoint.save_at_end");
   c.backend = r.text("dist.backend");
   if (c.backend != "auto" && c.backend != "gloo" && c.backend != "nccl")
     fail(origin, "'dist.backend' must be \"auto\", \"gloo\" or \"nccl\", got \"" + c.backend + "\"");
-  c.timeout_s = r.number("dist.timeout_s", 1);
+  c.timeout_s = r.number("dist.timeout_s", 1, kMaxWaitSeconds);
   return c;
 }
 

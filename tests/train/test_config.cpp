@@ -2,6 +2,7 @@
 
 #include <fstream>
 
+#include "support/process.h"
 #include "train/train_config.h"
 
 using namespace dtrain;
@@ -118,4 +119,50 @@ TEST(TrainConfig, EveryExampleConfigResolvesOnTwoRanks) {
     const std::string path = std::string(DTRAIN_SOURCE_DIR) + "/examples/" + name;
     EXPECT_NO_THROW(resolve_config(read_config_file(path), 2, path)) << path;
   }
+}
+
+namespace {
+
+std::string set_error(const std::vector<std::string>& sets) {
+  try {
+    json user = json::object();
+    apply_overrides(user, sets);
+    resolve(user);
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+}  // namespace
+
+TEST(TrainConfig, WholeNumbersOutsideTheirTypeOrRangeNameTheKeyAndTheRange) {
+  const std::string int64_range = "must be at least 1 and fit a 64-bit integer (at most 9223372036854775807)";
+  EXPECT_EQ(set_error({"train.steps=1e30"}), "cfg.json: 'train.steps' " + int64_range + ", got 1e+30");
+  EXPECT_EQ(set_error({"train.steps=9223372036854775808"}), "cfg.json: 'train.steps' " + int64_range + ", got 9223372036854775808");
+  EXPECT_EQ(set_error({"train.steps=18446744073709551616"}), "cfg.json: 'train.steps' " + int64_range + ", got 1.8446744073709552e+19");
+  EXPECT_EQ(set_error({"train.steps=-9.3e18"}), "cfg.json: 'train.steps' " + int64_range + ", got -9.3e+18");
+  EXPECT_EQ(set_error({"train.steps=2.5"}), "cfg.json: 'train.steps' must be a whole number, got 2.5");
+  EXPECT_EQ(set_error({"train.steps=inf"}), "cfg.json: 'train.steps' must be a whole number, got \"inf\"");
+  EXPECT_EQ(set_error({"train.steps=1e3"}), "(no error)");  // a whole number written as a double is fine
+  // Fields stored in an int: 2^32 + 1 must not wrap to 1.
+  EXPECT_EQ(set_error({"model.n_layer=4294967297"}), "cfg.json: 'model.n_layer' must be between 0 and 2147483647, got 4294967297");
+  EXPECT_EQ(set_error({"checkpoint.keep=-1"}), "cfg.json: 'checkpoint.keep' must be between 0 and 2147483647, got -1");
+  EXPECT_EQ(set_error({"train.threads=100000"}), "cfg.json: 'train.threads' must be between 0 and 4096, got 100000");
+  EXPECT_EQ(set_error({"dist.timeout_s=1e300"}), "cfg.json: 'dist.timeout_s' must be between 1 and 31536000, got 1e+300");
+  EXPECT_EQ(set_error({"data.val_fraction=-0.5"}), "cfg.json: 'data.val_fraction' must be at least 0, got -0.5");
+}
+
+TEST(TrainConfig, ValuesThatWouldOnlyFailLaterAreRefusedByName) {
+  EXPECT_EQ(set_error({"train.steps=0"}), "cfg.json: 'train.steps' must be at least 1, got 0");
+  EXPECT_EQ(set_error({"train.steps=5", "train.stop_at_step=6"}),
+            "cfg.json: 'train.stop_at_step' (6) is past 'train.steps' (5), so the run would never stop there");
+  EXPECT_EQ(set_error({"train.steps=5", "train.stop_at_step=5"}), "(no error)");
+  const auto overflow = error_of({{"train_micro_batch_size_per_gpu", int64_t(1) << 62}, {"gradient_accumulation_steps", 4}});
+  EXPECT_TRUE(dtrain::test::contains(overflow, "and that product overflows a 64-bit integer")) << overflow;
+  EXPECT_EQ(set_error({"optimizer.type=5"}), "cfg.json: 'optimizer.type' must be a string, got 5");
+  EXPECT_EQ(set_error({"scheduler={\"type\":\"wsd\",\"params\":{\"decay_fraction\":-2}}"}),
+            "cfg.json: scheduler.params.decay_fraction must be between 0 and 1, got -2");
+  EXPECT_EQ(set_error({"scheduler.params={\"warmup_steps\":1e30}"}),
+            "cfg.json: scheduler.params.warmup_steps must be between 0 and 9007199254740992, got 1e+30");
 }

@@ -251,6 +251,7 @@ TEST(BadInput, EachMistakeExitsNonZeroNamingTheCulprit) {
        "train_batch_size (10)"},
       {{"--set", "data.source=text:/nonexistent/corpus.txt"}, "/nonexistent/corpus.txt"},
       {{"--config", bad_json}, bad_json},
+      {{"--set", "train.steps=0"}, "'train.steps' must be at least 1, got 0"},
   };
   for (const auto& c : cases) {
     const std::string dir = scratch_dir("bad_input") + "/run";
