@@ -3,6 +3,8 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "common/printable.h"
+
 namespace dtrain {
 
 int TransformerConfig::ff_dim() const {
@@ -15,7 +17,7 @@ int TransformerConfig::ff_dim() const {
 
 void TransformerConfig::validate() const {
   auto fail = [](const std::string& msg) { throw std::invalid_argument(msg); };
-  if (arch != "gpt2" && arch != "llama") fail("model.arch must be \"gpt2\" or \"llama\", got \"" + arch + "\"");
+  if (arch != "gpt2" && arch != "llama") fail("model.arch must be \"gpt2\" or \"llama\", got \"" + printable(arch) + "\"");
   if (n_layer < 1) fail("model.n_layer must be at least 1");
   if (n_head < 1) fail("model.n_head must be at least 1");
   if (d_model < 1 || d_model % n_head != 0)
@@ -76,7 +78,7 @@ TransformerConfig model_preset(const std::string& name) {
   } else {
     std::string known;
     for (const auto& n : model_preset_names()) known += (known.empty() ? "" : ", ") + n;
-    throw std::invalid_argument("model.preset \"" + name + "\" is unknown (known: " + known + ")");
+    throw std::invalid_argument("model.preset \"" + printable(name) + "\" is unknown (known: " + known + ")");
   }
   return c;
 }

@@ -3,11 +3,12 @@
 #include <climits>
 #include <cmath>
 #include <ctime>
-#include <fstream>
 #include <sstream>
 
+#include "common/printable.h"
 #include "common/printable_json.h"
 #include "common/range_words.h"
+#include "common/regular_file.h"
 #include "common/wait_limit.h"
 #include "optim/flat_optimizer.h"
 #include "optim/lr_schedule.h"
@@ -23,21 +24,59 @@ using json = nlohmann::json;
 
 std::string join(const std::string& prefix, const std::string& key) { return prefix.empty() ? key : prefix + "." + key; }
 
+// nlohmann's message without its "[json.exception.parse_error.101] " prefix, made printable: it
+// quotes the text it last read, which in a binary file is anything.
+std::string json_error_text(const json::exception& e) {
+  const std::string what = e.what();
+  const size_t end = what.find("] ");
+  return printable(end == std::string::npos ? what : what.substr(end + 2), 400);
+}
+
+// Parses JSON text for the config, with two checks nlohmann leaves to the caller: a number too large
+// for a double (its "number overflow" carries no position) is reported against the dotted key being
+// read, and nesting is capped, as copying or printing a value nested 100,000 deep recurses until
+// the stack runs out.
+json parse_config_json(const std::string& text, const std::string& source) {
+  constexpr int kMaxDepth = 32;  // the deepest key is 3 levels down, its value a list
+  std::vector<std::string> path;
+  auto track = [&](int depth, json::parse_event_t event, json& parsed) {
+    if (event == json::parse_event_t::key) {
+      path.resize(size_t(depth));
+      path[size_t(depth) - 1] = parsed.get<std::string>();
+    }
+    if ((event == json::parse_event_t::object_start || event == json::parse_event_t::array_start) && depth >= kMaxDepth)
+      throw ConfigError(source + ": nests objects and lists deeper than " + std::to_string(kMaxDepth) +
+                        " levels; a config needs a handful");
+    return true;
+  };
+  try {
+    return json::parse(text, track);
+  } catch (const json::out_of_range&) {
+    std::string key;
+    for (const auto& part : path)
+      if (!part.empty()) key = join(key, part);
+    throw ConfigError(source + ": the number" + (key.empty() ? "" : " at '" + printable(key) + "'") +
+                      " is out of range for a double (whose magnitude ends near 1.8e308)");
+  }
+}
+
 // Overlays `user` on `base`, rejecting keys the schema lacks.
 void merge_checked(json& base, const json& user, const std::string& prefix, const std::string& origin) {
-  if (!user.is_object()) fail(origin, (prefix.empty() ? std::string("the config") : "'" + prefix + "'") + " must be a JSON object");
+  if (!user.is_object())
+    fail(origin, (prefix.empty() ? std::string("the config") : "'" + prefix + "'") + " must be a JSON object, got " + printable_json(user));
   for (auto it = user.begin(); it != user.end(); ++it) {
     const std::string path = join(prefix, it.key());
     if (!base.contains(it.key())) {
       const std::string near = nearest_known_key(path);
-      fail(origin, "unknown key '" + path + "'" + (near.empty() ? "" : " (did you mean '" + near + "'?)") +
+      fail(origin, "unknown key '" + printable(path) + "'" + (near.empty() ? "" : " (did you mean '" + near + "'?)") +
                        "; docs/config.md lists every key");
     }
     json& slot = base[it.key()];
     if (slot.is_object() && !is_free_form(path)) {
       merge_checked(slot, it.value(), path, origin);
     } else {
-      if (is_free_form(path) && !it.value().is_object()) fail(origin, "'" + path + "' must be a JSON object");
+      if (is_free_form(path) && !it.value().is_object())
+        fail(origin, "'" + path + "' must be a JSON object, got " + printable_json(it.value()));
       slot = it.value();
     }
   }
@@ -104,7 +143,7 @@ void reject_unimplemented(const Reader& r) {
   auto refuse = [&](const std::string& what) {
     fail(r.origin(), what + " is accepted but not implemented yet in this version of dtrain; remove it or set it back to its default");
   };
-  if (r.integer("zero_optimization.stage", 0) != 0) refuse("zero_optimization.stage=" + r.at("zero_optimization.stage").dump() + " (ZeRO sharding)");
+  if (r.integer("zero_optimization.stage", 0) != 0) refuse("zero_optimization.stage=" + printable_json(r.at("zero_optimization.stage")) + " (ZeRO sharding)");
   if (!r.at("zero_optimization.offload_optimizer").empty()) refuse("zero_optimization.offload_optimizer");
   if (!r.at("zero_optimization.offload_param").empty()) refuse("zero_optimization.offload_param");
   if (r.boolean("fp16.enabled")) refuse("fp16.enabled=true (mixed precision)");
@@ -226,23 +265,36 @@ std::string default_run_dir() {
 
 json read_config_file(const std::string& path) {
   if (path.empty()) return demo_config();
-  std::ifstream in(path);
-  if (!in) throw ConfigError("config file '" + path + "' cannot be read (does it exist?)");
+  const std::string source = "config file '" + printable(path) + "'";
+  const FileContents file = read_regular_file(path);
+  if (!file.problem.empty()) throw ConfigError(source + " " + file.problem);
+  if (file.bytes.find_first_not_of(" \t\r\n") == std::string::npos)
+    throw ConfigError(source + " is empty; a config is a JSON object, {} at the least");
+  if (file.bytes.find('\0') != std::string::npos) throw ConfigError(source + " is binary (it holds NUL bytes), not JSON text");
+  json config;
   try {
-    return json::parse(in);
+    config = parse_config_json(file.bytes, source);
   } catch (const json::parse_error& e) {
-    throw ConfigError("config file '" + path + "' is not valid JSON: " + e.what());
+    throw ConfigError(source + " is not valid JSON: " + json_error_text(e));
   }
+  if (!config.is_object()) throw ConfigError(source + " must hold a JSON object ({...}), got " + printable_json(config));
+  return config;
 }
 
 void apply_overrides(json& config, const std::vector<std::string>& sets) {
   for (const auto& s : sets) {
+    const std::string where = "--set '" + printable(s) + "'";
     const auto eq = s.find('=');
-    if (eq == std::string::npos || eq == 0) throw ConfigError("--set '" + s + "' must look like dotted.key=value");
+    if (eq == std::string::npos || eq == 0) throw ConfigError(where + " must look like dotted.key=value");
+    try {
+      json(s).dump();  // the config is JSON, written to config.json and every checkpoint: UTF-8 only
+    } catch (const json::type_error&) {
+      throw ConfigError(where + " is not UTF-8 text, which a JSON config must be");
+    }
     const std::string key = s.substr(0, eq), text = s.substr(eq + 1);
     json value;
     try {
-      value = json::parse(text);
+      value = parse_config_json(text, where);
     } catch (const json::parse_error&) {
       value = text;  // a bare word is a string: --set data.source=text:corpus.txt
     }
@@ -253,7 +305,7 @@ void apply_overrides(json& config, const std::vector<std::string>& sets) {
     for (size_t i = 0; i + 1 < path.size(); ++i) {
       json& next = (*node)[path[i]];
       if (next.is_null()) next = json::object();
-      if (!next.is_object()) throw ConfigError("--set " + key + ": '" + path[i] + "' is not a section");
+      if (!next.is_object()) throw ConfigError(where + ": '" + printable(path[i]) + "' is not a section");
       node = &next;
     }
     (*node)[path.back()] = value;
@@ -278,7 +330,7 @@ TrainConfig resolve_config(const json& user, int world_size, const std::string& 
   c.world_size = world_size;
   c.dp = world_size;  // tp = pp = cp = 1 until those land
   if (!r.is_auto("parallel.dp") && r.integer("parallel.dp", 1) != c.dp)
-    fail(origin, "'parallel.dp' is " + r.at("parallel.dp").dump() + " but the job has " + std::to_string(world_size) +
+    fail(origin, "'parallel.dp' is " + printable_json(r.at("parallel.dp")) + " but the job has " + std::to_string(world_size) +
                      " ranks (dp × tp × pp × cp must equal the world size)");
   c.json["parallel"]["dp"] = c.dp;
   resolve_batch(r, c);
@@ -293,7 +345,7 @@ TrainConfig resolve_config(const json& user, int world_size, const std::string& 
   c.resume = r.text("train.resume");
   if (!r.at("train.freeze").is_array()) fail(origin, "'train.freeze' must be a list of parameter-name globs");
   for (const auto& g : r.at("train.freeze")) {
-    if (!g.is_string()) fail(origin, "'train.freeze' entries must be strings, got " + g.dump());
+    if (!g.is_string()) fail(origin, "'train.freeze' entries must be strings, got " + printable_json(g));
     c.freeze.push_back(g.get<std::string>());
   }
   c.run_dir = r.text("train.run_dir");
@@ -328,7 +380,7 @@ TrainConfig resolve_config(const json& user, int world_size, const std::string& 
   c.checkpoint.save_at_end = r.boolean("checkpoint.save_at_end");
   c.backend = r.text("dist.backend");
   if (c.backend != "auto" && c.backend != "gloo" && c.backend != "nccl")
-    fail(origin, "'dist.backend' must be \"auto\", \"gloo\" or \"nccl\", got \"" + c.backend + "\"");
+    fail(origin, "'dist.backend' must be \"auto\", \"gloo\" or \"nccl\", got " + printable_json(c.backend));
   c.timeout_s = r.number("dist.timeout_s", 1, kMaxWaitSeconds);
   return c;
 }
@@ -336,7 +388,9 @@ TrainConfig resolve_config(const json& user, int world_size, const std::string& 
 TrainConfig load_train_config(const std::string& path, const std::vector<std::string>& sets, int world_size) {
   json user = read_config_file(path);
   apply_overrides(user, sets);
-  return resolve_config(user, world_size, path.empty() ? "demo config" : path);
+  // A --set value at fault is named by its key; the origin says the file is not all there is.
+  const std::string origin = (path.empty() ? "demo config" : printable(path)) + (sets.empty() ? "" : " with --set");
+  return resolve_config(user, world_size, origin);
 }
 
 }  // namespace dtrain

@@ -251,7 +251,9 @@ TEST(BadInput, EachMistakeExitsNonZeroNamingTheCulprit) {
        "train_batch_size (10)"},
       {{"--set", "data.source=text:/nonexistent/corpus.txt"}, "/nonexistent/corpus.txt"},
       {{"--config", bad_json}, bad_json},
+      {{"--config", scratch_dir("config_dir")}, "config_dir' is a directory"},
       {{"--set", "train.steps=0"}, "'train.steps' must be at least 1, got 0"},
+      {{"--set", "optimizer.params.lr=1e999"}, "--set 'optimizer.params.lr=1e999': the number is out of range for a double"},
   };
   for (const auto& c : cases) {
     const std::string dir = scratch_dir("bad_input") + "/run";
