@@ -254,6 +254,7 @@ TEST(BadInput, EachMistakeExitsNonZeroNamingTheCulprit) {
       {{"--config", scratch_dir("config_dir")}, "config_dir' is a directory"},
       {{"--set", "train.steps=0"}, "'train.steps' must be at least 1, got 0"},
       {{"--set", "optimizer.params.lr=1e999"}, "--set 'optimizer.params.lr=1e999': the number is out of range for a double"},
+      {{"--set", "data.source=text:" + scratch_dir("data_dir")}, "data_dir' is a directory"},
   };
   for (const auto& c : cases) {
     const std::string dir = scratch_dir("bad_input") + "/run";
