@@ -122,3 +122,12 @@ TEST(Sampling, GreedyIsDeterministicAndSeededSamplingRepeats) {
   EXPECT_EQ(once, sample_tokens(m, {65}, seeded));
   EXPECT_THROW(sample_tokens(m, {300}, seeded), std::invalid_argument);
 }
+
+TEST(Sampling, ATinyTemperatureSamplesTheLikeliestTokenInsteadOfNaN) {
+  Transformer m(small("gpt2"), 1);
+  SamplingOptions greedy, tiny;
+  greedy.new_tokens = tiny.new_tokens = 10;
+  greedy.temperature = 0;
+  tiny.temperature = 1e-320;  // raw logits divided by it overflow to inf, and softmax to NaN
+  EXPECT_EQ(sample_tokens(m, {65}, tiny), sample_tokens(m, {65}, greedy));
+}
