@@ -281,6 +281,10 @@ TEST(BadInput, BadFlagsAreRefusedByNameBeforeAnythingStarts) {
       {{"generate", "--checkpoint", dir, "--tokens", "0"}, "--tokens: must be between 1 and 1048576, got 0"},
       {{"generate", "--checkpoint", dir, "--top-k", "-1"}, "--top-k: must be at least 0, got -1"},
       {{"generate", "--checkpoint", dir, "--seed", "-1"}, "--seed: must be at least 0, got -1"},
+      {{"bench-comm", "-b", "0"}, "--min-bytes: must be between 1 and 1099511627776, got 0"},  // looped forever
+      {{"bench-comm", "-b", "4096", "-e", "1024"}, "--min-bytes 4096 is larger than --max-bytes 1024"},
+      {{"bench-comm", "--ops", "all_reduse"}, "unknown collective 'all_reduse'"},
+      {{"bench-comm", "--timeout-s", "nan"}, "--timeout-s: must be more than 0 and at most 31536000, got nan"},
   };
   for (const auto& c : cases) {
     std::vector<std::string> argv = {DTRAIN_BIN};
