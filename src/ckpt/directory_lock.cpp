@@ -9,6 +9,8 @@
 #include <cstring>
 #include <ctime>
 
+#include "common/printable.h"
+
 namespace dtrain {
 
 namespace {
@@ -45,14 +47,10 @@ DirectoryLock::DirectoryLock(const std::string& dir, const std::string& what, st
     fd_ = -1;
     if (err != EWOULDBLOCK) throw std::runtime_error("cannot lock '" + path + "': " + std::strerror(err));
     // The holder writes its name just after locking; an empty file means it is between the two.
-    if (holder.empty()) holder = "another process";
-    // Only printable text from the file reaches the terminal.
-    for (char& c : holder)
-      if (static_cast<unsigned char>(c) < 32 || c == 127) c = '?';
-    throw DirectoryInUse(what + " '" + dir + "' is in use by " + holder +
+    throw DirectoryInUse(what + " '" + printable(dir) + "' is in use by " + (holder.empty() ? "another process" : printable(holder)) +
                          ": two runs must not share it; wait for that run to end, or give this one its own directory");
   }
-  if (previous_holder) *previous_holder = read_all(fd_);
+  if (previous_holder) *previous_holder = printable(read_all(fd_));
   const std::string me = holder_description() + "\n";
   if (::ftruncate(fd_, 0) != 0 || ::pwrite(fd_, me.data(), me.size(), 0) != ssize_t(me.size()))
     throw std::runtime_error("cannot write the lock file '" + path + "': " + std::strerror(errno));

@@ -8,10 +8,12 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <sstream>
 #include <stdexcept>
 #include <vector>
+
+#include "common/printable.h"
+#include "common/regular_file.h"
 
 namespace dtrain {
 
@@ -19,12 +21,11 @@ namespace {
 
 [[noreturn]] void fail(const std::string& msg) { throw std::runtime_error("data.source: " + msg); }
 
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail("cannot read '" + path + "': " + std::strerror(errno));
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
+// `what` names the file's role in messages: "text file", "shard".
+std::string read_file(const std::string& what, const std::string& path) {
+  FileContents file = read_regular_file(path);
+  if (!file.problem.empty()) fail(what + " '" + printable(path) + "' " + file.problem);
+  return std::move(file.bytes);
 }
 
 bool is_regular_file(const std::string& path) {
@@ -91,7 +92,7 @@ TokenSource load_builtin() {
   // Fortune files separate entries with lines holding only "%"; a blank line reads better.
   std::string text;
   for (const auto& f : files) {
-    std::istringstream lines(read_file(f));
+    std::istringstream lines(read_file("fortune file", f));
     for (std::string line; std::getline(lines, line);) text += (line == "%" ? "" : line) + "\n";
   }
   return {bytes_to_tokens(text),
@@ -99,28 +100,31 @@ TokenSource load_builtin() {
 }
 
 TokenSource load_text(const std::string& path) {
-  if (!is_regular_file(path)) fail("text file '" + path + "' does not exist");
-  std::string text = read_file(path);
-  if (text.size() < 2) fail("text file '" + path + "' is empty");
-  return {bytes_to_tokens(text), "text file " + path + " (" + human_bytes(text.size()) + ")", ""};
+  std::string text = read_file("text file", path);
+  if (text.size() < 2)  // one token pair (input, target) at the least
+    fail("text file '" + printable(path) + "' " + (text.empty() ? "is empty" : "holds 1 byte; at least 2 are needed"));
+  return {bytes_to_tokens(text), "text file " + printable(path) + " (" + human_bytes(text.size()) + ")", ""};
 }
 
 // One shard: llm.c's layout (256 int32 header: magic 20240520, version 1, token count; then uint16
 // tokens) or nanoGPT's (uint16 tokens only).
 void append_shard(const std::string& path, std::vector<int32_t>& out) {
-  std::string bytes = read_file(path);
+  const std::string bytes = read_file("shard", path);
+  const std::string shard = "shard '" + printable(path) + "'";
   size_t offset = 0, count = bytes.size() / 2;
   int32_t header[3] = {0, 0, 0};
   if (bytes.size() >= 1024) std::memcpy(header, bytes.data(), sizeof header);
   if (header[0] == 20240520) {
-    if (header[1] != 1) fail("shard '" + path + "' has llm.c version " + std::to_string(header[1]) + " (1 expected)");
+    if (header[1] != 1) fail(shard + " has llm.c version " + std::to_string(header[1]) + " (1 expected)");
+    // Checked before it becomes a size_t: -1 would wrap to a count whose byte size wraps past the check below.
+    if (header[2] < 0) fail(shard + " is damaged: its header promises " + std::to_string(header[2]) + " tokens");
     offset = 1024;
     count = size_t(header[2]);
     if (bytes.size() < offset + 2 * count)
-      fail("shard '" + path + "' is truncated: its header promises " + std::to_string(count) + " tokens, the file holds " +
+      fail(shard + " is truncated: its header promises " + std::to_string(count) + " tokens, the file holds " +
            std::to_string((bytes.size() - offset) / 2));
   } else if (bytes.size() % 2 != 0) {
-    fail("shard '" + path + "' has an odd size; uint16 tokens expected");
+    fail(shard + " has an odd size; uint16 tokens expected");
   }
   const auto* p = reinterpret_cast<const uint16_t*>(bytes.data() + offset);
   out.insert(out.end(), p, p + count);
@@ -131,13 +135,13 @@ TokenSource load_bin(const std::string& pattern) {
   const int rc = ::glob(pattern.c_str(), 0, nullptr, &g);
   std::vector<std::string> files(g.gl_pathv, g.gl_pathv + (rc == 0 ? g.gl_pathc : 0));
   ::globfree(&g);
-  if (files.empty()) fail("no token shard matches '" + pattern + "'");
+  if (files.empty()) fail("no token shard matches '" + printable(pattern) + "'");
   std::vector<int32_t> tokens;
   for (const auto& f : files) append_shard(f, tokens);
-  if (tokens.size() < 2) fail("the shards matching '" + pattern + "' hold fewer than 2 tokens");
+  if (tokens.size() < 2) fail("the shards matching '" + printable(pattern) + "' hold fewer than 2 tokens");
   auto t = at::empty({int64_t(tokens.size())}, at::kInt);
   std::memcpy(t.data_ptr<int32_t>(), tokens.data(), tokens.size() * sizeof(int32_t));
-  return {t, std::to_string(files.size()) + " token shard(s) matching " + pattern + " (" + std::to_string(tokens.size()) + " tokens)", ""};
+  return {t, std::to_string(files.size()) + " token shard(s) matching " + printable(pattern) + " (" + std::to_string(tokens.size()) + " tokens)", ""};
 }
 
 }  // namespace
@@ -151,7 +155,7 @@ TokenSource load_tokens(const std::string& source) {
   if (source == "builtin") return load_builtin();
   if (source.rfind("text:", 0) == 0) return load_text(source.substr(5));
   if (source.rfind("bin:", 0) == 0) return load_bin(source.substr(4));
-  fail("\"" + source + "\" is not one of \"builtin\", \"text:PATH\", \"bin:GLOB\"");
+  fail("\"" + printable(source) + "\" is not one of \"builtin\", \"text:PATH\", \"bin:GLOB\"");
 }
 
 }  // namespace dtrain

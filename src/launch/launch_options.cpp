@@ -2,23 +2,27 @@
 
 #include <CLI/CLI.hpp>
 
+#include <climits>
 #include <cstring>
 #include <iostream>
+
+#include "common/flag_bounds.h"
+#include "common/wait_limit.h"
 
 namespace dtrain {
 
 void add_launch_flags(CLI::App& app, LaunchOptions& o) {
   app.add_option("--nproc-per-node", o.nproc_per_node, "workers on this node")->check(CLI::Range(1, 4096))->capture_default_str();
   app.add_option("--nnodes", o.nnodes, "nodes in the job")->check(CLI::Range(1, 100000))->capture_default_str();
-  app.add_option("--node-rank", o.node_rank, "this node's rank, 0..nnodes-1")->check(CLI::NonNegativeNumber)->capture_default_str();
+  app.add_option("--node-rank", o.node_rank, "this node's rank, 0..nnodes-1")->check(whole_number(0, 99999))->capture_default_str();
   app.add_option("--master-addr", o.master_addr, "address of node 0 (hosts the rendezvous store)")->capture_default_str();
   app.add_option("--master-port", o.master_port,
                  "port of the rendezvous store (default: a free port on one node, 29500 across nodes)")
       ->check(CLI::Range(1, 65535));
-  app.add_option("--max-restarts", o.max_restarts, "restarts of the whole job before giving up")->check(CLI::NonNegativeNumber)->capture_default_str();
-  app.add_option("--rdzv-timeout", o.rdzv_timeout_s, "seconds to wait for all nodes and the store")->check(CLI::PositiveNumber)->capture_default_str();
-  app.add_option("--grace-period", o.grace_s, "seconds between SIGTERM and SIGKILL when stopping workers")->check(CLI::NonNegativeNumber)->capture_default_str();
-  app.add_option("--heartbeat-timeout", o.heartbeat_timeout_s, "seconds of silence after which a node counts as failed")->check(CLI::PositiveNumber)->capture_default_str();
+  app.add_option("--max-restarts", o.max_restarts, "restarts of the whole job before giving up")->check(whole_number(0, INT_MAX))->capture_default_str();
+  app.add_option("--rdzv-timeout", o.rdzv_timeout_s, "seconds to wait for all nodes and the store")->check(real_number(0, kMaxWaitSeconds, true))->capture_default_str();
+  app.add_option("--grace-period", o.grace_s, "seconds between SIGTERM and SIGKILL when stopping workers")->check(real_number(0, kMaxWaitSeconds))->capture_default_str();
+  app.add_option("--heartbeat-timeout", o.heartbeat_timeout_s, "seconds of silence after which a node counts as failed")->check(real_number(0, kMaxWaitSeconds, true))->capture_default_str();
 }
 
 std::string finish_launch_options(LaunchOptions& o) {

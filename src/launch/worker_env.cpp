@@ -2,6 +2,8 @@
 
 #include <stdexcept>
 
+#include "common/printable.h"
+
 extern char** environ;
 
 namespace dtrain {
@@ -12,22 +14,26 @@ const std::string* find(const EnvMap& env, const std::string& key) {
   return it == env.end() || it->second.empty() ? nullptr : &it->second;
 }
 
-int parse_int(const EnvMap& env, const std::string& key, int fallback) {
-  const std::string* v = find(env, key);
-  if (!v) return fallback;
+// `text` is the part of variable `key`'s value that must be an int.
+int to_int(const std::string& key, const std::string& value, const std::string& text) {
   try {
     size_t used = 0;
-    int x = std::stoi(*v, &used);
-    if (used != v->size()) throw std::invalid_argument(key);
+    int x = std::stoi(text, &used);
+    if (used != text.size()) throw std::invalid_argument(key);
     return x;
   } catch (const std::exception&) {
-    throw std::invalid_argument("environment variable " + key + "='" + *v + "' is not an integer");
+    throw std::invalid_argument("environment variable " + key + "='" + printable(value) + "' is not an integer");
   }
 }
 
+int parse_int(const EnvMap& env, const std::string& key, int fallback) {
+  const std::string* v = find(env, key);
+  return v ? to_int(key, *v, *v) : fallback;
+}
+
 // Slurm writes tasks per node as e.g. "4" or "4(x2),3"; the first count is ours when homogeneous.
-int parse_slurm_tasks_per_node(const std::string& v) {
-  return std::stoi(v.substr(0, v.find_first_of("(,")));
+int parse_slurm_tasks_per_node(const std::string& key, const std::string& v) {
+  return to_int(key, v, v.substr(0, v.find_first_of("(,")));
 }
 
 }  // namespace
@@ -46,33 +52,34 @@ EnvMap current_env() {
 
 WorkerEnv derive_worker_env(const EnvMap& env) {
   WorkerEnv w;
+  std::string node_rank_key;  // read once the local world size it defaults from is known to be valid
   if (find(env, "RANK") && find(env, "WORLD_SIZE")) {
     w.source = "torchrun";
     w.rank = parse_int(env, "RANK", 0);
     w.world_size = parse_int(env, "WORLD_SIZE", 1);
     w.local_rank = parse_int(env, "LOCAL_RANK", w.rank);
     w.local_world_size = parse_int(env, "LOCAL_WORLD_SIZE", w.world_size);
-    w.node_rank = parse_int(env, "GROUP_RANK", w.rank / w.local_world_size);
+    node_rank_key = "GROUP_RANK";
   } else if (find(env, "OMPI_COMM_WORLD_RANK")) {
     w.source = "mpi";
     w.rank = parse_int(env, "OMPI_COMM_WORLD_RANK", 0);
     w.world_size = parse_int(env, "OMPI_COMM_WORLD_SIZE", 1);
     w.local_rank = parse_int(env, "OMPI_COMM_WORLD_LOCAL_RANK", 0);
     w.local_world_size = parse_int(env, "OMPI_COMM_WORLD_LOCAL_SIZE", w.world_size);
-    w.node_rank = parse_int(env, "OMPI_COMM_WORLD_NODE_RANK", w.rank / w.local_world_size);
+    node_rank_key = "OMPI_COMM_WORLD_NODE_RANK";
   } else if (find(env, "SLURM_PROCID") && find(env, "SLURM_NTASKS")) {
     w.source = "slurm";
     w.rank = parse_int(env, "SLURM_PROCID", 0);
     w.world_size = parse_int(env, "SLURM_NTASKS", 1);
     w.local_rank = parse_int(env, "SLURM_LOCALID", 0);
     if (const std::string* v = find(env, "SLURM_NTASKS_PER_NODE")) {
-      w.local_world_size = parse_slurm_tasks_per_node(*v);
+      w.local_world_size = parse_slurm_tasks_per_node("SLURM_NTASKS_PER_NODE", *v);
     } else if (const std::string* t = find(env, "SLURM_TASKS_PER_NODE")) {
-      w.local_world_size = parse_slurm_tasks_per_node(*t);
+      w.local_world_size = parse_slurm_tasks_per_node("SLURM_TASKS_PER_NODE", *t);
     } else {
       w.local_world_size = w.world_size;
     }
-    w.node_rank = parse_int(env, "SLURM_NODEID", w.rank / w.local_world_size);
+    node_rank_key = "SLURM_NODEID";
   }
   // The rendezvous address: explicit MASTER_* wins under every launcher. Under Slurm the first
   // host of the node list is the master when the job script did not export one.
@@ -94,6 +101,8 @@ WorkerEnv derive_worker_env(const EnvMap& env) {
                                 std::to_string(w.local_world_size) + " (from " + w.source + " env)");
   if (w.master_port < 1 || w.master_port > 65535)
     throw std::invalid_argument("MASTER_PORT=" + std::to_string(w.master_port) + " is not a TCP port");
+  // Unless the launcher says, ranks fill nodes in order.
+  if (!node_rank_key.empty()) w.node_rank = parse_int(env, node_rank_key, w.rank / w.local_world_size);
   return w;
 }
 

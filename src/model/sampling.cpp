@@ -24,7 +24,9 @@ std::vector<int64_t> sample_tokens(Transformer& model, const std::vector<int64_t
     if (options.temperature <= 0) {
       next = logits.argmax().item<int64_t>();
     } else {
-      logits = logits / options.temperature;
+      // Shifted so the largest logit is 0 first: a tiny temperature then scales the others towards
+      // -inf, where dividing raw logits overflows to inf and softmax turns inf - inf into NaN.
+      logits = (logits - logits.max()) / options.temperature;
       if (options.top_k > 0 && options.top_k < logits.size(0)) {
         const double kth = std::get<0>(logits.topk(options.top_k)).min().item<double>();
         logits = logits.masked_fill(logits < kth, -INFINITY);

@@ -1,9 +1,36 @@
 #include "model/transformer_config.h"
 
+#include <climits>
 #include <sstream>
 #include <stdexcept>
 
+#include "common/printable.h"
+#include "common/range_words.h"
+
 namespace dtrain {
+
+namespace {
+
+// The parameter count in T: int64_t for parameter_count(), double for validate() to learn first
+// whether the count of a shape fits an int64 at all.
+template <typename T>
+T count_parameters(const TransformerConfig& c) {
+  const T d = c.d_model, f = c.ff_dim(), hd = c.head_dim(), kv = c.kv_heads();
+  const T qkv = d * (c.n_head + 2 * kv) * hd, proj = d * d;
+  T per_layer, embeddings = T(c.vocab_size) * d, final_norm;
+  if (c.is_llama()) {
+    per_layer = qkv + proj + 3 * d * f + 2 * d;
+    final_norm = d;
+  } else {
+    per_layer = qkv + (c.n_head + 2 * kv) * hd + proj + d + 2 * d * f + f + d + 4 * d;
+    embeddings += T(c.seq_len) * d;
+    final_norm = 2 * d;
+  }
+  const T head = c.tie_embeddings ? 0 : T(c.vocab_size) * d;
+  return c.n_layer * per_layer + embeddings + final_norm + head;
+}
+
+}  // namespace
 
 int TransformerConfig::ff_dim() const {
   if (d_ff > 0) return d_ff;
@@ -15,7 +42,7 @@ int TransformerConfig::ff_dim() const {
 
 void TransformerConfig::validate() const {
   auto fail = [](const std::string& msg) { throw std::invalid_argument(msg); };
-  if (arch != "gpt2" && arch != "llama") fail("model.arch must be \"gpt2\" or \"llama\", got \"" + arch + "\"");
+  if (arch != "gpt2" && arch != "llama") fail("model.arch must be \"gpt2\" or \"llama\", got \"" + printable(arch) + "\"");
   if (n_layer < 1) fail("model.n_layer must be at least 1");
   if (n_head < 1) fail("model.n_head must be at least 1");
   if (d_model < 1 || d_model % n_head != 0)
@@ -28,23 +55,15 @@ void TransformerConfig::validate() const {
   if (seq_len < 1) fail("model.seq_len must be at least 1");
   if (vocab_size < 2) fail("model.vocab_size must be at least 2");
   if (d_ff < 0) fail("model.d_ff must be 0 (auto) or positive");
+  // ff_dim() is an int that holds up to 4·d_model (8·d_model/3 for llama, via 8·d_model).
+  if (d_model > INT_MAX / 8) fail("model.d_model (" + std::to_string(d_model) + ") must be at most " + std::to_string(INT_MAX / 8));
+  const double parameters = count_parameters<double>(*this);
+  if (parameters > 9e18)
+    fail("model.n_layer, model.d_model, model.d_ff, model.vocab_size and model.seq_len give " + number_words(parameters) +
+         " parameters, more than a 64-bit count holds");
 }
 
-int64_t TransformerConfig::parameter_count() const {
-  const int64_t d = d_model, f = ff_dim(), hd = head_dim(), kv = kv_heads();
-  const int64_t qkv = d * (n_head + 2 * kv) * hd, proj = d * d;
-  int64_t per_layer, embeddings = int64_t(vocab_size) * d, final_norm;
-  if (is_llama()) {
-    per_layer = qkv + proj + 3 * d * f + 2 * d;
-    final_norm = d;
-  } else {
-    per_layer = qkv + (n_head + 2 * kv) * hd + proj + d + 2 * d * f + f + d + 4 * d;
-    embeddings += int64_t(seq_len) * d;
-    final_norm = 2 * d;
-  }
-  const int64_t head = tie_embeddings ? 0 : int64_t(vocab_size) * d;
-  return n_layer * per_layer + embeddings + final_norm + head;
-}
+int64_t TransformerConfig::parameter_count() const { return count_parameters<int64_t>(*this); }
 
 double TransformerConfig::train_flops_per_token() const {
   return 6.0 * double(parameter_count()) + 12.0 * n_layer * seq_len * d_model;
@@ -76,7 +95,7 @@ TransformerConfig model_preset(const std::string& name) {
   } else {
     std::string known;
     for (const auto& n : model_preset_names()) known += (known.empty() ? "" : ", ") + n;
-    throw std::invalid_argument("model.preset \"" + name + "\" is unknown (known: " + known + ")");
+    throw std::invalid_argument("model.preset \"" + printable(name) + "\" is unknown (known: " + known + ")");
   }
   return c;
 }

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <stdexcept>
 
+#include "common/printable.h"
 #include "optim/adamw.h"
 #include "optim/section_params.h"
 #include "optim/sgd.h"
@@ -67,7 +68,7 @@ std::unique_ptr<FlatOptimizer> make_flat_optimizer(const nlohmann::json& spec, c
       throw std::invalid_argument("optimizer.params.nesterov needs momentum > 0 and dampening 0");
     return std::make_unique<Sgd>(o, like);
   }
-  throw std::invalid_argument("optimizer.type \"" + type + "\" is unknown (known: AdamW, Adam, SGD)");
+  throw std::invalid_argument("optimizer.type \"" + printable(type) + "\" is unknown (known: AdamW, Adam, SGD)");
 }
 
 }  // namespace dtrain

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <stdexcept>
 
+#include "common/printable.h"
 #include "optim/section_params.h"
 
 namespace dtrain {
@@ -13,7 +14,7 @@ namespace {
 // DeepSpeed's warmup gamma: log(step+1)/log(warmup) or step/warmup, 1 after warmup.
 std::function<double(int64_t)> deepspeed_warmup(int64_t warmup, const std::string& type) {
   if (type != "log" && type != "linear")
-    throw std::invalid_argument("scheduler.params.warmup_type must be \"log\" or \"linear\", got \"" + type + "\"");
+    throw std::invalid_argument("scheduler.params.warmup_type must be \"log\" or \"linear\", got \"" + printable(type) + "\"");
   const double inv_log = 1.0 / std::log(double(std::max<int64_t>(warmup, 2)));
   return [=](int64_t step) {
     if (step >= warmup) return 1.0;
@@ -53,7 +54,7 @@ LrSchedule::LrSchedule(const nlohmann::json& spec, double base_lr, int64_t total
         return min_ratio + (1 - min_ratio) * shape;
       };
     } else {
-      const double fraction = p.number("decay_fraction", 0.1);
+      const double fraction = p.number("decay_fraction", 0.1, 0, 1);
       const int64_t decay = p.steps("decay_steps", int64_t(std::round(fraction * total)));
       const int64_t decay_start = total - std::max<int64_t>(decay, 1);
       if (decay_start < warmup)
@@ -94,7 +95,7 @@ LrSchedule::LrSchedule(const nlohmann::json& spec, double base_lr, int64_t total
       return lr0 * std::max(0.0, cos_min + (1 - cos_min) * 0.5 * (1 + std::cos(M_PI * progress)));
     };
   } else {
-    throw std::invalid_argument("scheduler.type \"" + type_ +
+    throw std::invalid_argument("scheduler.type \"" + printable(type_) +
                                 "\" is unknown (known: constant, linear, cosine, wsd, WarmupLR, WarmupDecayLR, WarmupCosineLR)");
   }
 }

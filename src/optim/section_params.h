@@ -17,13 +17,14 @@ class SectionParams {
 
   bool has(const std::string& key) const { return params_.contains(key); }
   const nlohmann::json& raw(const std::string& key) const { return params_.at(key); }
-  double number(const std::string& key, double fallback,
-                double min_value = -std::numeric_limits<double>::infinity()) const;
-  // A whole number ≥ 0 (steps, counts).
+  double number(const std::string& key, double fallback, double min_value = -std::numeric_limits<double>::infinity(),
+                double max_value = std::numeric_limits<double>::infinity()) const;
+  // A whole number ≥ 0 (steps, counts), at most 2^53: a double holds every such number exactly, and
+  // schedules add to it without overflow.
   int64_t steps(const std::string& key, int64_t fallback) const;
   std::string text(const std::string& key, const std::string& fallback) const;
-  // "optimizer.params.<key>", for messages.
-  std::string name(const std::string& key) const { return section_ + ".params." + key; }
+  // "optimizer.params.<key>", for messages (the key as the user wrote it, made printable).
+  std::string name(const std::string& key) const;
 
  private:
   std::string section_;

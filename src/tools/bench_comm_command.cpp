@@ -4,16 +4,24 @@
 
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
 #include <chrono>
+#include <climits>
 #include <cstdio>
+#include <iostream>
 #include <map>
 
 #include "comm/collectives.h"
 #include "comm/world.h"
+#include "common/flag_bounds.h"
+#include "common/printable.h"
+#include "common/wait_limit.h"
 #include "launch/worker_env.h"
 
 namespace dtrain {
 namespace {
+
+const std::vector<std::string> kOps{"all_reduce", "all_gather", "reduce_scatter", "broadcast"};
 
 struct BenchCommOptions {
   int64_t min_bytes = 1024;
@@ -21,7 +29,7 @@ struct BenchCommOptions {
   int64_t factor = 4;
   int iters = 20;
   int warmup = 3;
-  std::vector<std::string> ops{"all_reduce", "all_gather", "reduce_scatter", "broadcast"};
+  std::vector<std::string> ops = kOps;
   std::string dtype = "float32";
   double timeout_s = 120;
 };
@@ -38,8 +46,19 @@ at::ScalarType parse_dtype(const std::string& name) {
   static const std::map<std::string, at::ScalarType> kTypes{
       {"float32", at::kFloat}, {"float64", at::kDouble}, {"int32", at::kInt}, {"int64", at::kLong}};
   auto it = kTypes.find(name);
-  if (it == kTypes.end()) throw std::invalid_argument("--dtype '" + name + "' is not one of float32, float64, int32, int64");
+  if (it == kTypes.end()) throw std::invalid_argument("--dtype '" + printable(name) + "' is not one of float32, float64, int32, int64");
   return it->second;
+}
+
+// What the flags cannot check one by one; an error message, empty when all is well. Checked before
+// the world forms, so every rank refuses at once instead of failing inside the first collective.
+std::string check_options(const BenchCommOptions& o) {
+  if (o.min_bytes > o.max_bytes)
+    return "--min-bytes " + std::to_string(o.min_bytes) + " is larger than --max-bytes " + std::to_string(o.max_bytes);
+  for (const auto& op : o.ops)
+    if (std::find(kOps.begin(), kOps.end(), op) == kOps.end())
+      return "--ops: unknown collective '" + printable(op) + "' (known: all_reduce, all_gather, reduce_scatter, broadcast)";
+  return "";
 }
 
 // One measured collective: `count` is the full vector in nccl-tests' convention (the gathered output
@@ -64,14 +83,11 @@ std::pair<double, int64_t> run_once(Group& g, const std::string& op, int64_t cou
   } else if (op == "reduce_scatter") {
     result = reduce_scatter(g, in, ReduceOp::Sum, "bench-comm");
     expected = at::full({chunk}, sum, opts);
-  } else if (op == "broadcast") {
+  } else {  // broadcast: check_options admits no other
     in.fill_(r == 0 ? 7 : 0);
     broadcast(g, in, 0, "bench-comm");
     result = in;
     expected = at::full({count}, 7, opts);
-  } else {
-    throw std::invalid_argument("--ops: unknown collective '" + op +
-                                "' (known: all_reduce, all_gather, reduce_scatter, broadcast)");
   }
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return {seconds, result.ne(expected).sum().item<int64_t>()};
@@ -82,15 +98,26 @@ std::pair<double, int64_t> run_once(Group& g, const std::string& op, int64_t cou
 int bench_comm_command(int argc, char** argv) {
   BenchCommOptions o;
   CLI::App app{"Collective bandwidth table (nccl-tests style). Run under `dtrain launch`."};
-  app.add_option("-b,--min-bytes", o.min_bytes, "smallest message in bytes")->capture_default_str();
-  app.add_option("-e,--max-bytes", o.max_bytes, "largest message in bytes")->capture_default_str();
-  app.add_option("-f,--factor", o.factor, "size multiplier between rows")->capture_default_str()->check(CLI::Range(2, 1024));
-  app.add_option("-n,--iters", o.iters, "timed iterations per size")->capture_default_str()->check(CLI::PositiveNumber);
-  app.add_option("-w,--warmup", o.warmup, "untimed iterations per size")->capture_default_str();
+  // Sizes up to 1 TiB: the sweep multiplies by --factor (at most 1024) without overflowing.
+  constexpr int64_t kMaxBytes = int64_t(1) << 40;
+  app.add_option("-b,--min-bytes", o.min_bytes, "smallest message in bytes")->capture_default_str()->check(whole_number(1, kMaxBytes));
+  app.add_option("-e,--max-bytes", o.max_bytes, "largest message in bytes")->capture_default_str()->check(whole_number(1, kMaxBytes));
+  app.add_option("-f,--factor", o.factor, "size multiplier between rows")->capture_default_str()->check(whole_number(2, 1024));
+  app.add_option("-n,--iters", o.iters, "timed iterations per size")->capture_default_str()->check(whole_number(1, INT_MAX));
+  app.add_option("-w,--warmup", o.warmup, "untimed iterations per size")->capture_default_str()->check(whole_number(0, INT_MAX));
   app.add_option("--ops", o.ops, "collectives to measure")->delimiter(',')->capture_default_str();
   app.add_option("--dtype", o.dtype, "float32 | float64 | int32 | int64")->capture_default_str();
-  app.add_option("--timeout-s", o.timeout_s, "collective timeout")->capture_default_str();
-  CLI11_PARSE(app, argc, argv);
+  app.add_option("--timeout-s", o.timeout_s, "collective timeout")->capture_default_str()->check(real_number(0, kMaxWaitSeconds, true));
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int code = app.exit(e);
+    return code == 0 ? 0 : 2;
+  }
+  if (auto error = check_options(o); !error.empty()) {
+    std::cerr << "dtrain bench-comm: error: " << error << "\n";
+    return 2;
+  }
   const at::ScalarType dtype = parse_dtype(o.dtype);
 
   WorldOptions wo;

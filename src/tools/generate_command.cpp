@@ -4,6 +4,8 @@
 
 #include <iostream>
 
+#include "common/flag_bounds.h"
+#include "common/printable.h"
 #include "train/sample_text.h"
 
 namespace dtrain {
@@ -15,10 +17,11 @@ int generate_command(int argc, char** argv) {
                "dtrain generate"};
   app.add_option("--checkpoint", checkpoint, "checkpoint directory")->required();
   app.add_option("--prompt", prompt, "text to continue")->capture_default_str();
-  app.add_option("--tokens", options.new_tokens, "tokens to generate")->check(CLI::Range(int64_t(1), int64_t(1) << 20))->capture_default_str();
-  app.add_option("--temperature", options.temperature, "softmax temperature; 0 is greedy")->check(CLI::NonNegativeNumber)->capture_default_str();
-  app.add_option("--top-k", options.top_k, "sample among the k likeliest tokens; 0 for all")->check(CLI::NonNegativeNumber)->capture_default_str();
-  app.add_option("--seed", options.seed, "sampling seed")->capture_default_str();
+  app.add_option("--tokens", options.new_tokens, "tokens to generate")->check(whole_number(1, int64_t(1) << 20))->capture_default_str();
+  app.add_option("--temperature", options.temperature, "softmax temperature; 0 is greedy")->check(real_number(0))->capture_default_str();
+  app.add_option("--top-k", options.top_k, "sample among the k likeliest tokens; 0 for all")->check(whole_number(0))->capture_default_str();
+  // CLI11 reads "-1" into an unsigned seed as 2^64-1 without a word.
+  app.add_option("--seed", options.seed, "sampling seed")->check(whole_number(0))->capture_default_str();
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -26,8 +29,8 @@ int generate_command(int argc, char** argv) {
     return code == 0 ? 0 : 2;
   }
   const std::string dir = resolve_checkpoint_dir(checkpoint);
-  std::cerr << "generate: " << dir << "\n";
-  std::cout << prompt << sample_text(dir, prompt, options) << std::endl;
+  std::cerr << "generate: " << printable(dir) << "\n";
+  std::cout << sample_text(dir, prompt, options) << std::endl;
   return 0;
 }
 

@@ -30,13 +30,15 @@ int config_command(int argc, char** argv) {
   const TrainConfig c = load_train_config(path, sets, world_size);
   const LrSchedule schedule(c.scheduler, c.base_lr, c.steps);
   const double params = double(c.model.parameter_count());
+  // In floating point: with a large batch and many steps the token count overflows an int64.
+  const double tokens_per_step = double(c.global_batch) * c.model.seq_len;
   std::cout << "config OK: " << c.origin << "\n"
             << "  model      " << c.model.describe() << "\n"
             << "  data       " << c.data_source << " (validation fraction " << c.val_fraction << ")\n"
             << "  layout     " << c.world_size << " rank(s): dp " << c.dp << "\n"
             << "  batch      " << c.global_batch << " = micro " << c.micro_batch << " x accumulation " << c.accumulation
-            << " x dp " << c.dp << " (" << c.global_batch * c.model.seq_len << " tokens per step)\n"
-            << "  steps      " << c.steps << " (" << double(c.steps * c.global_batch * c.model.seq_len) / 1e6 << "M tokens)\n"
+            << " x dp " << c.dp << " (" << tokens_per_step << " tokens per step)\n"
+            << "  steps      " << c.steps << " (" << double(c.steps) * tokens_per_step / 1e6 << "M tokens)\n"
             << "  optimizer  " << c.optimizer.dump() << "\n"
             << "  schedule   " << schedule.type() << ": lr " << schedule.lr(0) << " at step 1, " << schedule.lr(c.steps / 2)
             << " at step " << c.steps / 2 + 1 << ", " << schedule.lr(std::max<int64_t>(0, c.steps - 1)) << " at the last\n"

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <iostream>
 
+#include "common/printable.h"
 #include "launch/agent.h"
 #include "launch/launch_options.h"
 #include "train/sample_text.h"
@@ -48,6 +49,7 @@ int run_command(int argc, char** argv) {
     std::cerr << "dtrain run: error: " << error << "\n";
     return 2;
   }
+  if (!no_sample) check_prompt(prompt);
   // Checked once here, before any process starts, rather than once per rank.
   TrainConfig config = load_train_config(config_path, sets, launch.nproc_per_node * launch.nnodes);
   // One run directory for all ranks and all restarts, so a restarted job resumes its own checkpoints.
@@ -64,7 +66,7 @@ int run_command(int argc, char** argv) {
   SamplingOptions options;
   options.seed = config.seed;
   const std::string dir = resolve_checkpoint_dir(config.checkpoint_dir());
-  std::cout << "\nsample from " << dir << ":\n" << prompt << sample_text(dir, prompt, options) << "\n";
+  std::cout << "\nsample from " << printable(dir) << ":\n" << sample_text(dir, prompt, options) << "\n";
   return 0;
 }
 

@@ -2,16 +2,33 @@
 
 #include <filesystem>
 #include <iostream>
+#include <limits>
+#include <sstream>
 
 #include "ckpt/checkpoint_manager.h"
+#include "common/printable.h"
 #include "train/training_state.h"
 
 namespace dtrain {
 
+namespace {
+
+// printable() line by line, so that a sample keeps its line breaks.
+std::string printable_lines(const std::string& text) {
+  std::istringstream lines(text);
+  std::string out;
+  for (std::string line; std::getline(lines, line);) out += printable(line, std::numeric_limits<size_t>::max()) + "\n";
+  if (!text.empty() && text.back() != '\n') out.pop_back();
+  return out;
+}
+
+}  // namespace
+
 std::string resolve_checkpoint_dir(const std::string& path) {
   std::error_code ec;
   if (!std::filesystem::is_directory(path, ec))
-    throw std::runtime_error("checkpoint '" + path + "' " + (std::filesystem::exists(path, ec) ? "is not a directory" : "does not exist"));
+    throw std::runtime_error("checkpoint '" + printable(path) + "' " +
+                             (std::filesystem::exists(path, ec) ? "is not a directory" : "does not exist"));
   if (std::filesystem::exists(path + "/manifest.json", ec)) {
     CheckpointManager::verify(path);
     return path;
@@ -22,20 +39,27 @@ std::string resolve_checkpoint_dir(const std::string& path) {
   // Loading the model proves the checkpoint fits the config its own metadata describes.
   auto found = CheckpointManager(options, 0, [] {}).find_resumable([](const std::string& dir) { load_model(dir); }, &warnings);
   for (const auto& w : warnings) std::cerr << "warning: " << w << "\n";
-  if (!found) throw std::runtime_error("no intact checkpoint in '" + path + "'");
+  if (!found) throw std::runtime_error("no intact checkpoint in '" + printable(path) + "'");
   return found->dir;
 }
 
+void check_prompt(const std::string& prompt) {
+  if (prompt.empty()) throw std::invalid_argument("--prompt must hold at least one character: sampling continues a text");
+}
+
 std::string sample_text(const std::string& checkpoint_dir, const std::string& prompt, const SamplingOptions& options) {
+  check_prompt(prompt);
   Transformer model = load_model(checkpoint_dir);
   std::vector<int64_t> tokens(prompt.begin(), prompt.end());
-  for (auto& t : tokens) t = static_cast<unsigned char>(t);
-  std::string text;
-  for (int64_t t : sample_tokens(model, tokens, options)) {
-    const bool printable = t == '\n' || t == '\t' || (t >= 32 && t < 256);
-    text += printable ? char(t) : '?';
+  for (auto& t : tokens) {
+    t = static_cast<unsigned char>(t);
+    if (t >= model->config().vocab_size)
+      throw std::invalid_argument("--prompt holds byte " + std::to_string(t) + ", outside the model's vocabulary of " +
+                                  std::to_string(model->config().vocab_size) + " tokens");
   }
-  return text;
+  std::string text = prompt;
+  for (int64_t t : sample_tokens(model, tokens, options)) text += t < 256 ? char(t) : '?';  // a larger token is no byte
+  return printable_lines(text);
 }
 
 }  // namespace dtrain

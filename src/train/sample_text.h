@@ -9,8 +9,12 @@ namespace dtrain {
 // `path` is a step directory or a checkpoint.dir holding several; returns the intact step
 // directory to use, or throws saying why there is none.
 std::string resolve_checkpoint_dir(const std::string& path);
-// The continuation of `prompt` sampled from the checkpoint's model. Bytes the terminal cannot show
-// are printed as '?'.
+// Throws std::invalid_argument naming --prompt when no sample can start from it; the commands call
+// it before any work, so that a run does not train only to fail at its sample.
+void check_prompt(const std::string& prompt);
+// `prompt` and its continuation sampled from the checkpoint's model, ready for the terminal: line
+// breaks kept, control characters and bytes that are not UTF-8 written as \xNN (the model writes
+// whatever bytes its data held).
 std::string sample_text(const std::string& checkpoint_dir, const std::string& prompt, const SamplingOptions& options);
 
 }  // namespace dtrain

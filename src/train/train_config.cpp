@@ -3,11 +3,17 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <climits>
+#include <cmath>
 #include <cstdio>
 #include <ctime>
-#include <fstream>
 #include <sstream>
 
+#include "common/printable.h"
+#include "common/printable_json.h"
+#include "common/range_words.h"
+#include "common/regular_file.h"
+#include "common/wait_limit.h"
 #include "optim/flat_optimizer.h"
 #include "optim/lr_schedule.h"
 #include "train/config_schema.h"
@@ -22,21 +28,59 @@ using json = nlohmann::json;
 
 std::string join(const std::string& prefix, const std::string& key) { return prefix.empty() ? key : prefix + "." + key; }
 
+// nlohmann's message without its "[json.exception.parse_error.101] " prefix, made printable: it
+// quotes the text it last read, which in a binary file is anything.
+std::string json_error_text(const json::exception& e) {
+  const std::string what = e.what();
+  const size_t end = what.find("] ");
+  return printable(end == std::string::npos ? what : what.substr(end + 2), 400);
+}
+
+// Parses JSON text for the config, with two checks nlohmann leaves to the caller: a number too large
+// for a double (its "number overflow" carries no position) is reported against the dotted key being
+// read, and nesting is capped, as copying or printing a value nested 100,000 deep recurses until
+// the stack runs out.
+json parse_config_json(const std::string& text, const std::string& source) {
+  constexpr int kMaxDepth = 32;  // the deepest key is 3 levels down, its value a list
+  std::vector<std::string> path;
+  auto track = [&](int depth, json::parse_event_t event, json& parsed) {
+    if (event == json::parse_event_t::key) {
+      path.resize(size_t(depth));
+      path[size_t(depth) - 1] = parsed.get<std::string>();
+    }
+    if ((event == json::parse_event_t::object_start || event == json::parse_event_t::array_start) && depth >= kMaxDepth)
+      throw ConfigError(source + ": nests objects and lists deeper than " + std::to_string(kMaxDepth) +
+                        " levels; a config needs a handful");
+    return true;
+  };
+  try {
+    return json::parse(text, track);
+  } catch (const json::out_of_range&) {
+    std::string key;
+    for (const auto& part : path)
+      if (!part.empty()) key = join(key, part);
+    throw ConfigError(source + ": the number" + (key.empty() ? "" : " at '" + printable(key) + "'") +
+                      " is out of range for a double (whose magnitude ends near 1.8e308)");
+  }
+}
+
 // Overlays `user` on `base`, rejecting keys the schema lacks.
 void merge_checked(json& base, const json& user, const std::string& prefix, const std::string& origin) {
-  if (!user.is_object()) fail(origin, (prefix.empty() ? std::string("the config") : "'" + prefix + "'") + " must be a JSON object");
+  if (!user.is_object())
+    fail(origin, (prefix.empty() ? std::string("the config") : "'" + prefix + "'") + " must be a JSON object, got " + printable_json(user));
   for (auto it = user.begin(); it != user.end(); ++it) {
     const std::string path = join(prefix, it.key());
     if (!base.contains(it.key())) {
       const std::string near = nearest_known_key(path);
-      fail(origin, "unknown key '" + path + "'" + (near.empty() ? "" : " (did you mean '" + near + "'?)") +
+      fail(origin, "unknown key '" + printable(path) + "'" + (near.empty() ? "" : " (did you mean '" + near + "'?)") +
                        "; docs/config.md lists every key");
     }
     json& slot = base[it.key()];
     if (slot.is_object() && !is_free_form(path)) {
       merge_checked(slot, it.value(), path, origin);
     } else {
-      if (is_free_form(path) && !it.value().is_object()) fail(origin, "'" + path + "' must be a JSON object");
+      if (is_free_form(path) && !it.value().is_object())
+        fail(origin, "'" + path + "' must be a JSON object, got " + printable_json(it.value()));
       slot = it.value();
     }
   }
@@ -54,26 +98,40 @@ class Reader {
   }
   bool is_auto(const std::string& key) const { return at(key).is_string() && at(key) == "auto"; }
   bool is_null(const std::string& key) const { return at(key).is_null(); }
-  int64_t integer(const std::string& key, int64_t min_value) const {
+  // A whole number in [min_value, max_value]. JSON may spell it as a signed, an unsigned or a
+  // floating-point number (1e3); whether it fits an int64 is checked before any cast, which for a
+  // value like 1e30 or 2^63 would be undefined.
+  int64_t integer(const std::string& key, int64_t min_value, int64_t max_value = INT64_MAX) const {
     const json& v = at(key);
-    if (!v.is_number_integer() && !(v.is_number_float() && v.get<double>() == double(int64_t(v.get<double>()))))
-      fail(origin_, "'" + key + "' must be a whole number, got " + v.dump());
+    const bool whole = v.is_number_integer() || (v.is_number_float() && v.get<double>() == std::floor(v.get<double>()));
+    if (!whole) fail(origin_, "'" + key + "' must be a whole number, got " + printable_json(v));
+    const bool fits = v.is_number_unsigned() ? v.get<uint64_t>() <= uint64_t(INT64_MAX)
+                      : v.is_number_integer() ? true
+                                              : v.get<double>() >= -0x1p63 && v.get<double>() < 0x1p63;
+    if (!fits)
+      fail(origin_, "'" + key + "' must be " + range_words(min_value, max_value) + " and fit a 64-bit integer (at most " +
+                        std::to_string(INT64_MAX) + "), got " + printable_json(v));
     const int64_t x = v.is_number_integer() ? v.get<int64_t>() : int64_t(v.get<double>());
-    if (x < min_value) fail(origin_, "'" + key + "' must be at least " + std::to_string(min_value) + ", got " + std::to_string(x));
+    if (x < min_value || x > max_value) fail(origin_, "'" + key + "' must be " + range_words(min_value, max_value) + ", got " + printable_json(v));
     return x;
   }
-  double number(const std::string& key, double min_value) const {
+  // A whole number that is stored in an int.
+  int small_integer(const std::string& key, int min_value, int max_value = INT_MAX) const {
+    return int(integer(key, min_value, max_value));
+  }
+  double number(const std::string& key, double min_value, double max_value = INFINITY) const {
     const json& v = at(key);
-    if (!v.is_number()) fail(origin_, "'" + key + "' must be a number, got " + v.dump());
-    if (v.get<double>() < min_value) fail(origin_, "'" + key + "' must be at least " + std::to_string(min_value));
-    return v.get<double>();
+    if (!v.is_number()) fail(origin_, "'" + key + "' must be a number, got " + printable_json(v));
+    const double x = v.get<double>();
+    if (x < min_value || x > max_value) fail(origin_, "'" + key + "' must be " + range_words(min_value, max_value) + ", got " + printable_json(v));
+    return x;
   }
   bool boolean(const std::string& key) const {
-    if (!at(key).is_boolean()) fail(origin_, "'" + key + "' must be true or false, got " + at(key).dump());
+    if (!at(key).is_boolean()) fail(origin_, "'" + key + "' must be true or false, got " + printable_json(at(key)));
     return at(key).get<bool>();
   }
   std::string text(const std::string& key) const {
-    if (!at(key).is_string()) fail(origin_, "'" + key + "' must be a string, got " + at(key).dump());
+    if (!at(key).is_string()) fail(origin_, "'" + key + "' must be a string, got " + printable_json(at(key)));
     return at(key).get<std::string>();
   }
   const std::string& origin() const { return origin_; }
@@ -89,7 +147,7 @@ void reject_unimplemented(const Reader& r) {
   auto refuse = [&](const std::string& what) {
     fail(r.origin(), what + " is accepted but not implemented yet in this version of dtrain; remove it or set it back to its default");
   };
-  if (r.integer("zero_optimization.stage", 0) != 0) refuse("zero_optimization.stage=" + r.at("zero_optimization.stage").dump() + " (ZeRO sharding)");
+  if (r.integer("zero_optimization.stage", 0) != 0) refuse("zero_optimization.stage=" + printable_json(r.at("zero_optimization.stage")) + " (ZeRO sharding)");
   if (!r.at("zero_optimization.offload_optimizer").empty()) refuse("zero_optimization.offload_optimizer");
   if (!r.at("zero_optimization.offload_param").empty()) refuse("zero_optimization.offload_param");
   if (r.boolean("fp16.enabled")) refuse("fp16.enabled=true (mixed precision)");
@@ -112,7 +170,7 @@ TransformerConfig resolve_model(const Reader& r) {
     fail(r.origin(), e.what());
   }
   auto int_key = [&](const char* key, int& field) {
-    if (!r.is_null(std::string("model.") + key)) field = int(r.integer(std::string("model.") + key, 0));
+    if (!r.is_null(std::string("model.") + key)) field = r.small_integer(std::string("model.") + key, 0);
   };
   if (!r.is_null("model.arch")) m.arch = r.text("model.arch");
   int_key("n_layer", m.n_layer);
@@ -147,24 +205,29 @@ void resolve_batch(const Reader& r, TrainConfig& c) {
            (has_m ? std::to_string(m) : "auto") + ") × gradient_accumulation_steps (" + (has_a ? std::to_string(a) : "auto") +
            ") × data-parallel size (" + std::to_string(dp) + ")";
   };
+  auto times = [&](int64_t x, int64_t y) {
+    int64_t product;
+    if (__builtin_mul_overflow(x, y, &product)) fail(r.origin(), explain() + ", and that product overflows a 64-bit integer");
+    return product;
+  };
   auto divide = [&](int64_t total, int64_t by) {
     if (total % by != 0) fail(r.origin(), explain() + ", and " + std::to_string(total) + " is not divisible by " + std::to_string(by));
     return total / by;
   };
   if (has_b && has_m && has_a) {
-    if (b != m * a * dp) fail(r.origin(), explain() + " = " + std::to_string(m * a * dp));
+    if (b != times(times(m, a), dp)) fail(r.origin(), explain() + " = " + std::to_string(m * a * dp));
   } else if (has_b && has_m) {
-    a = divide(b, m * dp);
+    a = divide(b, times(m, dp));
   } else if (has_b && has_a) {
-    m = divide(b, a * dp);
+    m = divide(b, times(a, dp));
   } else if (has_m && has_a) {
-    b = m * a * dp;
+    b = times(times(m, a), dp);
   } else if (has_b) {
     a = 1;
     m = divide(b, dp);
   } else if (has_m) {
     a = 1;
-    b = m * dp;
+    b = times(m, dp);
   } else if (has_a) {
     fail(r.origin(), "gradient_accumulation_steps alone does not fix the batch: set train_batch_size or train_micro_batch_size_per_gpu too");
   } else {
@@ -211,23 +274,36 @@ std::string default_run_dir() {
 
 json read_config_file(const std::string& path) {
   if (path.empty()) return demo_config();
-  std::ifstream in(path);
-  if (!in) throw ConfigError("config file '" + path + "' cannot be read (does it exist?)");
+  const std::string source = "config file '" + printable(path) + "'";
+  const FileContents file = read_regular_file(path);
+  if (!file.problem.empty()) throw ConfigError(source + " " + file.problem);
+  if (file.bytes.find_first_not_of(" \t\r\n") == std::string::npos)
+    throw ConfigError(source + " is empty; a config is a JSON object, {} at the least");
+  if (file.bytes.find('\0') != std::string::npos) throw ConfigError(source + " is binary (it holds NUL bytes), not JSON text");
+  json config;
   try {
-    return json::parse(in);
+    config = parse_config_json(file.bytes, source);
   } catch (const json::parse_error& e) {
-    throw ConfigError("config file '" + path + "' is not valid JSON: " + e.what());
+    throw ConfigError(source + " is not valid JSON: " + json_error_text(e));
   }
+  if (!config.is_object()) throw ConfigError(source + " must hold a JSON object ({...}), got " + printable_json(config));
+  return config;
 }
 
 void apply_overrides(json& config, const std::vector<std::string>& sets) {
   for (const auto& s : sets) {
+    const std::string where = "--set '" + printable(s) + "'";
     const auto eq = s.find('=');
-    if (eq == std::string::npos || eq == 0) throw ConfigError("--set '" + s + "' must look like dotted.key=value");
+    if (eq == std::string::npos || eq == 0) throw ConfigError(where + " must look like dotted.key=value");
+    try {
+      json(s).dump();  // the config is JSON, written to config.json and every checkpoint: UTF-8 only
+    } catch (const json::type_error&) {
+      throw ConfigError(where + " is not UTF-8 text, which a JSON config must be");
+    }
     const std::string key = s.substr(0, eq), text = s.substr(eq + 1);
     json value;
     try {
-      value = json::parse(text);
+      value = parse_config_json(text, where);
     } catch (const json::parse_error&) {
       value = text;  // a bare word is a string: --set data.source=text:corpus.txt
     }
@@ -238,7 +314,7 @@ void apply_overrides(json& config, const std::vector<std::string>& sets) {
     for (size_t i = 0; i + 1 < path.size(); ++i) {
       json& next = (*node)[path[i]];
       if (next.is_null()) next = json::object();
-      if (!next.is_object()) throw ConfigError("--set " + key + ": '" + path[i] + "' is not a section");
+      if (!next.is_object()) throw ConfigError(where + ": '" + printable(path[i]) + "' is not a section");
       node = &next;
     }
     (*node)[path.back()] = value;
@@ -263,41 +339,47 @@ TrainConfig resolve_config(const json& user, int world_size, const std::string& 
   c.world_size = world_size;
   c.dp = world_size;  // tp = pp = cp = 1 until those land
   if (!r.is_auto("parallel.dp") && r.integer("parallel.dp", 1) != c.dp)
-    fail(origin, "'parallel.dp' is " + r.at("parallel.dp").dump() + " but the job has " + std::to_string(world_size) +
+    fail(origin, "'parallel.dp' is " + printable_json(r.at("parallel.dp")) + " but the job has " + std::to_string(world_size) +
                      " ranks (dp × tp × pp × cp must equal the world size)");
   c.json["parallel"]["dp"] = c.dp;
   resolve_batch(r, c);
 
-  c.steps = r.integer("train.steps", 0);
+  c.steps = r.integer("train.steps", 1);
   c.stop_at_step = r.integer("train.stop_at_step", 0);
+  if (c.stop_at_step > c.steps)  // it would never trigger: a stop the user asked for, silently ignored
+    fail(origin, "'train.stop_at_step' (" + std::to_string(c.stop_at_step) + ") is past 'train.steps' (" +
+                     std::to_string(c.steps) + "), so the run would never stop there");
   c.seed = uint64_t(r.integer("train.seed", 0));
   c.deterministic = r.boolean("train.deterministic");
   c.resume = r.text("train.resume");
   if (!r.at("train.freeze").is_array()) fail(origin, "'train.freeze' must be a list of parameter-name globs");
   for (const auto& g : r.at("train.freeze")) {
-    if (!g.is_string()) fail(origin, "'train.freeze' entries must be strings, got " + g.dump());
+    if (!g.is_string()) fail(origin, "'train.freeze' entries must be strings, got " + printable_json(g));
     c.freeze.push_back(g.get<std::string>());
   }
   c.run_dir = r.text("train.run_dir");
-  c.threads = int(r.integer("train.threads", 0));
+  // More threads than any machine has cores only fails later, inside OpenMP's thread creation.
+  c.threads = r.small_integer("train.threads", 0, 4096);
   c.eval_every = r.integer("train.eval_every", 0);
   c.eval_samples = r.integer("train.eval_samples", 1);
   c.stability.spike_factor = r.number("train.spike_factor", 0);
-  c.stability.window = int(r.integer("train.spike_window", 1));
+  c.stability.window = r.small_integer("train.spike_window", 1);
   c.stability.skip_spikes = r.boolean("train.skip_spikes");
-  c.stability.divergence_steps = int(r.integer("train.divergence_steps", 0));
+  c.stability.divergence_steps = r.small_integer("train.divergence_steps", 0);
   c.on_divergence = r.text("train.on_divergence");
   if (c.on_divergence != "stop" && c.on_divergence != "rollback")
-    fail(origin, "'train.on_divergence' must be \"stop\" or \"rollback\", got \"" + c.on_divergence + "\"");
+    fail(origin, "'train.on_divergence' must be \"stop\" or \"rollback\", got " + printable_json(c.on_divergence));
   c.rollback_lr_factor = r.number("train.rollback_lr_factor", 0);
   if (c.rollback_lr_factor <= 0 || c.rollback_lr_factor > 1) fail(origin, "'train.rollback_lr_factor' must be in (0, 1]");
-  c.max_rollbacks = int(r.integer("train.max_rollbacks", 0));
+  c.max_rollbacks = r.small_integer("train.max_rollbacks", 0);
   c.peak_flops = r.number("train.peak_flops", 0);
 
   c.gradient_clipping = r.number("gradient_clipping", 0);
   c.steps_per_print = r.integer("steps_per_print", 1);
   c.wall_clock_breakdown = r.boolean("wall_clock_breakdown");
   c.reduce_bucket_elements = r.integer("zero_optimization.reduce_bucket_size", 1);
+  r.text("optimizer.type");  // read here so that a type that is no string is named, not a JSON type_error
+  r.text("scheduler.type");
   c.optimizer = c.json["optimizer"];
   c.scheduler = c.json["scheduler"];
   try {  // built once here so `config check` reports their parameters' mistakes too
@@ -310,19 +392,21 @@ TrainConfig resolve_config(const json& user, int world_size, const std::string& 
   c.checkpoint.dir = r.text("checkpoint.dir");
   c.checkpoint.every_steps = r.integer("checkpoint.every_steps", 0);
   c.checkpoint.every_hours = r.number("checkpoint.every_hours", 0);
-  c.checkpoint.keep = int(r.integer("checkpoint.keep", 0));
+  c.checkpoint.keep = r.small_integer("checkpoint.keep", 0);
   c.checkpoint.save_at_end = r.boolean("checkpoint.save_at_end");
   c.backend = r.text("dist.backend");
   if (c.backend != "auto" && c.backend != "gloo" && c.backend != "nccl")
-    fail(origin, "'dist.backend' must be \"auto\", \"gloo\" or \"nccl\", got \"" + c.backend + "\"");
-  c.timeout_s = r.number("dist.timeout_s", 1);
+    fail(origin, "'dist.backend' must be \"auto\", \"gloo\" or \"nccl\", got " + printable_json(c.backend));
+  c.timeout_s = r.number("dist.timeout_s", 1, kMaxWaitSeconds);
   return c;
 }
 
 TrainConfig load_train_config(const std::string& path, const std::vector<std::string>& sets, int world_size) {
   json user = read_config_file(path);
   apply_overrides(user, sets);
-  return resolve_config(user, world_size, path.empty() ? "demo config" : path);
+  // A --set value at fault is named by its key; the origin says the file is not all there is.
+  const std::string origin = (path.empty() ? "demo config" : printable(path)) + (sets.empty() ? "" : " with --set");
+  return resolve_config(user, world_size, origin);
 }
 
 }  // namespace dtrain

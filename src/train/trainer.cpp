@@ -20,6 +20,7 @@
 #include "ckpt/directory_lock.h"
 #include "ckpt/durable_file.h"
 #include "comm/collectives.h"
+#include "common/printable.h"
 #include "data/micro_batch_stream.h"
 #include "data/token_source.h"
 #include "optim/flat_optimizer.h"
@@ -139,15 +140,23 @@ std::string Trainer::agree(const std::string& key, const std::function<std::stri
 void Trainer::claim_directories() {
   namespace fs = std::filesystem;
   if (c_.run_dir.empty()) c_.run_dir = default_run_dir();
-  fs::create_directories(c_.run_dir);
-  std::string previous;
-  run_lock_ = std::make_unique<DirectoryLock>(c_.run_dir, "run directory", &previous);
-  if (!previous.empty()) setup_lines_.push_back("took over the lock of " + c_.run_dir + " from " + previous + ", which is no longer running");
   const std::string ckpt = c_.checkpoint_dir();
-  fs::create_directories(ckpt);
-  if (fs::equivalent(ckpt, c_.run_dir)) return;
-  checkpoint_lock_ = std::make_unique<DirectoryLock>(ckpt, "checkpoint directory", &previous);
-  if (!previous.empty()) setup_lines_.push_back("took over the lock of " + ckpt + " from " + previous + ", which is no longer running");
+  for (const auto& [dir, key] : {std::pair{c_.run_dir, "train.run_dir"}, std::pair{ckpt, "checkpoint.dir"}}) {
+    std::error_code ec;
+    if (fs::exists(dir, ec) && !fs::is_directory(dir, ec))
+      throw ConfigError(std::string(key) + ": '" + printable(dir) + "' exists and is not a directory");
+  }
+  auto claim = [this](const std::string& dir, const std::string& what) {
+    fs::create_directories(dir);
+    std::string previous;
+    auto lock = std::make_unique<DirectoryLock>(dir, what, &previous);
+    if (!previous.empty())
+      setup_lines_.push_back("took over the lock of " + printable(dir) + " from " + previous + ", which is no longer running");
+    return lock;
+  };
+  run_lock_ = claim(c_.run_dir, "run directory");
+  std::error_code ec;  // a checkpoint directory that does not exist yet is not the run directory
+  if (!fs::equivalent(ckpt, c_.run_dir, ec)) checkpoint_lock_ = claim(ckpt, "checkpoint directory");
 }
 
 void Trainer::setup_run_dir() {
@@ -196,7 +205,7 @@ void Trainer::build_model() {
   }
   for (size_t g = 0; g < c_.freeze.size(); ++g)
     if (!glob_matched[g])
-      throw ConfigError("train.freeze: '" + c_.freeze[g] + "' matches no parameter (names look like blocks.0.qkv.weight, wte.weight)");
+      throw ConfigError("train.freeze: '" + printable(c_.freeze[g]) + "' matches no parameter (names look like blocks.0.qkv.weight, wte.weight)");
   // Moving keeps each parameter's identity (its data is replaced), so `named` and `frozen_` stay valid.
   model_->to(world_->device());
   flat_ = std::make_unique<FlatParameters>(named);
@@ -229,7 +238,7 @@ std::string Trainer::choose_checkpoint() {
     return c_.resume;
   }
   if (c_.resume != "auto" && !fs::is_directory(c_.resume, ec))
-    throw ConfigError("train.resume: '" + c_.resume + "' " + (fs::exists(c_.resume, ec) ? "is not a directory" : "does not exist") +
+    throw ConfigError("train.resume: '" + printable(c_.resume) + "' " + (fs::exists(c_.resume, ec) ? "is not a directory" : "does not exist") +
                       " (give a step directory like ckpt/step-00000100, a checkpoint directory, \"auto\" or \"never\")");
   CheckpointOptions options = c_.checkpoint;
   if (c_.resume != "auto") options.dir = c_.resume;
@@ -239,7 +248,7 @@ std::string Trainer::choose_checkpoint() {
   if (!found && !warnings.empty())
     throw std::runtime_error("no checkpoint in " + options.dir + " can be resumed (warnings above say why); rather than "
                              "start over beside them, dtrain stops: move them away or set train.resume=never");
-  if (!found && c_.resume != "auto") throw ConfigError("train.resume: '" + c_.resume + "' holds no committed checkpoint");
+  if (!found && c_.resume != "auto") throw ConfigError("train.resume: '" + printable(c_.resume) + "' holds no committed checkpoint");
   return found ? found->dir : "";
 }
 

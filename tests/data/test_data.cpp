@@ -1,6 +1,8 @@
 #include <gtest/gtest.h>
 #include <torch/types.h>
 
+#include <sys/stat.h>
+
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -151,4 +153,46 @@ TEST(TokenSource, BuiltinFallsBackToSyntheticTextWhenFortunesAreMissing) {
   ::unsetenv("DTRAIN_FORTUNES_DIR");
   EXPECT_FALSE(src.warning.empty());
   EXPECT_GT(src.tokens.numel(), 100000);
+}
+
+namespace {
+
+std::string load_error(const std::string& source) {
+  try {
+    load_tokens(source);
+  } catch (const std::runtime_error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+}  // namespace
+
+TEST(TokenSource, WhatIsNotAReadableTextFileIsNamedWithWhatItIs) {
+  const auto dir = scratch_dir("data_kinds");
+  ASSERT_EQ(::mkfifo((dir + "/fifo").c_str(), 0600), 0);  // opening it would block: the test would hang
+  std::ofstream(dir + "/empty.txt");
+  std::ofstream(dir + "/one.txt") << "x";
+  EXPECT_EQ(load_error("text:" + dir), "data.source: text file '" + dir + "' is a directory");
+  EXPECT_EQ(load_error("text:" + dir + "/fifo"), "data.source: text file '" + dir + "/fifo' is a FIFO, not a regular file");
+  EXPECT_EQ(load_error("text:/dev/zero"), "data.source: text file '/dev/zero' is a device, not a regular file");
+  EXPECT_EQ(load_error("text:" + dir + "/missing.txt"), "data.source: text file '" + dir + "/missing.txt' does not exist");
+  EXPECT_EQ(load_error("text:" + dir + "/empty.txt"), "data.source: text file '" + dir + "/empty.txt' is empty");
+  EXPECT_EQ(load_error("text:" + dir + "/one.txt"), "data.source: text file '" + dir + "/one.txt' holds 1 byte; at least 2 are needed");
+  // A glob that matches a directory names it, not "fewer than 2 tokens".
+  fs::create_directory(dir + "/shards.bin");
+  EXPECT_EQ(load_error("bin:" + dir + "/*.bin"), "data.source: shard '" + dir + "/shards.bin' is a directory");
+}
+
+TEST(TokenSource, ALlmcHeaderWithANegativeCountIsRefusedNotTrusted) {
+  const auto dir = scratch_dir("data_negative");
+  std::vector<int32_t> header(256, 0);
+  header[0] = 20240520, header[1] = 1, header[2] = -1;  // as a size_t, a count whose byte size wraps to 1022
+  write_bytes(dir + "/a.bin", header.data(), 1024);
+  EXPECT_EQ(load_error("bin:" + dir + "/a.bin"), "data.source: shard '" + dir + "/a.bin' is damaged: its header promises -1 tokens");
+}
+
+TEST(TokenSource, PathsAndSourcesAreEchoedPrintable) {
+  EXPECT_EQ(load_error("text:/nonexistent/\x1b[2J.txt"), "data.source: text file '/nonexistent/\\x1b[2J.txt' does not exist");
+  EXPECT_EQ(load_error("csv:\r"), "data.source: \"csv:\\x0d\" is not one of \"builtin\", \"text:PATH\", \"bin:GLOB\"");
 }

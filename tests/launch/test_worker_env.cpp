@@ -80,6 +80,22 @@ TEST(WorkerEnv, MalformedValuesNameTheVariable) {
                 .find("MASTER_PORT=70000"),
             std::string::npos);
   EXPECT_NE(message({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "two"}}).find("SLURM_NTASKS"), std::string::npos);
+  EXPECT_EQ(message({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "2"}, {"SLURM_NTASKS_PER_NODE", "x(x2)"}}),
+            "environment variable SLURM_NTASKS_PER_NODE='x(x2)' is not an integer");
+  EXPECT_EQ(message({{"RANK", "\x1b[2J"}, {"WORLD_SIZE", "2"}}), "environment variable RANK='\\x1b[2J' is not an integer");
+}
+
+TEST(WorkerEnv, ALocalWorldSizeOfZeroIsAnErrorNotADivisionByZero) {
+  for (const EnvMap& env : {EnvMap{{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"LOCAL_WORLD_SIZE", "0"}},
+                            EnvMap{{"OMPI_COMM_WORLD_RANK", "0"}, {"OMPI_COMM_WORLD_SIZE", "2"}, {"OMPI_COMM_WORLD_LOCAL_SIZE", "0"}},
+                            EnvMap{{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "2"}, {"SLURM_NTASKS_PER_NODE", "0"}}}) {
+    try {
+      derive_worker_env(env);
+      ADD_FAILURE() << "accepted a local world size of 0";
+    } catch (const std::invalid_argument& e) {
+      EXPECT_NE(std::string(e.what()).find("outside local world size 0"), std::string::npos) << e.what();
+    }
+  }
 }
 
 }  // namespace

@@ -55,6 +55,25 @@ TEST(TransformerConfig, ValidateNamesTheKeyAtFault) {
   }
 }
 
+TEST(TransformerConfig, ShapesTooLargeToCountAreRefusedBeforeTheirSizesOverflow) {
+  auto message = [](TransformerConfig c) {
+    try {
+      c.validate();
+    } catch (const std::invalid_argument& e) {
+      return std::string(e.what());
+    }
+    return std::string("(valid)");
+  };
+  auto c = small("gpt2");
+  c.n_head = 1;
+  c.d_model = 2000000000;  // ff_dim() = 4·d_model wrapped to -589934592
+  EXPECT_EQ(message(c), "model.d_model (2000000000) must be at most 268435455");
+  c.d_model = 200000000;
+  c.n_layer = 2000000000;  // parameter_count() wrapped
+  EXPECT_EQ(message(c), "model.n_layer, model.d_model, model.d_ff, model.vocab_size and model.seq_len give 9.6e+26 parameters, "
+                        "more than a 64-bit count holds");
+}
+
 TEST(Transformer, FutureTokensDoNotChangeEarlierLogits) {
   for (const std::string arch : {"gpt2", "llama"}) {
     Transformer m(small(arch), 3);
@@ -102,4 +121,13 @@ TEST(Sampling, GreedyIsDeterministicAndSeededSamplingRepeats) {
   EXPECT_EQ(once.size(), 40u);
   EXPECT_EQ(once, sample_tokens(m, {65}, seeded));
   EXPECT_THROW(sample_tokens(m, {300}, seeded), std::invalid_argument);
+}
+
+TEST(Sampling, ATinyTemperatureSamplesTheLikeliestTokenInsteadOfNaN) {
+  Transformer m(small("gpt2"), 1);
+  SamplingOptions greedy, tiny;
+  greedy.new_tokens = tiny.new_tokens = 10;
+  greedy.temperature = 0;
+  tiny.temperature = 1e-320;  // raw logits divided by it overflow to inf, and softmax to NaN
+  EXPECT_EQ(sample_tokens(m, {65}, tiny), sample_tokens(m, {65}, greedy));
 }

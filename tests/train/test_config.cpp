@@ -2,6 +2,8 @@
 
 #include <fstream>
 
+#include "support/process.h"
+#include "support/scratch.h"
 #include "train/train_config.h"
 
 using namespace dtrain;
@@ -118,4 +120,117 @@ TEST(TrainConfig, EveryExampleConfigResolvesOnTwoRanks) {
     const std::string path = std::string(DTRAIN_SOURCE_DIR) + "/examples/" + name;
     EXPECT_NO_THROW(resolve_config(read_config_file(path), 2, path)) << path;
   }
+}
+
+namespace {
+
+std::string read_error(const std::string& path) {
+  try {
+    read_config_file(path);
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+std::string set_error(const std::vector<std::string>& sets) {
+  try {
+    json user = json::object();
+    apply_overrides(user, sets);
+    resolve(user);
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+}  // namespace
+
+TEST(TrainConfig, AConfigFileThatIsNoJsonObjectIsNamedWithWhatIsWrong) {
+  const std::string dir = dtrain::test::scratch_dir("config_files");
+  auto file = [&](const std::string& name, const std::string& bytes) {
+    std::ofstream(dir + "/" + name, std::ios::binary) << bytes;
+    return dir + "/" + name;
+  };
+  EXPECT_EQ(read_error(file("array.json", "[1, 2]")), "config file '" + dir + "/array.json' must hold a JSON object ({...}), got [1,2]");
+  EXPECT_EQ(read_error(dir), "config file '" + dir + "' is a directory");
+  EXPECT_EQ(read_error(file("empty.json", "")), "config file '" + dir + "/empty.json' is empty; a config is a JSON object, {} at the least");
+  EXPECT_EQ(read_error(file("blank.json", " \n\t")), "config file '" + dir + "/blank.json' is empty; a config is a JSON object, {} at the least");
+  EXPECT_EQ(read_error(file("elf.json", std::string("\x7f" "ELF\x02\x01\x01\0\0", 9))),
+            "config file '" + dir + "/elf.json' is binary (it holds NUL bytes), not JSON text");
+  EXPECT_EQ(read_error("/dev/zero"), "config file '/dev/zero' is a device, not a regular file");  // would never end
+  EXPECT_EQ(read_error(dir + "/missing.json"), "config file '" + dir + "/missing.json' does not exist");
+  // Not UTF-8: the parser's message quotes the bytes it read, escaped.
+  const std::string latin1 = read_error(file("latin1.json", "{\"data\": {\"source\": \"text:caf\xe9.txt\"}}"));
+  EXPECT_TRUE(dtrain::test::contains(latin1, "latin1.json' is not valid JSON: parse error at line 1, column 3")) << latin1;
+  EXPECT_TRUE(dtrain::test::contains(latin1, "ill-formed UTF-8 byte; last read: '\"text:caf\\xe9")) << latin1;
+  EXPECT_FALSE(dtrain::test::contains(latin1, "\xe9")) << "the raw byte reached the message";
+  EXPECT_FALSE(dtrain::test::contains(latin1, "[json.exception")) << latin1;
+}
+
+TEST(TrainConfig, ANumberTooLargeForADoubleIsNamedByItsKey) {
+  const std::string dir = dtrain::test::scratch_dir("config_overflow");
+  std::ofstream(dir + "/big.json") << R"({"train": {"steps": 3}, "optimizer": {"params": {"lr": 1e999}}})";
+  EXPECT_EQ(read_error(dir + "/big.json"), "config file '" + dir +
+                                               "/big.json': the number at 'optimizer.params.lr' is out of range for a double "
+                                               "(whose magnitude ends near 1.8e308)");
+  EXPECT_EQ(set_error({"optimizer.params.lr=1e999"}),
+            "--set 'optimizer.params.lr=1e999': the number is out of range for a double (whose magnitude ends near 1.8e308)");
+  EXPECT_EQ(set_error({"optimizer.params={\"lr\": -1e999}"}),
+            "--set 'optimizer.params={\"lr\": -1e999}': the number at 'lr' is out of range for a double (whose magnitude ends near 1.8e308)");
+}
+
+TEST(TrainConfig, NestingDeeperThanAnyConfigIsRefusedBeforeItCanExhaustTheStack) {
+  const std::string dir = dtrain::test::scratch_dir("config_deep");
+  const std::string deep = std::string(100000, '[') + std::string(100000, ']');  // crashed with a segfault
+  std::ofstream(dir + "/deep.json") << "{\"train\": {\"steps\": " << deep << "}}";
+  EXPECT_EQ(read_error(dir + "/deep.json"),
+            "config file '" + dir + "/deep.json': nests objects and lists deeper than 32 levels; a config needs a handful");
+  const auto msg = set_error({"train.freeze=" + deep});
+  EXPECT_TRUE(dtrain::test::contains(msg, "': nests objects and lists deeper than 32 levels")) << msg.substr(0, 300);
+  const std::string fine = std::string(31, '[') + std::string(31, ']');
+  EXPECT_EQ(set_error({"train.freeze=" + fine}), "cfg.json: 'train.freeze' entries must be strings, got " + fine.substr(1, 60));
+}
+
+TEST(TrainConfig, WholeNumbersOutsideTheirTypeOrRangeNameTheKeyAndTheRange) {
+  const std::string int64_range = "must be at least 1 and fit a 64-bit integer (at most 9223372036854775807)";
+  EXPECT_EQ(set_error({"train.steps=1e30"}), "cfg.json: 'train.steps' " + int64_range + ", got 1e+30");
+  EXPECT_EQ(set_error({"train.steps=9223372036854775808"}), "cfg.json: 'train.steps' " + int64_range + ", got 9223372036854775808");
+  EXPECT_EQ(set_error({"train.steps=18446744073709551616"}), "cfg.json: 'train.steps' " + int64_range + ", got 1.8446744073709552e+19");
+  EXPECT_EQ(set_error({"train.steps=-9.3e18"}), "cfg.json: 'train.steps' " + int64_range + ", got -9.3e+18");
+  EXPECT_EQ(set_error({"train.steps=2.5"}), "cfg.json: 'train.steps' must be a whole number, got 2.5");
+  EXPECT_EQ(set_error({"train.steps=inf"}), "cfg.json: 'train.steps' must be a whole number, got \"inf\"");
+  EXPECT_EQ(set_error({"train.steps=1e3"}), "(no error)");  // a whole number written as a double is fine
+  // Fields stored in an int: 2^32 + 1 must not wrap to 1.
+  EXPECT_EQ(set_error({"model.n_layer=4294967297"}), "cfg.json: 'model.n_layer' must be between 0 and 2147483647, got 4294967297");
+  EXPECT_EQ(set_error({"checkpoint.keep=-1"}), "cfg.json: 'checkpoint.keep' must be between 0 and 2147483647, got -1");
+  EXPECT_EQ(set_error({"train.threads=100000"}), "cfg.json: 'train.threads' must be between 0 and 4096, got 100000");
+  EXPECT_EQ(set_error({"dist.timeout_s=1e300"}), "cfg.json: 'dist.timeout_s' must be between 1 and 31536000, got 1e+300");
+  EXPECT_EQ(set_error({"data.val_fraction=-0.5"}), "cfg.json: 'data.val_fraction' must be at least 0, got -0.5");
+}
+
+TEST(TrainConfig, ValuesThatWouldOnlyFailLaterAreRefusedByName) {
+  EXPECT_EQ(set_error({"train.steps=0"}), "cfg.json: 'train.steps' must be at least 1, got 0");
+  EXPECT_EQ(set_error({"train.steps=5", "train.stop_at_step=6"}),
+            "cfg.json: 'train.stop_at_step' (6) is past 'train.steps' (5), so the run would never stop there");
+  EXPECT_EQ(set_error({"train.steps=5", "train.stop_at_step=5"}), "(no error)");
+  const auto overflow = error_of({{"train_micro_batch_size_per_gpu", int64_t(1) << 62}, {"gradient_accumulation_steps", 4}});
+  EXPECT_TRUE(dtrain::test::contains(overflow, "and that product overflows a 64-bit integer")) << overflow;
+  EXPECT_EQ(set_error({"optimizer.type=5"}), "cfg.json: 'optimizer.type' must be a string, got 5");
+  EXPECT_EQ(set_error({"scheduler={\"type\":\"wsd\",\"params\":{\"decay_fraction\":-2}}"}),
+            "cfg.json: scheduler.params.decay_fraction must be between 0 and 1, got -2");
+  EXPECT_EQ(set_error({"scheduler.params={\"warmup_steps\":1e30}"}),
+            "cfg.json: scheduler.params.warmup_steps must be between 0 and 9007199254740992, got 1e+30");
+}
+
+TEST(TrainConfig, TextFromTheUserIsEchoedPrintable) {
+  EXPECT_EQ(error_of({{"\x1b[2Jtrain", 1}}), "cfg.json: unknown key '\\x1b[2Jtrain'; docs/config.md lists every key");
+  EXPECT_EQ(error_of({{"dist", {{"backend", "nc\ncl"}}}}),
+            "cfg.json: 'dist.backend' must be \"auto\", \"gloo\" or \"nccl\", got \"nc\\ncl\"");
+  EXPECT_EQ(error_of({{"model", {{"preset", "\x1b[31m"}}}}).substr(0, 44), "cfg.json: model.preset \"\\x1b[31m\" is unknown");
+  EXPECT_EQ(set_error({"optimizer.params={\"\\r\": 1}"}), "cfg.json: optimizer.params.\\x0d is not a parameter of this optimizer");
+  const std::string long_key(5000, 'k');
+  EXPECT_LT(error_of({{long_key, 1}}).size(), 300u);
+  // A --set that is not UTF-8 could never be written to config.json.
+  EXPECT_EQ(set_error({"data.source=text:caf\xe9.txt"}), "--set 'data.source=text:caf\\xe9.txt' is not UTF-8 text, which a JSON config must be");
 }

@@ -256,3 +256,17 @@ TEST(Resume, KillsAtRandomPointsEndLikeTheUninterruptedRun) {
   const auto a = final_parameters(straight, 14), b = final_parameters(crashed, 14);
   for (const auto& [name, t] : a) EXPECT_TRUE(torch::equal(t, b.at(name))) << name;
 }
+
+TEST(RunLock, ARunOrCheckpointDirectoryThatIsAFileIsNamedByItsKey) {
+  const std::string dir = scratch_dir("dir_is_file");
+  const std::string file = dir + "/plain-file";
+  std::ofstream(file) << "not a directory";
+  auto r = run_process({DTRAIN_BIN, "train", "--set", "model.preset=tiny", "--set", "train.run_dir=" + file}, 60);
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_TRUE(contains(r.output, "train.run_dir: '" + file + "' exists and is not a directory")) << r.output;
+  r = run_process({DTRAIN_BIN, "train", "--set", "model.preset=tiny", "--set", "train.run_dir=" + dir + "/run",
+                   "--set", "checkpoint.dir=" + file}, 60);
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_TRUE(contains(r.output, "checkpoint.dir: '" + file + "' exists and is not a directory")) << r.output;
+  EXPECT_FALSE(fs::exists(dir + "/run")) << "a refused start left its run directory behind";
+}

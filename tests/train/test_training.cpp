@@ -214,6 +214,10 @@ TEST(BadInput, EachMistakeExitsNonZeroNamingTheCulprit) {
        "train_batch_size (10)"},
       {{"--set", "data.source=text:/nonexistent/corpus.txt"}, "/nonexistent/corpus.txt"},
       {{"--config", bad_json}, bad_json},
+      {{"--config", scratch_dir("config_dir")}, "config_dir' is a directory"},
+      {{"--set", "train.steps=0"}, "'train.steps' must be at least 1, got 0"},
+      {{"--set", "optimizer.params.lr=1e999"}, "--set 'optimizer.params.lr=1e999': the number is out of range for a double"},
+      {{"--set", "data.source=text:" + scratch_dir("data_dir")}, "data_dir' is a directory"},
   };
   for (const auto& c : cases) {
     const std::string dir = scratch_dir("bad_input") + "/run";
@@ -226,12 +230,47 @@ TEST(BadInput, EachMistakeExitsNonZeroNamingTheCulprit) {
   }
 }
 
+TEST(BadInput, BadFlagsAreRefusedByNameBeforeAnythingStarts) {
+  const std::string dir = scratch_dir("bad_flags") + "/run";
+  struct Case {
+    std::vector<std::string> args;
+    std::string needle;
+  };
+  const std::vector<Case> cases = {
+      {{"run", "--max-restarts", "-1"}, "--max-restarts: must be at least 0, got -1"},
+      {{"run", "--prompt", ""}, "--prompt must hold at least one character"},
+      {{"run", "--set", "train.steps=0"}, "'train.steps' must be at least 1, got 0"},
+      {{"generate", "--checkpoint", dir, "--temperature", "nan"}, "--temperature: must be at least 0, got nan"},
+      {{"generate", "--checkpoint", dir, "--tokens", "0"}, "--tokens: must be between 1 and 1048576, got 0"},
+      {{"generate", "--checkpoint", dir, "--top-k", "-1"}, "--top-k: must be at least 0, got -1"},
+      {{"generate", "--checkpoint", dir, "--seed", "-1"}, "--seed: must be at least 0, got -1"},
+      {{"bench-comm", "-b", "0"}, "--min-bytes: must be between 1 and 1099511627776, got 0"},  // looped forever
+      {{"bench-comm", "-b", "4096", "-e", "1024"}, "--min-bytes 4096 is larger than --max-bytes 1024"},
+      {{"bench-comm", "--ops", "all_reduse"}, "unknown collective 'all_reduse'"},
+      {{"bench-comm", "--timeout-s", "nan"}, "--timeout-s: must be more than 0 and at most 31536000, got nan"},
+  };
+  for (const auto& c : cases) {
+    std::vector<std::string> argv = {DTRAIN_BIN};
+    argv.insert(argv.end(), c.args.begin(), c.args.end());
+    if (c.args[0] == "run") argv.insert(argv.end(), {"--set", "model.preset=tiny", "--set", "train.run_dir=" + dir});
+    const auto r = run_process(argv, 60);
+    EXPECT_NE(r.exit_code, 0) << c.args[0] << ": " << r.output;
+    EXPECT_TRUE(contains(r.output, c.needle)) << r.output;
+    EXPECT_FALSE(fs::exists(dir)) << "a refused command left " << dir << " behind";
+  }
+}
+
 TEST(Cli, GenerateSamplesFromACheckpointAndConfigCheckPrintsThePlan) {
   const std::string dir = scratch_dir("generate");
   ASSERT_EQ(train(dir, 1, {}).result.exit_code, 0);
   auto r = run_process({DTRAIN_BIN, "generate", "--checkpoint", dir + "/ckpt", "--prompt", "Hi", "--tokens", "20"}, 60);
   EXPECT_EQ(r.exit_code, 0) << r.output;
   EXPECT_TRUE(contains(r.output, "Hi")) << r.output;
+  // The prompt is echoed, and the model may write any byte its data held: neither reaches the terminal raw.
+  r = run_process({DTRAIN_BIN, "generate", "--checkpoint", dir + "/ckpt", "--prompt", "\x1b[2J", "--tokens", "20"}, 60);
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(contains(r.output, "\\x1b[2J")) << r.output;
+  EXPECT_FALSE(contains(r.output, "\x1b")) << r.output;
   r = run_process({DTRAIN_BIN, "generate", "--checkpoint", dir + "/nothing"}, 60);
   EXPECT_NE(r.exit_code, 0);
   EXPECT_TRUE(contains(r.output, dir + "/nothing")) << r.output;
