@@ -44,8 +44,7 @@ at::Tensor apply_rope(const at::Tensor& x, const at::Tensor& cos, const at::Tens
 }
 }  // namespace
 
-at::Tensor BlockImpl::attention(const at::Tensor& x, const at::Tensor& causal_mask, const at::Tensor& cos,
-                                const at::Tensor& sin) {
+at::Tensor BlockImpl::attention(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin) {
   const int64_t B = x.size(0), T = x.size(1), H = c_.n_head, KV = c_.kv_heads(), hd = c_.head_dim();
   auto packed = at::linear(x, qkv->weight, qkv->bias);
   auto q = packed.narrow(2, 0, H * hd).view({B, T, H, hd}).transpose(1, 2);
@@ -55,14 +54,12 @@ at::Tensor BlockImpl::attention(const at::Tensor& x, const at::Tensor& causal_ma
     q = apply_rope(q, cos, sin);
     k = apply_rope(k, cos, sin);
   }
-  if (KV != H) {  // grouped-query attention: each kv head serves H/KV query heads
-    k = k.unsqueeze(2).expand({B, KV, H / KV, T, hd}).reshape({B, H, T, hd});
-    v = v.unsqueeze(2).expand({B, KV, H / KV, T, hd}).reshape({B, H, T, hd});
-  }
-  // Scaling q rather than the scores is a pass over B·H·T·hd elements instead of B·H·T·T.
-  auto scores = at::matmul(q * (1.0 / std::sqrt(double(hd))), k.transpose(-2, -1));
-  auto att = at::softmax(scores.masked_fill(causal_mask, -INFINITY), -1);
-  auto y = at::matmul(att, v).transpose(1, 2).reshape({B, T, H * hd});
+  // ATen's fused attention: on the CPU a flash-attention kernel that skips the blocks the causal mask
+  // hides and never materialises the T×T scores; grouped-query heads (KV < H) are served without
+  // copying k and v per query head.
+  auto y = at::scaled_dot_product_attention(q, k, v, {}, 0.0, /*is_causal=*/true, std::nullopt, /*enable_gqa=*/KV != H)
+               .transpose(1, 2)
+               .reshape({B, T, H * hd});
   return at::linear(y, proj->weight, proj->bias);
 }
 
@@ -77,9 +74,8 @@ at::Tensor BlockImpl::mlp(const at::Tensor& x) {
   return at::linear(h, fc_proj->weight, fc_proj->bias);
 }
 
-at::Tensor BlockImpl::forward(const at::Tensor& x, const at::Tensor& causal_mask, const at::Tensor& cos,
-                              const at::Tensor& sin) {
-  auto h = x + attention(norm(c_, x, ln1->weight, ln1->bias), causal_mask, cos, sin);
+at::Tensor BlockImpl::forward(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin) {
+  auto h = x + attention(norm(c_, x, ln1->weight, ln1->bias), cos, sin);
   return h + mlp(norm(c_, h, ln2->weight, ln2->bias));
 }
 
@@ -107,10 +103,8 @@ void TransformerImpl::initialise(uint64_t seed) {
   }
 }
 
-void TransformerImpl::prepare_caches(int64_t T, const at::Device& device) {
-  if (causal_mask_.defined() && causal_mask_.size(0) == T && causal_mask_.device() == device) return;
-  causal_mask_ = torch::ones({T, T}, torch::dtype(torch::kBool).device(device)).triu(1);
-  if (!c_.is_llama()) return;
+void TransformerImpl::prepare_rope(int64_t T, const at::Device& device) {
+  if (!c_.is_llama() || (rope_cos_.defined() && rope_cos_.size(0) == T && rope_cos_.device() == device)) return;
   const int64_t half = c_.head_dim() / 2;
   auto opts = torch::dtype(torch::kFloat64).device(device);
   auto inv_freq = torch::pow(c_.rope_theta, -torch::arange(0, half, opts) / double(half));
@@ -122,10 +116,10 @@ void TransformerImpl::prepare_caches(int64_t T, const at::Device& device) {
 at::Tensor TransformerImpl::forward(const at::Tensor& tokens) {
   const int64_t T = tokens.size(1);
   TORCH_CHECK(T <= c_.seq_len, "sequence of ", T, " tokens is longer than model.seq_len ", c_.seq_len);
-  prepare_caches(T, tokens.device());
+  prepare_rope(T, tokens.device());
   auto x = at::embedding(wte->weight, tokens);
   if (wpe) x = x + wpe->weight.narrow(0, 0, T);
-  for (auto& block : *blocks_) x = block->as<BlockImpl>()->forward(x, causal_mask_, rope_cos_, rope_sin_);
+  for (auto& block : *blocks_) x = block->as<BlockImpl>()->forward(x, rope_cos_, rope_sin_);
   return at::linear(norm(c_, x, ln_f->weight, ln_f->bias), c_.tie_embeddings ? wte->weight : lm_head->weight);
 }
 

@@ -23,12 +23,10 @@ class BlockImpl : public torch::nn::Module {
  public:
   explicit BlockImpl(const TransformerConfig& c);
   // `rope` is (cos, sin) for Llama, undefined tensors for GPT-2.
-  at::Tensor forward(const at::Tensor& x, const at::Tensor& causal_mask, const at::Tensor& cos,
-                     const at::Tensor& sin);
+  at::Tensor forward(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin);
 
  private:
-  at::Tensor attention(const at::Tensor& x, const at::Tensor& causal_mask, const at::Tensor& cos,
-                       const at::Tensor& sin);
+  at::Tensor attention(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin);
   at::Tensor mlp(const at::Tensor& x);
 
   TransformerConfig c_;
@@ -52,12 +50,12 @@ class TransformerImpl : public torch::nn::Module {
 
  private:
   void initialise(uint64_t seed);
-  void prepare_caches(int64_t T, const at::Device& device);
+  void prepare_rope(int64_t T, const at::Device& device);
 
   TransformerConfig c_;
   ParamGroup wte{nullptr}, wpe{nullptr}, ln_f{nullptr}, lm_head{nullptr};
   torch::nn::ModuleList blocks_{nullptr};
-  at::Tensor causal_mask_, rope_cos_, rope_sin_;  // built lazily for the sequence length in use
+  at::Tensor rope_cos_, rope_sin_;  // built lazily for the sequence length in use
 };
 TORCH_MODULE(Transformer);
 
