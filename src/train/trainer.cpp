@@ -336,10 +336,19 @@ void Trainer::report_step(int64_t step, double loss, double lr, double grad_norm
   }
   if (!reason.empty()) log_.warn("step " + std::to_string(step + 1) + ": " + reason);
   const double tokens_per_s = double(c_.global_batch * c_.model.seq_len) / step_s;
-  const double mfu = peak_flops_ > 0 ? c_.model.train_flops_per_token() * tokens_per_s / peak_flops_ : 0;
+  const double achieved = c_.model.train_flops_per_token() * tokens_per_s;
+  if (peak_flops_ > 0 && achieved > peak_flops_ && steps_timed_ > 0) {
+    // The model outran the measured peak, so the measurement was low (the machine was busy then):
+    // MFU above 100% would be a wrong number, not a fast run.
+    log_.warn("the model reached " + fixed(achieved / 1e9, 1) + " GFLOP/s, above the matmul peak of " + fixed(peak_flops_ / 1e9, 1) +
+              " GFLOP/s measured at start (the machine was busy then?); MFU is now against " + fixed(achieved / 1e9, 1) +
+              " GFLOP/s; set train.peak_flops for a fixed bound");
+    peak_flops_ = achieved;
+  }
+  const double mfu = peak_flops_ > 0 ? achieved / peak_flops_ : 0;
   if (metrics_) {
     nlohmann::json m = {{"step", step + 1}, {"loss", loss},       {"lr", lr},         {"grad_norm", grad_norm},
-                        {"tokens_per_s", tokens_per_s}, {"step_s", step_s}, {"mfu", mfu}};
+                        {"tokens_per_s", tokens_per_s}, {"step_s", step_s}, {"flops", achieved}, {"mfu", mfu}};
     if (verdict != StepVerdict::Apply) m["skipped"] = verdict == StepVerdict::SkipNonFinite ? "non_finite" : "spike";
     if (c_.dp > 1) {
       m["comm_ms"] = overlap.comm_s * 1e3;
@@ -358,7 +367,7 @@ void Trainer::report_step(int64_t step, double loss, double lr, double grad_norm
   const double avg = steps_timed_ ? step_seconds_sum_ / double(steps_timed_) : step_s;
   std::string line = "step " + std::to_string(done) + "/" + std::to_string(c_.steps) + " | loss " + fixed(loss, 4) +
                      " | lr " + scientific(lr) + " | grad norm " + fixed(grad_norm, 3) + " | " + rate(tokens_per_s) +
-                     " tok/s | MFU " + fixed(100 * mfu, 1) + "%";
+                     " tok/s | " + fixed(achieved / 1e9, 1) + " GFLOP/s | MFU " + fixed(100 * mfu, 1) + "%";
   if (c_.dp > 1 && comm_s_ > 0) line += " | comm hidden " + fixed(100 * hidden_s_ / comm_s_, 0) + "%";
   line += " | ETA " + format_duration(avg * double(c_.steps - done));
   log_.info(line);
@@ -444,7 +453,9 @@ int Trainer::train() {
 
   peak_flops_ = c_.peak_flops > 0 ? c_.peak_flops * c_.world_size : 0;
   if (peak_flops_ == 0) {
-    auto peak = at::tensor({measure_matmul_flops(world_->device())}, at::kDouble).to(world_->device());
+    const auto& m = c_.model;
+    const double rank_peak = measure_matmul_flops(world_->device(), c_.micro_batch * m.seq_len, m.d_model, m.ff_dim());
+    auto peak = at::tensor({rank_peak}, at::kDouble).to(world_->device());
     all_reduce(*world_->world_group(), peak, ReduceOp::Sum, "matmul_peak");
     peak_flops_ = peak.item<double>();
   }
