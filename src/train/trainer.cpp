@@ -27,6 +27,7 @@
 #include "optim/grad_clip.h"
 #include "optim/lr_schedule.h"
 #include "parallel/ddp/data_parallel.h"
+#include "train/host_memory.h"
 #include "train/matmul_peak.h"
 #include "train/metrics_log.h"
 #include "train/rank_log.h"
@@ -436,6 +437,7 @@ int Trainer::train() {
   // ATen, MKL and oneDNN share LibTorch's one OpenMP pool (MKL uses its GNU OpenMP layer): this
   // sizes all three, so nothing oversubscribes the cores.
   at::set_num_threads(threads());
+  setup_lines_.push_back(keep_freed_host_memory());
   if (c_.deterministic) {
     // cuBLAS is deterministic only with a fixed workspace, read when its first handle is made;
     // without it ATen refuses every CUDA matmul under deterministic algorithms. An explicit setting wins.
@@ -513,7 +515,8 @@ int Trainer::train() {
     summary += ", " + std::to_string(guard_->skipped_non_finite()) + " non-finite step(s) skipped, " +
                std::to_string(guard_->spikes()) + " spike(s)";
   if (progress_.rollbacks) summary += ", " + std::to_string(progress_.rollbacks) + " rollback(s)";
-  summary += ", peak RSS " + std::to_string(usage.ru_maxrss / 1024) + " MiB (rank " + std::to_string(world_->rank()) + ")";
+  summary += ", peak RSS " + std::to_string(usage.ru_maxrss / 1024) + " MiB, " + std::to_string(usage.ru_minflt) +
+             " page faults (rank " + std::to_string(world_->rank()) + ")";
   log_.info(summary);
   return 0;
 }

@@ -1,0 +1,23 @@
+#include "train/host_memory.h"
+
+#include <malloc.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+
+namespace dtrain {
+
+const char* keep_freed_host_memory() {
+  if (const char* v = std::getenv("DTRAIN_GLIBC_MALLOC_DEFAULTS"); v && std::strcmp(v, "1") == 0)
+    return "host memory: glibc malloc as it ships (DTRAIN_GLIBC_MALLOC_DEFAULTS=1)";
+  for (char** e = environ; *e; ++e)
+    if (std::strncmp(*e, "MALLOC_", 7) == 0) return "host memory: glibc malloc as the MALLOC_* environment sets it";
+  constexpr int kMaxMmapThreshold = 32 << 20;  // glibc refuses more (HEAP_MAX_SIZE / 2 on 64-bit)
+  const bool ok = mallopt(M_MMAP_THRESHOLD, kMaxMmapThreshold) == 1 && mallopt(M_TRIM_THRESHOLD, -1) == 1 &&
+                  mallopt(M_TOP_PAD, 256 << 20) == 1;
+  return ok ? "host memory: glibc malloc keeps freed memory for reuse (no trimming, heap blocks up to 32 MiB)"
+            : "host memory: glibc malloc refused the settings that keep freed memory; it runs as it ships";
+}
+
+}  // namespace dtrain

@@ -1,0 +1,16 @@
+// How the training process keeps host memory. glibc's malloc hands large freed blocks straight back
+// to the kernel (they are mmapped above its adaptive threshold, and the heap top is trimmed past
+// 128 KiB), so every step faults its activations back in and the kernel zeroes each page again.
+// keep_freed_host_memory() tells glibc to keep what it frees: blocks up to 32 MiB (glibc's ceiling)
+// come from the heap, and the heap is never trimmed. Peak RSS stays what the step needs; it is just
+// not given back between steps. docs/decisions.md has the measurements behind this choice.
+// DTRAIN_GLIBC_MALLOC_DEFAULTS=1 leaves glibc as it ships (for comparisons), and so does any
+// MALLOC_*_ variable the user set.
+#pragma once
+
+namespace dtrain {
+
+// Returns a line saying what was set, or why nothing was.
+const char* keep_freed_host_memory();
+
+}  // namespace dtrain
