@@ -1,5 +1,6 @@
-"""The PyTorch peer of dtrain's training benchmark: the same GPT (pre-LayerNorm, fused qkv, GELU-tanh,
-learned positions, tied embeddings, GPT-2 init), AdamW, fp32, DDP over Gloo. Started rank by rank
+"""The PyTorch peer of dtrain's training benchmark: the same GPT (pre-LayerNorm, fused qkv, causal
+F.scaled_dot_product_attention as nanoGPT writes it, GELU-tanh, learned positions, tied embeddings,
+GPT-2 init), AdamW, fp32, DDP over Gloo. Started rank by rank
 with torchrun's env variables (bench/train.sh does it). Prints one JSON line from rank 0:
 tokens_per_s (global), step_s, and every rank's peak RSS in MiB."""
 import json
@@ -25,13 +26,11 @@ class Block(nn.Module):
         self.fc = nn.Linear(d, 4 * d)
         self.fc_proj = nn.Linear(4 * d, d)
 
-    def forward(self, x, mask):
+    def forward(self, x):
         B, T, C = x.shape
         q, k, v = self.qkv(self.ln1(x)).split(C, dim=2)
         q, k, v = (t.view(B, T, self.heads, C // self.heads).transpose(1, 2) for t in (q, k, v))
-        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(C // self.heads))
-        att = att.masked_fill(mask[:T, :T], float("-inf")).softmax(dim=-1)
-        y = (att @ v).transpose(1, 2).reshape(B, T, C)
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True).transpose(1, 2).reshape(B, T, C)
         x = x + self.proj(y)
         return x + self.fc_proj(F.gelu(self.fc(self.ln2(x)), approximate="tanh"))
 
@@ -43,8 +42,6 @@ class GPT(nn.Module):
         self.wpe = nn.Embedding(seq, d)
         self.blocks = nn.ModuleList(Block(d, heads) for _ in range(layers))
         self.ln_f = nn.LayerNorm(d)
-        # A plain attribute, not a buffer: DDP would broadcast buffers, and Gloo cannot send bool.
-        self.mask = torch.triu(torch.ones(seq, seq, dtype=torch.bool), 1)
         for name, p in self.named_parameters():
             if p.dim() >= 2:
                 std = 0.02 / math.sqrt(2 * layers) if name.endswith("proj.weight") else 0.02
@@ -56,7 +53,7 @@ class GPT(nn.Module):
         B, T = idx.shape
         x = self.wte(idx) + self.wpe(torch.arange(T))
         for b in self.blocks:
-            x = b(x, self.mask)
+            x = b(x)
         logits = self.ln_f(x) @ self.wte.weight.t()
         return F.cross_entropy(logits.view(-1, logits.size(-1)), targets.reshape(-1))
 

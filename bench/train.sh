@@ -2,8 +2,9 @@
 # dtrain against PyTorch 2.11 (the same wheel whose LibTorch dtrain links, in .venv) on the same GPT:
 # 6 layers, 6 heads, d=384, seq 256, micro-batch 8, vocab 256, fp32, AdamW, clipping 1.0, DDP over
 # Gloo. Two layouts: one rank with 2 threads, and two ranks with 1 thread each; both frameworks get
-# the same thread count. PyTorch runs twice: as shipped, and with OMP_WAIT_POLICY=PASSIVE (the
-# setting that once paid for dtrain); the faster of the two is "tuned". Each run times
+# the same thread count. PyTorch runs three times: as shipped; with glibc malloc keeping freed
+# memory as dtrain keeps it (src/train/host_memory.h, here as the equivalent MALLOC_* variables);
+# and with that plus OMP_WAIT_POLICY=PASSIVE. "Tuned" is the fastest of the three. Each run times
 # STEPS steps after 3 warm-up steps; the runs go one after another so they never share the cores.
 # Usage: bench/train.sh [STEPS]     Prints a table (also kept in bench/out/).
 set -euo pipefail
@@ -15,6 +16,8 @@ make -s build >/dev/null
 out=bench/out
 rm -rf "$out"
 mkdir -p "$out"
+kept_malloc="MALLOC_MMAP_THRESHOLD_=33554432 MALLOC_TRIM_THRESHOLD_=17179869184 MALLOC_TOP_PAD_=268435456"
+declare -A settings=([shipped]="" [malloc]="$kept_malloc" [malloc+passive]="$kept_malloc OMP_WAIT_POLICY=PASSIVE")
 free_port() { /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 
 for layout in "1 2" "2 1"; do
@@ -24,15 +27,14 @@ for layout in "1 2" "2 1"; do
   build/dtrain run --nproc-per-node "$ranks" --no-sample --config bench/gpt_bench.json \
     --set train.threads="$threads" --set train.steps=$((steps + warmup)) --set train.run_dir="$out/dtrain_$tag" \
     >"$out/dtrain_$tag.log" 2>&1
-  # PyTorch twice: as it runs by default, and with idle OpenMP threads sleeping.
-  for wait_policy in default PASSIVE; do
-    echo "running PyTorch ($wait_policy OpenMP wait), $ranks rank(s) x $threads thread(s)..." >&2
+  for setting in shipped malloc malloc+passive; do
+    echo "running PyTorch ($setting), $ranks rank(s) x $threads thread(s)..." >&2
     port=$(free_port)
     pids=()
     for ((r = 0; r < ranks; r++)); do
-      env $([[ $wait_policy == PASSIVE ]] && echo OMP_WAIT_POLICY=PASSIVE) \
+      env ${settings[$setting]} \
         RANK=$r WORLD_SIZE=$ranks MASTER_ADDR=127.0.0.1 MASTER_PORT=$port BENCH_THREADS=$threads BENCH_STEPS=$steps \
-        .venv/bin/python bench/pytorch_gpt.py >>"$out/pytorch_${wait_policy}_$tag.json" &
+        .venv/bin/python bench/pytorch_gpt.py >>"$out/pytorch_${setting}_$tag.json" &
       pids+=($!)
     done
     for pid in "${pids[@]}"; do wait "$pid"; done

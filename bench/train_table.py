@@ -1,7 +1,8 @@
 """Reads what bench/train.sh left in its output directory and prints the comparison table:
-tokens/s, ratios to PyTorch as shipped and to PyTorch tuned (the faster of its default run and its
-run with OMP_WAIT_POLICY=PASSIVE), MFU against the
-matmul peak dtrain measured at start-up (the same peak for all), and peak RSS per rank."""
+tokens/s, ratios to PyTorch as shipped and to PyTorch tuned (the fastest of its runs: as shipped,
+with glibc malloc keeping freed memory as dtrain does, and with that plus OMP_WAIT_POLICY=PASSIVE),
+MFU against the matmul peak dtrain measured at start-up (the same peak for all), and peak RSS per
+rank."""
 import glob
 import json
 import re
@@ -31,10 +32,11 @@ def main():
         flops_per_token = 6 * params + 12 * layers * seq * d
         ranks, threads = tag.split("x")
         runs = [("dtrain", tps, rss)]
-        for policy, label in (("default", "PyTorch"), ("PASSIVE", "PyTorch, OMP_WAIT_POLICY=PASSIVE")):
-            result = json.loads(open(f"{out}/pytorch_{policy}_{tag}.json").read().strip().splitlines()[-1])
+        for setting, label in (("shipped", "PyTorch as shipped"), ("malloc", "PyTorch, malloc kept"),
+                               ("malloc+passive", "PyTorch, malloc kept + OMP_WAIT_POLICY=PASSIVE")):
+            result = json.loads(open(f"{out}/pytorch_{setting}_{tag}.json").read().strip().splitlines()[-1])
             runs.append((label, result["tokens_per_s"], result["peak_rss_mib"]))
-        base, tuned = runs[1][1], max(runs[1][1], runs[2][1])
+        base, tuned = runs[1][1], max(r[1] for r in runs[1:])
         for name, t, r in runs:
             rows.append((f"{ranks} rank x {threads} thr", name, t, t / base, t / tuned, 100 * flops_per_token * t / peak,
                          "/".join(str(round(x)) for x in r), peak / 1e9))
