@@ -15,7 +15,9 @@ def dtrain_result(run_dir, warmup):
     tokens_per_step = timed[0]["tokens_per_s"] * timed[0]["step_s"]
     tps = tokens_per_step * len(timed) / sum(s["step_s"] for s in timed)
     log0 = open(f"{run_dir}/rank-0.log").read()
-    peak = float(re.search(r"matmul peak ([0-9.]+) GFLOP/s", log0).group(1)) * 1e9
+    # The start-up peak, or the rate the run reached if it outran that (the run then says so).
+    peaks = re.findall(r"matmul peak ([0-9.]+) GFLOP/s|MFU is now against ([0-9.]+) GFLOP/s", log0)
+    peak = max(float(a or b) for a, b in peaks) * 1e9
     params = int(re.search(r"\((\d+) parameters\)", log0).group(1))
     rss = []
     for path in sorted(glob.glob(f"{run_dir}/rank-*.log")):

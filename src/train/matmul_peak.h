@@ -1,14 +1,16 @@
 // The FLOP rate one rank's matmuls actually reach here, which MFU is reported against. A datasheet
-// peak means little on a shared CPU; a measured one is honest if it is a true upper bound: the GEMM
-// is shaped like the model's largest one (tokens of a micro-batch × d_model × d_ff), runs at the
-// rank's own thread count, and the rate is the best of several windows, since a window in which
-// another process held a core says nothing about the kernels. Takes about `seconds`.
+// peak means little on a shared CPU; a measured one is honest if it is a true upper bound: the GEMMs
+// are shaped like the model's largest layer (tokens of a micro-batch M, d_model D, d_ff F) in its
+// three forms — forward M×D·D×F, input gradient M×F·F×D, weight gradient D×M·M×F, whose long inner
+// dimension runs fastest — at the rank's own thread count, and the rate is the best of several
+// windows, since a window in which another process held a core says nothing about the kernels.
+// Takes about `seconds`.
 #pragma once
 #include <ATen/ATen.h>
 
 namespace dtrain {
 
-// The best rate of an [m × k] · [k × n] fp32 matmul on `device`.
-double measure_matmul_flops(const at::Device& device, int64_t m, int64_t k, int64_t n, double seconds = 0.5);
+// The best rate of the three fp32 GEMMs of a tokens × d_model → d_ff layer on `device`.
+double measure_matmul_flops(const at::Device& device, int64_t tokens, int64_t d_model, int64_t d_ff, double seconds = 0.9);
 
 }  // namespace dtrain
