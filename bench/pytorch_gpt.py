@@ -92,6 +92,10 @@ def main():
     if rank == 0:
         print(json.dumps({"tokens_per_s": steps * micro * seq * world / elapsed, "step_s": elapsed / steps,
                           "peak_rss_mib": rss, "loss": loss.item()}))
+    if world > 1:
+        # Without it a rank may abort at exit ("terminate called without an active exception") while
+        # the other still tears the Gloo pairs down.
+        dist.destroy_process_group()
 
 
 if __name__ == "__main__":

@@ -5,11 +5,14 @@
 # the same thread count. PyTorch runs three times: as shipped; with glibc malloc keeping freed
 # memory as dtrain keeps it (src/train/host_memory.h, here as the equivalent MALLOC_* variables);
 # and with that plus OMP_WAIT_POLICY=PASSIVE. "Tuned" is the fastest of the three. Each run times
-# STEPS steps after 3 warm-up steps; the runs go one after another so they never share the cores.
-# Usage: bench/train.sh [STEPS]     Prints a table (also kept in bench/out/).
+# STEPS steps after 3 warm-up steps; the runs go one after another so they never share the cores,
+# and ROUNDS rounds of all of them interleave, so that a slow spell of a shared machine hits every
+# row alike; each row reports its best round.
+# Usage: bench/train.sh [STEPS] [ROUNDS]     Prints a table (also kept in bench/out/).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 steps=${1:-20}
+rounds=${2:-1}
 warmup=3
 scripts/setup.sh --bench
 make -s build >/dev/null
@@ -20,15 +23,16 @@ kept_malloc="MALLOC_MMAP_THRESHOLD_=33554432 MALLOC_TRIM_THRESHOLD_=17179869184 
 declare -A settings=([shipped]="" [malloc]="$kept_malloc" [malloc+passive]="$kept_malloc OMP_WAIT_POLICY=PASSIVE")
 free_port() { /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 
+for ((round = 1; round <= rounds; round++)); do
 for layout in "1 2" "2 1"; do
   read -r ranks threads <<<"$layout"
   tag="${ranks}x${threads}"
-  echo "running dtrain, $ranks rank(s) x $threads thread(s)..." >&2
+  echo "round $round: dtrain, $ranks rank(s) x $threads thread(s)..." >&2
   build/dtrain run --nproc-per-node "$ranks" --no-sample --config bench/gpt_bench.json \
-    --set train.threads="$threads" --set train.steps=$((steps + warmup)) --set train.run_dir="$out/dtrain_$tag" \
-    >"$out/dtrain_$tag.log" 2>&1
+    --set train.threads="$threads" --set train.steps=$((steps + warmup)) --set train.run_dir="$out/dtrain_${tag}_$round" \
+    >"$out/dtrain_${tag}_$round.log" 2>&1
   for setting in shipped malloc malloc+passive; do
-    echo "running PyTorch ($setting), $ranks rank(s) x $threads thread(s)..." >&2
+    echo "round $round: PyTorch ($setting), $ranks rank(s) x $threads thread(s)..." >&2
     port=$(free_port)
     pids=()
     for ((r = 0; r < ranks; r++)); do
@@ -39,5 +43,6 @@ for layout in "1 2" "2 1"; do
     done
     for pid in "${pids[@]}"; do wait "$pid"; done
   done
+done
 done
 /usr/bin/python3 bench/train_table.py "$out" "$warmup"
