@@ -10,6 +10,7 @@
 #include "ckpt/durable_file.h"
 #include "ckpt/file_checksum.h"
 #include "ckpt/safetensors.h"
+#include "common/printable.h"
 
 namespace dtrain {
 
@@ -33,6 +34,35 @@ bool ends_with(const std::string& s, const std::string& suffix) {
 
 [[noreturn]] void damaged(const std::string& file, const std::string& what) {
   throw std::runtime_error("checkpoint file '" + file + "' " + what);
+}
+
+// manifest.json of `dir`, parsed and checked for the fields every reader needs; throws naming it.
+nlohmann::json read_manifest_json(const std::string& dir) {
+  std::error_code ec;
+  if (!fs::exists(dir, ec)) throw std::runtime_error("checkpoint '" + dir + "' does not exist");
+  if (!fs::is_directory(dir, ec)) throw std::runtime_error("checkpoint '" + dir + "' is not a directory");
+  const std::string path = dir + "/manifest.json";
+  if (!fs::exists(path, ec)) throw std::runtime_error("checkpoint '" + dir + "' has no manifest.json: it is not a committed checkpoint");
+  nlohmann::json m;
+  try {
+    m = nlohmann::json::parse(read_text_file(path));
+  } catch (const nlohmann::json::exception& e) {
+    damaged(path, std::string("is not valid JSON (") + e.what() + ")");
+  }
+  if (!m.is_object() || !m.contains("step") || !m["step"].is_number_unsigned() || !m.contains("files") ||
+      !m["files"].is_object() || !m.contains("healthy") || !m["healthy"].is_boolean())
+    damaged(path, "lacks step, healthy or files (damaged, or written by an older dtrain)");
+  return m;
+}
+
+// What the manifest `m` of `dir` says, its step checked against the directory's name.
+CheckpointInfo info_of(const std::string& dir, const nlohmann::json& m) {
+  CheckpointInfo info{dir, m["step"].get<int64_t>(), {m["healthy"].get<bool>(), m.value("health_note", "")}};
+  const auto named = step_in_name(fs::path(dir).filename().string());
+  if (named && *named != info.step)
+    damaged(dir + "/manifest.json",
+            "says step " + std::to_string(info.step) + " but the directory is named for step " + std::to_string(*named));
+  return info;
 }
 
 }  // namespace
@@ -128,31 +158,12 @@ void CheckpointManager::prune() const {
     if (!good || all[i].second != good->dir) fs::remove_all(all[i].second);
 }
 
-CheckpointInfo CheckpointManager::read_manifest(const std::string& dir) {
-  std::error_code ec;
-  if (!fs::exists(dir, ec)) throw std::runtime_error("checkpoint '" + dir + "' does not exist");
-  if (!fs::is_directory(dir, ec)) throw std::runtime_error("checkpoint '" + dir + "' is not a directory");
-  const std::string path = dir + "/manifest.json";
-  if (!fs::exists(path, ec)) throw std::runtime_error("checkpoint '" + dir + "' has no manifest.json: it is not a committed checkpoint");
-  nlohmann::json m;
-  try {
-    m = nlohmann::json::parse(read_text_file(path));
-  } catch (const nlohmann::json::exception& e) {
-    damaged(path, std::string("is not valid JSON (") + e.what() + ")");
-  }
-  if (!m.is_object() || !m.contains("step") || !m["step"].is_number_unsigned() || !m.contains("files") ||
-      !m["files"].is_object() || !m.contains("healthy") || !m["healthy"].is_boolean())
-    damaged(path, "lacks step, healthy or files (damaged, or written by an older dtrain)");
-  CheckpointInfo info{dir, m["step"].get<int64_t>(), {m["healthy"].get<bool>(), m.value("health_note", "")}};
-  const auto named = step_in_name(fs::path(dir).filename().string());
-  if (named && *named != info.step)
-    damaged(path, "says step " + std::to_string(info.step) + " but the directory is named for step " + std::to_string(*named));
-  return info;
-}
+CheckpointInfo CheckpointManager::read_manifest(const std::string& dir) { return info_of(dir, read_manifest_json(dir)); }
 
 CheckpointInfo CheckpointManager::verify(const std::string& dir) {
-  const CheckpointInfo info = read_manifest(dir);
-  const auto files = nlohmann::json::parse(read_text_file(dir + "/manifest.json"))["files"];
+  const nlohmann::json manifest = read_manifest_json(dir);
+  const CheckpointInfo info = info_of(dir, manifest);
+  const auto& files = manifest["files"];
   for (auto it = files.begin(); it != files.end(); ++it) {
     const std::string path = dir + "/" + it.key();
     const auto& spec = it.value();
@@ -169,6 +180,22 @@ CheckpointInfo CheckpointManager::verify(const std::string& dir) {
     if (ends_with(path, ".safetensors")) verify_safetensors(path);
   }
   return info;
+}
+
+std::optional<CheckpointInfo> CheckpointManager::resolve(const std::string& path,
+                                                         const std::function<void(const std::string& dir)>& load,
+                                                         std::vector<std::string>* warnings) {
+  std::error_code ec;
+  if (!fs::is_directory(path, ec))
+    throw std::invalid_argument("'" + printable(path) + "' " + (fs::exists(path, ec) ? "is not a directory" : "does not exist"));
+  if (fs::exists(path + "/manifest.json", ec)) {
+    CheckpointInfo info = verify(path);
+    if (load) load(path);
+    return info;
+  }
+  CheckpointOptions options;
+  options.dir = path;
+  return CheckpointManager(options, 0, [] {}).find_resumable(load, warnings);
 }
 
 std::optional<CheckpointInfo> CheckpointManager::newest_healthy() const {

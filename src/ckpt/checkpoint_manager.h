@@ -58,6 +58,12 @@ class CheckpointManager {
   // false. Each candidate passed over adds a line to `warnings` naming the file and the reason.
   std::optional<CheckpointInfo> find_resumable(const std::function<void(const std::string& dir)>& load,
                                                std::vector<std::string>* warnings, bool healthy_only = false) const;
+  // What a user names as a checkpoint (train.resume, generate --checkpoint): a step directory, which
+  // must verify and which is then passed to `load`, or a checkpoint directory, whose newest usable
+  // checkpoint find_resumable() picks (nullopt when it holds none). Throws std::invalid_argument
+  // ("'PATH' does not exist", "... is not a directory") for the caller to prefix with what named it.
+  static std::optional<CheckpointInfo> resolve(const std::string& path, const std::function<void(const std::string& dir)>& load,
+                                               std::vector<std::string>* warnings);
   // The newest committed checkpoint whose manifest says it is healthy (manifests only, no checksums).
   std::optional<CheckpointInfo> newest_healthy() const;
   // Removes the "step-N.tmp" directories of saves a crash interrupted. Only while holding the lock.

@@ -1,6 +1,5 @@
 #include "train/sample_text.h"
 
-#include <filesystem>
 #include <iostream>
 #include <limits>
 #include <sstream>
@@ -25,19 +24,14 @@ std::string printable_lines(const std::string& text) {
 }  // namespace
 
 std::string resolve_checkpoint_dir(const std::string& path) {
-  std::error_code ec;
-  if (!std::filesystem::is_directory(path, ec))
-    throw std::runtime_error("checkpoint '" + printable(path) + "' " +
-                             (std::filesystem::exists(path, ec) ? "is not a directory" : "does not exist"));
-  if (std::filesystem::exists(path + "/manifest.json", ec)) {
-    CheckpointManager::verify(path);
-    return path;
-  }
-  CheckpointOptions options;
-  options.dir = path;
   std::vector<std::string> warnings;
-  // Loading the model proves the checkpoint fits the config its own metadata describes.
-  auto found = CheckpointManager(options, 0, [] {}).find_resumable([](const std::string& dir) { load_model(dir); }, &warnings);
+  std::optional<CheckpointInfo> found;
+  try {
+    // Loading the model proves the checkpoint fits the config its own metadata describes.
+    found = CheckpointManager::resolve(path, [](const std::string& dir) { load_model(dir); }, &warnings);
+  } catch (const std::invalid_argument& e) {
+    throw std::runtime_error(std::string("checkpoint ") + e.what());
+  }
   for (const auto& w : warnings) std::cerr << "warning: " << w << "\n";
   if (!found) throw std::runtime_error("no intact checkpoint in '" + printable(path) + "'");
   return found->dir;

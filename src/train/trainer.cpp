@@ -76,6 +76,10 @@ class Trainer {
   void build_model();
   void resume_or_start();
   std::string choose_checkpoint();
+  // Loads a checkpoint into the model, optimizer and progress_ (every check first).
+  void read_checkpoint(const std::string& dir);
+  // After read_checkpoint on rank 0 (which checked it) or here on the others: the data position and
+  // metrics follow.
   void load_checkpoint(const std::string& dir);
   void train_step(int64_t step);
   std::optional<double> evaluate();
@@ -225,36 +229,36 @@ void Trainer::build_model() {
             std::to_string(c_.global_batch * c_.model.seq_len) + " tokens per step)");
 }
 
+void Trainer::read_checkpoint(const std::string& dir) { progress_ = load_training_state(dir, model_, *optimizer_); }
+
 // Rank 0 picks the checkpoint (verifying checksums, and loading it to prove it fits the model);
 // the other ranks load what it picked. Returns "" to start from scratch.
 std::string Trainer::choose_checkpoint() {
-  namespace fs = std::filesystem;
-  auto load = [this](const std::string& dir) { progress_ = load_training_state(dir, model_, *optimizer_); };
   if (c_.resume == "never") return "";
-  std::error_code ec;
-  // train.resume names a step directory, or a checkpoint directory to pick the newest intact one from.
-  if (c_.resume != "auto" && fs::exists(c_.resume + "/manifest.json", ec)) {
-    CheckpointManager::verify(c_.resume);
-    load(c_.resume);
-    return c_.resume;
-  }
-  if (c_.resume != "auto" && !fs::is_directory(c_.resume, ec))
-    throw ConfigError("train.resume: '" + printable(c_.resume) + "' " + (fs::exists(c_.resume, ec) ? "is not a directory" : "does not exist") +
-                      " (give a step directory like ckpt/step-00000100, a checkpoint directory, \"auto\" or \"never\")");
-  CheckpointOptions options = c_.checkpoint;
-  if (c_.resume != "auto") options.dir = c_.resume;
+  const auto load = [this](const std::string& dir) { read_checkpoint(dir); };
   std::vector<std::string> warnings;
-  const auto found = CheckpointManager(options, 0, [] {}).find_resumable(load, &warnings);
+  std::optional<CheckpointInfo> found;
+  if (c_.resume == "auto") {
+    found = checkpoints_->find_resumable(load, &warnings);
+  } else {
+    try {
+      found = CheckpointManager::resolve(c_.resume, load, &warnings);
+    } catch (const std::invalid_argument& e) {
+      throw ConfigError(std::string("train.resume: ") + e.what() +
+                        " (give a step directory like ckpt/step-00000100, a checkpoint directory, \"auto\" or \"never\")");
+    }
+  }
   for (const auto& w : warnings) log_.warn(w);
   if (!found && !warnings.empty())
-    throw std::runtime_error("no checkpoint in " + options.dir + " can be resumed (warnings above say why); rather than "
-                             "start over beside them, dtrain stops: move them away or set train.resume=never");
+    throw std::runtime_error("no checkpoint in " + (c_.resume == "auto" ? c_.checkpoint.dir : printable(c_.resume)) +
+                             " can be resumed (warnings above say why); rather than start over beside them, dtrain stops: "
+                             "move them away or set train.resume=never");
   if (!found && c_.resume != "auto") throw ConfigError("train.resume: '" + printable(c_.resume) + "' holds no committed checkpoint");
   return found ? found->dir : "";
 }
 
 void Trainer::load_checkpoint(const std::string& dir) {
-  if (world_->rank() != 0) progress_ = load_training_state(dir, model_, *optimizer_);
+  if (world_->rank() != 0) read_checkpoint(dir);
   stream_->restore(progress_.data);
   if (metrics_) metrics_->forget_after(progress_.step);
 }
@@ -395,9 +399,9 @@ bool Trainer::recover_from_divergence(int64_t step, const std::string& why) {
   if (c_.on_divergence == "rollback" && progress_.rollbacks < c_.max_rollbacks) {
     const TrainerProgress before = progress_;
     const std::string dir = agree("trainer/rollback/" + std::to_string(before.rollbacks), [&] {
-      auto load = [this](const std::string& d) { progress_ = load_training_state(d, model_, *optimizer_); };
       std::vector<std::string> warnings;
-      const auto found = checkpoints_->find_resumable(load, &warnings, /*healthy_only=*/true);
+      const auto found =
+          checkpoints_->find_resumable([this](const std::string& d) { read_checkpoint(d); }, &warnings, /*healthy_only=*/true);
       for (const auto& w : warnings) log_.warn(w);
       return found ? found->dir : "";
     });
