@@ -7,6 +7,7 @@
 #include <iostream>
 
 #include "common/flag_bounds.h"
+#include "common/parse_command_line.h"
 #include "common/wait_limit.h"
 
 namespace dtrain {
@@ -52,11 +53,8 @@ bool parse_launch_options(int argc, char** argv, LaunchOptions* out, int* exit_c
   app.add_option("--run-dir", o.run_dir,
                  "the job's run directory (a trainer's train.run_dir), where the agent records why the job ended "
                  "(launch-node<N>.log, .json) once it exists; default: the one the trainer's rank 0 publishes, on node 0");
-  try {
-    app.parse(split, argv);
-  } catch (const CLI::ParseError& e) {
-    *exit_code = app.exit(e);
-    if (*exit_code != 0) *exit_code = 2;
+  if (const auto code = parse_command_line(app, split, argv)) {
+    *exit_code = *code;
     return false;
   }
   auto usage_error = [&](const std::string& msg) {

@@ -14,6 +14,7 @@
 #include "comm/collectives.h"
 #include "comm/world.h"
 #include "common/flag_bounds.h"
+#include "common/parse_command_line.h"
 #include "common/printable.h"
 #include "common/wait_limit.h"
 #include "launch/worker_env.h"
@@ -108,12 +109,7 @@ int bench_comm_command(int argc, char** argv) {
   app.add_option("--ops", o.ops, "collectives to measure")->delimiter(',')->capture_default_str();
   app.add_option("--dtype", o.dtype, "float32 | float64 | int32 | int64")->capture_default_str();
   app.add_option("--timeout-s", o.timeout_s, "collective timeout")->capture_default_str()->check(real_number(0, kMaxWaitSeconds, true));
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    const int code = app.exit(e);
-    return code == 0 ? 0 : 2;
-  }
+  if (const auto code = parse_command_line(app, argc, argv)) return *code;
   if (auto error = check_options(o); !error.empty()) {
     std::cerr << "dtrain bench-comm: error: " << error << "\n";
     return 2;

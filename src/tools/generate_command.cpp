@@ -5,6 +5,7 @@
 #include <iostream>
 
 #include "common/flag_bounds.h"
+#include "common/parse_command_line.h"
 #include "common/printable.h"
 #include "train/sample_text.h"
 
@@ -22,12 +23,7 @@ int generate_command(int argc, char** argv) {
   app.add_option("--top-k", options.top_k, "sample among the k likeliest tokens; 0 for all")->check(whole_number(0))->capture_default_str();
   // CLI11 reads "-1" into an unsigned seed as 2^64-1 without a word.
   app.add_option("--seed", options.seed, "sampling seed")->check(whole_number(0))->capture_default_str();
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    const int code = app.exit(e);
-    return code == 0 ? 0 : 2;
-  }
+  if (const auto code = parse_command_line(app, argc, argv)) return *code;
   const std::string dir = resolve_checkpoint_dir(checkpoint);
   std::cerr << "generate: " << printable(dir) << "\n";
   std::cout << sample_text(dir, prompt, options) << std::endl;

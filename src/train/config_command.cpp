@@ -4,6 +4,7 @@
 
 #include <iostream>
 
+#include "common/parse_command_line.h"
 #include "optim/lr_schedule.h"
 #include "train/train_config.h"
 
@@ -21,12 +22,7 @@ int config_command(int argc, char** argv) {
   check->add_option("--set", sets, "override a key (repeatable)")->allow_extra_args(false);
   check->add_option("--world-size", world_size, "ranks in the job")->check(CLI::Range(1, 1 << 20))->capture_default_str();
   app.require_subcommand(1);
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    const int code = app.exit(e);
-    return code == 0 ? 0 : 2;
-  }
+  if (const auto code = parse_command_line(app, argc, argv)) return *code;
   const TrainConfig c = load_train_config(path, sets, world_size);
   const LrSchedule schedule(c.scheduler, c.base_lr, c.steps);
   const double params = double(c.model.parameter_count());

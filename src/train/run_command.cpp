@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <iostream>
 
+#include "common/parse_command_line.h"
 #include "common/printable.h"
 #include "launch/agent.h"
 #include "launch/launch_options.h"
@@ -39,12 +40,7 @@ int run_command(int argc, char** argv) {
   app.add_option("--set", sets, "override a key: --set train.steps=100 (repeatable)")->allow_extra_args(false);
   app.add_option("--prompt", prompt, "prompt of the sample printed at the end")->capture_default_str();
   app.add_flag("--no-sample", no_sample, "do not print a sample at the end");
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    const int code = app.exit(e);
-    return code == 0 ? 0 : 2;
-  }
+  if (const auto code = parse_command_line(app, argc, argv)) return *code;
   if (auto error = finish_launch_options(launch); !error.empty()) {
     std::cerr << "dtrain run: error: " << error << "\n";
     return 2;

@@ -5,6 +5,7 @@
 #include <iostream>
 
 #include "comm/world.h"
+#include "common/parse_command_line.h"
 #include "launch/worker_env.h"
 #include "train/train_config.h"
 #include "train/trainer.h"
@@ -18,12 +19,7 @@ int train_command(int argc, char** argv) {
                "dtrain train"};
   app.add_option("--config", config_path, "JSON config (default: the demo config)");
   app.add_option("--set", sets, "override a key: --set train.steps=100 (repeatable)")->allow_extra_args(false);
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    const int code = app.exit(e);
-    return code == 0 ? 0 : 2;
-  }
+  if (const auto code = parse_command_line(app, argc, argv)) return *code;
   const WorkerEnv env = derive_worker_env(current_env());
   const TrainConfig config = load_train_config(config_path, sets, env.world_size);
   WorldOptions options;
