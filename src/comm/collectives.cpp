@@ -14,6 +14,32 @@ struct CommHandle::State {
   bool done = false;
 };
 
+void CommHandle::wait() {
+  if (!state_ || state_->done) return;
+  State& s = *state_;
+  Group& g = *s.group;
+  try {
+    s.work->wait();
+  } catch (const std::exception& e) {
+    s.done = true;
+    g.log().set_state(g.key(), s.record.seq, s.record.op, OpState::Failed);
+    FailedCollective f;
+    f.group_key = g.key();
+    f.group_name = g.name();
+    f.ranks = g.ranks();
+    f.failing_rank = g.global_rank();
+    f.op = s.record;
+    f.waited_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - s.start).count();
+    f.backend_error = e.what();
+    throw std::runtime_error(g.diagnosis().diagnose(f));
+  }
+  s.done = true;
+  g.log().set_state(g.key(), s.record.seq, s.record.op, OpState::Completed);
+  if (s.finish) s.finish();
+}
+
+bool CommHandle::completed() const { return !state_ || state_->done || state_->work->isCompleted(); }
+
 namespace {
 
 std::vector<int64_t> shape_of(const at::Tensor& t) { return t.sizes().vec(); }
@@ -75,35 +101,9 @@ CommHandle start(Group& g, std::string op, const at::Tensor& t, const std::strin
   return CommHandle(s);
 }
 
-}  // namespace
-
-void CommHandle::wait() {
-  if (!state_ || state_->done) return;
-  State& s = *state_;
-  Group& g = *s.group;
-  try {
-    s.work->wait();
-  } catch (const std::exception& e) {
-    s.done = true;
-    g.log().set_state(g.key(), s.record.seq, s.record.op, OpState::Failed);
-    FailedCollective f;
-    f.group_key = g.key();
-    f.group_name = g.name();
-    f.ranks = g.ranks();
-    f.failing_rank = g.global_rank();
-    f.op = s.record;
-    f.waited_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - s.start).count();
-    f.backend_error = e.what();
-    throw std::runtime_error(g.diagnosis().diagnose(f));
-  }
-  s.done = true;
-  g.log().set_state(g.key(), s.record.seq, s.record.op, OpState::Completed);
-  if (s.finish) s.finish();
-}
-
-bool CommHandle::completed() const { return !state_ || state_->done || state_->work->isCompleted(); }
-
-CommHandle all_reduce_async(Group& g, at::Tensor t, ReduceOp op, const std::string& label) {
+// `async` tells the backend whether the caller waits at once: the shared-memory backend then runs the
+// collective on the caller's thread instead of handing it to its worker.
+CommHandle all_reduce_start(Group& g, at::Tensor t, ReduceOp op, const std::string& label, bool async) {
   if (g.size() == 1) return {};
   check_tensor(g, "all_reduce", t);
   if (op == ReduceOp::Avg && !at::isFloatingType(t.scalar_type()))
@@ -117,16 +117,15 @@ CommHandle all_reduce_async(Group& g, at::Tensor t, ReduceOp op, const std::stri
         std::vector<at::Tensor> v{t};
         c10d::AllreduceOptions o;
         o.reduceOp = backend_op(op);
+        o.asyncOp = async;
         return g.backend().allreduce(v, o);
       },
       std::move(finish));
 }
 
-void all_reduce(Group& g, at::Tensor& t, ReduceOp op, const std::string& label) {
-  all_reduce_async(g, t, op, label).wait();
-}
 
-CommHandle all_gather_async(Group& g, const at::Tensor& in, at::Tensor out, const std::string& label) {
+CommHandle all_gather_start(Group& g, const at::Tensor& in, at::Tensor out, const std::string& label, bool async) {
+
   check_tensor(g, "all_gather", in);
   check_tensor(g, "all_gather", out);
   if (out.numel() != in.numel() * g.size())
@@ -140,20 +139,15 @@ CommHandle all_gather_async(Group& g, const at::Tensor& in, at::Tensor out, cons
     std::vector<std::vector<at::Tensor>> outputs{out.view({g.size(), -1}).unbind(0)};
     for (auto& o : outputs[0]) o = o.view(in.sizes());
     std::vector<at::Tensor> inputs{in};
-    return g.backend().allgather(outputs, inputs);
+    c10d::AllgatherOptions o;
+    o.asyncOp = async;
+    return g.backend().allgather(outputs, inputs, o);
   });
 }
 
-at::Tensor all_gather(Group& g, const at::Tensor& in, const std::string& label) {
-  auto sizes = in.sizes().vec();
-  if (sizes.empty()) sizes.push_back(1);
-  sizes[0] *= g.size();
-  at::Tensor out = at::empty(sizes, in.options());
-  all_gather_async(g, in, out, label).wait();
-  return out;
-}
 
-CommHandle reduce_scatter_async(Group& g, const at::Tensor& in, at::Tensor out, ReduceOp op, const std::string& label) {
+CommHandle reduce_scatter_start(Group& g, const at::Tensor& in, at::Tensor out, ReduceOp op, const std::string& label,
+                                bool async) {
   check_tensor(g, "reduce_scatter", in);
   const int n = g.size();
   if (in.dim() == 0 || in.size(0) % n != 0)
@@ -167,8 +161,22 @@ CommHandle reduce_scatter_async(Group& g, const at::Tensor& in, at::Tensor out, 
     out.copy_(in.view_as(out));
     return {};
   }
-  // Gloo has no reduce-scatter: an all-to-all moves chunk r of every rank to rank r (the same bytes a
-  // ring reduce-scatter moves), and the reduction over sources happens locally.
+  if (g.backend().getBackendName() != "gloo") {
+    std::function<void()> finish;
+    if (op == ReduceOp::Avg) finish = [out, n]() mutable { out.div_(n); };
+    return start(
+        g, "reduce_scatter", in, label, true,
+        [&] {
+          c10d::ReduceScatterOptions o;
+          o.reduceOp = backend_op(op);
+          o.asyncOp = async;
+          at::Tensor flat_out = out.view({-1});
+          return g.backend()._reduce_scatter_base(flat_out, const_cast<at::Tensor&>(in), o);
+        },
+        std::move(finish));
+  }
+  // Gloo's reduce-scatter is an all-reduce underneath: an all-to-all moves chunk r of every rank to
+  // rank r (the bytes a ring reduce-scatter moves), and the reduction over sources happens locally.
   at::Tensor received = at::empty_like(in);
   auto finish = [received, out, op, n]() mutable {
     at::Tensor stacked = received.view({n, -1});
@@ -180,20 +188,15 @@ CommHandle reduce_scatter_async(Group& g, const at::Tensor& in, at::Tensor out, 
       g, "reduce_scatter", in, label, true,
       [&] {
         std::vector<int64_t> equal;
-        return g.backend().alltoall_base(received, const_cast<at::Tensor&>(in), equal, equal);
+        c10d::AllToAllOptions o;
+        o.asyncOp = async;
+        return g.backend().alltoall_base(received, const_cast<at::Tensor&>(in), equal, equal, o);
       },
       finish);
 }
 
-at::Tensor reduce_scatter(Group& g, const at::Tensor& in, ReduceOp op, const std::string& label) {
-  auto sizes = in.sizes().vec();
-  if (!sizes.empty()) sizes[0] /= g.size();
-  at::Tensor out = at::empty(sizes, in.options());
-  reduce_scatter_async(g, in, out, op, label).wait();
-  return out;
-}
 
-CommHandle broadcast_async(Group& g, at::Tensor t, int root, const std::string& label) {
+CommHandle broadcast_start(Group& g, at::Tensor t, int root, const std::string& label, bool async) {
   if (root < 0 || root >= g.size())
     throw std::invalid_argument("broadcast on group " + g.name() + ": root " + std::to_string(root) +
                                 " is not a group rank");
@@ -203,11 +206,61 @@ CommHandle broadcast_async(Group& g, at::Tensor t, int root, const std::string& 
     std::vector<at::Tensor> v{t};
     c10d::BroadcastOptions o;
     o.rootRank = root;
+    o.asyncOp = async;
     return g.backend().broadcast(v, o);
   });
 }
 
-void broadcast(Group& g, at::Tensor& t, int root, const std::string& label) { broadcast_async(g, t, root, label).wait(); }
+}  // namespace
+
+CommHandle all_reduce_async(Group& g, at::Tensor t, ReduceOp op, const std::string& label) {
+  return all_reduce_start(g, std::move(t), op, label, true);
+}
+
+void all_reduce(Group& g, at::Tensor& t, ReduceOp op, const std::string& label) {
+  all_reduce_start(g, t, op, label, false).wait();
+}
+
+CommHandle all_gather_async(Group& g, const at::Tensor& in, at::Tensor out, const std::string& label) {
+  return all_gather_start(g, in, std::move(out), label, true);
+}
+
+at::Tensor all_gather(Group& g, const at::Tensor& in, const std::string& label) {
+  auto sizes = in.sizes().vec();
+  if (sizes.empty()) sizes.push_back(1);
+  sizes[0] *= g.size();
+  at::Tensor out = at::empty(sizes, in.options());
+  all_gather(g, in, out, label);
+  return out;
+}
+
+void all_gather(Group& g, const at::Tensor& in, at::Tensor& out, const std::string& label) {
+  all_gather_start(g, in, out, label, false).wait();
+}
+
+CommHandle reduce_scatter_async(Group& g, const at::Tensor& in, at::Tensor out, ReduceOp op, const std::string& label) {
+  return reduce_scatter_start(g, in, std::move(out), op, label, true);
+}
+
+at::Tensor reduce_scatter(Group& g, const at::Tensor& in, ReduceOp op, const std::string& label) {
+  auto sizes = in.sizes().vec();
+  if (!sizes.empty()) sizes[0] /= g.size();
+  at::Tensor out = at::empty(sizes, in.options());
+  reduce_scatter(g, in, out, op, label);
+  return out;
+}
+
+void reduce_scatter(Group& g, const at::Tensor& in, at::Tensor& out, ReduceOp op, const std::string& label) {
+  reduce_scatter_start(g, in, out, op, label, false).wait();
+}
+
+CommHandle broadcast_async(Group& g, at::Tensor t, int root, const std::string& label) {
+  return broadcast_start(g, std::move(t), root, label, true);
+}
+
+void broadcast(Group& g, at::Tensor& t, int root, const std::string& label) {
+  broadcast_start(g, t, root, label, false).wait();
+}
 
 CommHandle send_async(Group& g, const at::Tensor& t, int dst, const std::string& label) {
   check_tensor(g, "send", t);
@@ -232,7 +285,11 @@ void recv(Group& g, at::Tensor& t, int src, const std::string& label) { recv_asy
 
 void barrier(Group& g, const std::string& label) {
   if (g.size() == 1) return;
-  start(g, "barrier", at::Tensor(at::empty({0})), label, true, [&] { return g.backend().barrier(); }).wait();
+  start(g, "barrier", at::Tensor(at::empty({0})), label, true, [&] {
+    c10d::BarrierOptions o;
+    o.asyncOp = false;
+    return g.backend().barrier(o);
+  }).wait();
 }
 
 at::Tensor all_to_all(Group& g, const at::Tensor& in, const std::string& label) {
@@ -244,7 +301,9 @@ at::Tensor all_to_all(Group& g, const at::Tensor& in, const std::string& label) 
   if (g.size() == 1) return out.copy_(in);
   start(g, "all_to_all", in, label, true, [&] {
     std::vector<int64_t> equal;
-    return g.backend().alltoall_base(out, const_cast<at::Tensor&>(in), equal, equal);
+    c10d::AllToAllOptions o;
+    o.asyncOp = false;
+    return g.backend().alltoall_base(out, const_cast<at::Tensor&>(in), equal, equal, o);
   }).wait();
   return out;
 }

@@ -36,10 +36,13 @@ CommHandle all_reduce_async(Group& g, at::Tensor t, ReduceOp op = ReduceOp::Sum,
 
 // Concatenation of every rank's `in` along dim 0, in group-rank order.
 at::Tensor all_gather(Group& g, const at::Tensor& in, const std::string& label = "");
+void all_gather(Group& g, const at::Tensor& in, at::Tensor& out, const std::string& label = "");
 CommHandle all_gather_async(Group& g, const at::Tensor& in, at::Tensor out, const std::string& label = "");
 
 // `in` is split along dim 0 into size() chunks; group rank r receives the reduction of chunk r.
 at::Tensor reduce_scatter(Group& g, const at::Tensor& in, ReduceOp op = ReduceOp::Sum, const std::string& label = "");
+void reduce_scatter(Group& g, const at::Tensor& in, at::Tensor& out, ReduceOp op = ReduceOp::Sum,
+                    const std::string& label = "");
 CommHandle reduce_scatter_async(Group& g, const at::Tensor& in, at::Tensor out, ReduceOp op = ReduceOp::Sum,
                                 const std::string& label = "");
 

@@ -28,6 +28,8 @@ class Group {
   const std::vector<int>& ranks() const { return ranks_; }  // global ranks, by group rank
   int global_rank() const { return ranks_[rank_]; }
   std::chrono::milliseconds timeout() const { return timeout_; }
+  // "shm", "gloo", "nccl", or "none" for a group of one.
+  std::string backend_name() const { return backend_ ? backend_->getBackendName() : "none"; }
 
   // For the collective helpers (collectives.cpp): the backend, the next sequence number, and the
   // record/diagnosis pair.

@@ -9,6 +9,8 @@
 #endif
 #include <torch/cuda.h>
 
+#include "comm/shm/shm_backend.h"
+
 #include <cstdlib>
 #include <stdexcept>
 
@@ -29,10 +31,11 @@ at::Device choose_device(const WorkerEnv& env) {
 }
 
 // NCCL needs a GPU of its own per rank; Gloo serves CPU tensors and, through host memory, CUDA tensors
-// of ranks that share a GPU.
+// of ranks that share a GPU. "shm" is auto's choice on the CPU: shared memory within a node, Gloo
+// across nodes.
 std::string choose_backend(const std::string& requested, const at::Device& device, const WorkerEnv& env) {
   const bool gpu_per_rank = device.is_cuda() && env.local_world_size <= int(torch::cuda::device_count());
-  if (requested == "auto") return gpu_per_rank ? "nccl" : "gloo";
+  if (requested == "auto") return gpu_per_rank ? "nccl" : device.is_cuda() ? "gloo" : "shm";
   if (requested == "gloo") return requested;
   if (requested == "nccl") {
     if (!kHaveNccl)
@@ -97,14 +100,39 @@ std::shared_ptr<World> World::init(const WorldOptions& options, const WorkerEnv&
   }
   w->diagnosis_ = std::make_shared<HangDiagnosis>(w->store_, responder_store, env.rank, w->log_);
 
+  if (w->backend_ == "shm") w->learn_nodes();
   std::vector<int> all(env.world_size);
   for (int r = 0; r < env.world_size; ++r) all[r] = r;
   w->world_group_ = w->new_group("world", all);
   return w;
 }
 
-c10::intrusive_ptr<c10d::Backend> World::make_backend(const std::string& key, int rank, int size) {
+void World::learn_nodes() {
+  const std::string mine = std::to_string(env_.node_rank);
+  store_->set("node/" + std::to_string(rank()), std::vector<uint8_t>(mine.begin(), mine.end()));
+  node_of_.resize(size());
+  for (int r = 0; r < size(); ++r) {
+    auto v = store_->get("node/" + std::to_string(r));
+    node_of_[r] = std::stoi(std::string(v.begin(), v.end()));
+  }
+}
+
+bool World::on_one_node(const std::vector<int>& ranks) const {
+  for (int r : ranks)
+    if (node_of_.at(r) != node_of_.at(ranks[0])) return false;
+  return true;
+}
+
+c10::intrusive_ptr<c10d::Backend> World::make_backend(const std::string& key, const std::vector<int>& ranks, int rank) {
+  const int size = static_cast<int>(ranks.size());
   auto store = c10::make_intrusive<c10d::PrefixStore>("pg/" + key, store_);
+  if (backend_ == "shm" && on_one_node(ranks)) {
+    shm::ShmGroupOptions o;
+    o.segment_name = "/" + shared_memory_prefix(env_.master_addr, env_.master_port, env_.restart_count) + name_hash(key);
+    o.global_ranks = ranks;
+    o.timeout = options_.timeout;
+    return c10::make_intrusive<shm::ShmBackend>(store, rank, o);
+  }
 #ifdef USE_C10D_NCCL
   if (backend_ == "nccl") {
     auto o = c10d::ProcessGroupNCCL::Options::create();
@@ -130,7 +158,7 @@ std::shared_ptr<Group> World::new_group(const std::string& name, const std::vect
   c10::intrusive_ptr<c10d::Backend> backend;
   if (ranks.size() > 1) {
     try {
-      backend = make_backend(key, group_rank, static_cast<int>(ranks.size()));
+      backend = make_backend(key, ranks, group_rank);
     } catch (const std::exception& e) {
       std::string what = e.what();
       throw std::runtime_error("rank " + std::to_string(rank()) + ": creating process group " + name + " (ranks " +

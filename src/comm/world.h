@@ -1,11 +1,13 @@
 // The job as this rank sees it: its place (from the launcher's env, or mpirun's, or srun's), the
-// store every rank shares, the backend (Gloo on CPU, NCCL on CUDA builds) and the world group.
+// store every rank shares, the backend and the world group. On the CPU a group whose members share
+// a node talks through shared memory (comm/shm), any other through Gloo; CUDA builds use NCCL.
 #pragma once
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
 #include <chrono>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "comm/group.h"
 #include "launch/worker_env.h"
@@ -38,7 +40,10 @@ class World {
 
  private:
   World() = default;
-  c10::intrusive_ptr<c10d::Backend> make_backend(const std::string& key, int rank, int size);
+  c10::intrusive_ptr<c10d::Backend> make_backend(const std::string& key, const std::vector<int>& ranks, int rank);
+  // Which node each rank runs on (its GROUP_RANK), for groups that can use shared memory.
+  void learn_nodes();
+  bool on_one_node(const std::vector<int>& ranks) const;
 
   WorkerEnv env_;
   WorldOptions options_;
@@ -48,6 +53,7 @@ class World {
   std::shared_ptr<CollectiveLog> log_;
   std::shared_ptr<HangDiagnosis> diagnosis_;
   std::shared_ptr<Group> world_group_;
+  std::vector<int> node_of_;  // by global rank
 };
 
 }  // namespace dtrain

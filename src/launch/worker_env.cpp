@@ -1,5 +1,7 @@
 #include "launch/worker_env.h"
 
+#include <cstdint>
+#include <cstdio>
 #include <stdexcept>
 
 #include "common/printable.h"
@@ -37,6 +39,18 @@ int parse_slurm_tasks_per_node(const std::string& key, const std::string& v) {
 }
 
 }  // namespace
+
+std::string name_hash(const std::string& text) {
+  uint64_t h = 1469598103934665603ull;  // FNV-1a
+  for (unsigned char c : text) h = (h ^ c) * 1099511628211ull;
+  char out[17];
+  std::snprintf(out, sizeof out, "%016llx", static_cast<unsigned long long>(h));
+  return out;
+}
+
+std::string shared_memory_prefix(const std::string& master_addr, int master_port, int restart_count) {
+  return "dtrain-" + name_hash(master_addr + ":" + std::to_string(master_port)) + "-r" + std::to_string(restart_count) + "-";
+}
 
 std::string job_store_prefix(int restart_count) { return "dtrain/r" + std::to_string(restart_count); }
 

@@ -25,6 +25,14 @@ using EnvMap = std::map<std::string, std::string>;
 // job never reads a key the previous attempt left; the agent reads what they publish there.
 std::string job_store_prefix(int restart_count);
 
+// What the names of a job's shared-memory segments in /dev/shm start with during restart
+// `restart_count`: "dtrain-<job>-r<restart>-", where the job is told by its rendezvous address, which
+// no two live jobs share. A worker appends its group; the agent removes what a failed round left.
+std::string shared_memory_prefix(const std::string& master_addr, int master_port, int restart_count);
+
+// A short stable hash, in hex, for names built from arbitrary text.
+std::string name_hash(const std::string& text);
+
 // The current process environment as a map.
 EnvMap current_env();
 

@@ -18,6 +18,7 @@
 #include "common/printable.h"
 #include "common/wait_limit.h"
 #include "launch/worker_env.h"
+#include "train/host_memory.h"
 
 namespace dtrain {
 namespace {
@@ -33,6 +34,7 @@ struct BenchCommOptions {
   std::vector<std::string> ops = kOps;
   std::string dtype = "float32";
   double timeout_s = 120;
+  std::string backend = "auto";
 };
 
 // nccl-tests' bus-bandwidth factors: what each rank's link must carry relative to the algorithm
@@ -62,37 +64,51 @@ std::string check_options(const BenchCommOptions& o) {
   return "";
 }
 
-// One measured collective: `count` is the full vector in nccl-tests' convention (the gathered output
-// of all_gather, the input of reduce_scatter). Returns {seconds, wrong elements on this rank}.
-std::pair<double, int64_t> run_once(Group& g, const std::string& op, int64_t count, at::ScalarType dtype,
-                                    const at::Device& device) {
-  const int n = g.size(), r = g.rank();
-  const int64_t chunk = count / n;
-  auto opts = at::TensorOptions().dtype(dtype).device(device);
-  const double sum = n * (n + 1) / 2.0;
-  at::Tensor expected, result;
-  at::Tensor in = at::full({op == "all_gather" ? chunk : count}, r + 1, opts);
-  barrier(g, "bench-comm");
-  auto t0 = std::chrono::steady_clock::now();
-  if (op == "all_reduce") {
-    all_reduce(g, in, ReduceOp::Sum, "bench-comm");
-    result = in;
-    expected = at::full({count}, sum, opts);
-  } else if (op == "all_gather") {
-    result = all_gather(g, in, "bench-comm");
-    expected = at::arange(n, opts).repeat_interleave(chunk) + 1;
-  } else if (op == "reduce_scatter") {
-    result = reduce_scatter(g, in, ReduceOp::Sum, "bench-comm");
-    expected = at::full({chunk}, sum, opts);
-  } else {  // broadcast: check_options admits no other
-    in.fill_(r == 0 ? 7 : 0);
-    broadcast(g, in, 0, "bench-comm");
-    result = in;
-    expected = at::full({count}, 7, opts);
+// One size of one collective, its buffers made once. `count` is the full vector in nccl-tests'
+// convention (the gathered output of all_gather, the input of reduce_scatter).
+class Measurement {
+ public:
+  Measurement(Group& g, std::string op, int64_t count, at::ScalarType dtype, const at::Device& device)
+      : g_(g), op_(std::move(op)) {
+    const int n = g.size();
+    const int64_t chunk = count / n;
+    auto opts = at::TensorOptions().dtype(dtype).device(device);
+    const double sum = n * (n + 1) / 2.0;
+    in_ = at::empty({op_ == "all_gather" ? chunk : count}, opts);
+    if (op_ == "all_reduce") {
+      out_ = in_;
+      expected_ = at::full({count}, sum, opts);
+    } else if (op_ == "all_gather") {
+      out_ = at::empty({count}, opts);
+      expected_ = at::arange(n, opts).repeat_interleave(chunk) + 1;
+    } else if (op_ == "reduce_scatter") {
+      out_ = at::empty({chunk}, opts);
+      expected_ = at::full({chunk}, sum, opts);
+    } else {  // broadcast: check_options admits no other
+      out_ = in_;
+      expected_ = at::full({count}, 7, opts);
+    }
   }
-  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  return {seconds, result.ne(expected).sum().item<int64_t>()};
-}
+
+  // Returns {seconds, wrong elements on this rank}.
+  std::pair<double, int64_t> run() {
+    const int r = g_.rank();
+    in_.fill_(op_ == "broadcast" ? (r == 0 ? 7 : 0) : r + 1);
+    barrier(g_, "bench-comm");
+    auto t0 = std::chrono::steady_clock::now();
+    if (op_ == "all_reduce") all_reduce(g_, in_, ReduceOp::Sum, "bench-comm");
+    else if (op_ == "all_gather") all_gather(g_, in_, out_, "bench-comm");
+    else if (op_ == "reduce_scatter") reduce_scatter(g_, in_, out_, ReduceOp::Sum, "bench-comm");
+    else broadcast(g_, in_, 0, "bench-comm");
+    double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    return {seconds, out_.ne(expected_).sum().item<int64_t>()};
+  }
+
+ private:
+  Group& g_;
+  std::string op_;
+  at::Tensor in_, out_, expected_;
+};
 
 }  // namespace
 
@@ -109,6 +125,9 @@ int bench_comm_command(int argc, char** argv) {
   app.add_option("--ops", o.ops, "collectives to measure")->delimiter(',')->capture_default_str();
   app.add_option("--dtype", o.dtype, "float32 | float64 | int32 | int64")->capture_default_str();
   app.add_option("--timeout-s", o.timeout_s, "collective timeout")->capture_default_str()->check(real_number(0, kMaxWaitSeconds, true));
+  app.add_option("--backend", o.backend, "auto (shared memory within a node) | gloo")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"auto", "gloo"}));
   if (const auto code = parse_command_line(app, argc, argv)) return *code;
   if (auto error = check_options(o); !error.empty()) {
     std::cerr << "dtrain bench-comm: error: " << error << "\n";
@@ -116,15 +135,17 @@ int bench_comm_command(int argc, char** argv) {
   }
   const at::ScalarType dtype = parse_dtype(o.dtype);
 
+  keep_freed_host_memory();
   WorldOptions wo;
+  wo.backend = o.backend;
   wo.timeout = std::chrono::milliseconds(static_cast<int64_t>(o.timeout_s * 1000));
   auto world = World::init(wo, derive_worker_env(current_env()));
   Group& g = *world->world_group();
   const int n = g.size();
   const int64_t elem = at::elementSize(dtype);
   if (g.rank() == 0)
-    std::printf("# dtrain bench-comm: %d ranks, %s, sum; time = slowest rank's mean over %d iterations\n", n,
-                o.dtype.c_str(), o.iters);
+    std::printf("# dtrain bench-comm: %d ranks, %s backend, %s, sum; time = slowest rank's mean over %d iterations\n",
+                n, g.backend_name().c_str(), o.dtype.c_str(), o.iters);
   int64_t total_wrong = 0;
   for (const auto& op : o.ops) {
     if (g.rank() == 0)
@@ -134,8 +155,9 @@ int bench_comm_command(int argc, char** argv) {
       const int64_t count = std::max<int64_t>(bytes / elem / n, 1) * n;
       double total = 0;
       int64_t wrong = 0;
+      Measurement m(g, op, count, dtype, world->device());
       for (int i = 0; i < o.warmup + o.iters; ++i) {
-        auto [seconds, bad] = run_once(g, op, count, dtype, world->device());
+        auto [seconds, bad] = m.run();
         if (i >= o.warmup) total += seconds;
         wrong += bad;
       }

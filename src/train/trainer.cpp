@@ -453,7 +453,7 @@ int Trainer::train() {
   build_model();
   setup_run_dir();
   log_.info("dtrain train: rank " + std::to_string(world_->rank()) + " of " + std::to_string(world_->size()) + ", backend " +
-            world_->backend() + ", " + std::to_string(at::get_num_threads()) + " thread(s) per rank, run dir " + c_.run_dir);
+            world_->world_group()->backend_name() + ", " + std::to_string(at::get_num_threads()) + " thread(s) per rank, run dir " + c_.run_dir);
   for (const auto& line : setup_lines_) log_.info(line);
   resume_or_start();
 

@@ -1,0 +1,357 @@
+#include "comm/shm/shm_communicator.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <new>
+#include <stdexcept>
+
+namespace dtrain::shm {
+namespace {
+
+const char* op_name(int32_t kind) {
+  switch (static_cast<ShmOp>(kind)) {
+    case ShmOp::AllReduce: return "all_reduce";
+    case ShmOp::AllGather: return "all_gather";
+    case ShmOp::ReduceScatter: return "reduce_scatter";
+    case ShmOp::Broadcast: return "broadcast";
+    case ShmOp::AllToAll: return "all_to_all";
+    case ShmOp::Barrier: return "barrier";
+  }
+  return "unknown op";
+}
+
+std::string describe(const OpDescriptor& d) {
+  std::string s = std::string(op_name(d.kind)) + " #" + std::to_string(d.op_seq);
+  if (static_cast<ShmOp>(d.kind) == ShmOp::Barrier) return s;
+  s += " of " + std::to_string(d.numel) + " " + c10::toString(static_cast<at::ScalarType>(d.dtype)) + " elements";
+  if (static_cast<ShmOp>(d.kind) == ShmOp::Broadcast) s += " from root " + std::to_string(d.root);
+  return s;
+}
+
+// A killed rank stays a zombie until its launcher reaps it, so signal 0 alone would call it alive.
+bool alive(int pid) {
+  if (pid <= 0) return true;  // not yet known
+  if (kill(pid, 0) != 0 && errno == ESRCH) return false;
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(stat, line)) return true;
+  const auto paren = line.rfind(')');
+  return paren == std::string::npos || paren + 2 >= line.size() || (line[paren + 2] != 'Z' && line[paren + 2] != 'X');
+}
+
+int64_t align_down(int64_t x, int64_t a) { return std::max(a, x / a * a); }
+
+// Keeps every part of a step on its own cache lines (and vector-aligned for the reductions).
+int64_t alignment(int64_t element_bytes) { return std::max<int64_t>(1, 64 / element_bytes); }
+
+SharedSegment attach(c10d::Store& store, int rank, const ShmGroupOptions& o, const GroupLayout& layout) {
+  const int n = static_cast<int>(o.global_ranks.size());
+  SharedSegment seg = [&] {
+    if (rank != 0) {
+      store.wait({"shm/created"}, o.timeout);
+      return SharedSegment::open(o.segment_name, layout.bytes());
+    }
+    SharedSegment s = SharedSegment::create(o.segment_name, layout.bytes());
+    auto* h = new (layout.header(s.data())) SegmentHeader();
+    h->magic = kSegmentMagic;
+    h->size = n;
+    h->chunk_bytes = layout.chunk_bytes();
+    h->channel_bytes = layout.channel_bytes();
+    for (int r = 0; r < n; ++r) new (layout.slot(s.data(), r)) SlotHeader();
+    for (int a = 0; a < n; ++a)
+      for (int b = 0; b < n; ++b) new (layout.channel(s.data(), a, b)) ChannelHeader();
+    store.set("shm/created", std::vector<uint8_t>{'1'});
+    return s;
+  }();
+  const SegmentHeader* h = layout.header(seg.data());
+  if (h->magic != kSegmentMagic || h->size != n || h->chunk_bytes != layout.chunk_bytes() ||
+      h->channel_bytes != layout.channel_bytes())
+    throw std::runtime_error("shared-memory segment /dev/shm" + o.segment_name +
+                             " was laid out for another group (size or buffer sizes differ)");
+  layout.slot(seg.data(), rank)->pid.store(static_cast<int32_t>(getpid()));
+  store.set("shm/mapped/" + std::to_string(rank), std::vector<uint8_t>{'1'});
+  if (rank == 0) {
+    std::vector<std::string> keys;
+    for (int r = 1; r < n; ++r) keys.push_back("shm/mapped/" + std::to_string(r));
+    store.wait(keys, o.timeout);
+    // Every member holds a mapping now: the name has done its job.
+    SharedSegment::remove(o.segment_name);
+  }
+  return seg;
+}
+
+}  // namespace
+
+struct ShmCommunicator::Op {
+  OpDescriptor desc;
+  std::chrono::steady_clock::time_point deadline;
+  bool checked = false;  // the peers' descriptors have been compared with this one
+};
+
+ShmCommunicator::ShmCommunicator(c10d::Store& store, int rank, ShmGroupOptions options)
+    : rank_(rank),
+      n_(static_cast<int>(options.global_ranks.size())),
+      options_(std::move(options)),
+      layout_(n_, options_.chunk_bytes, options_.channel_bytes),
+      segment_(attach(store, rank, options_, layout_)),
+      sent_(n_, 0),
+      received_(n_, 0) {}
+
+void ShmCommunicator::wait_peer(const SequenceFlag& flag, uint32_t target, int peer, const std::string& what,
+                                std::chrono::steady_clock::time_point deadline) {
+  wait_for(flag, target, [&] {
+    const std::string who = "rank " + std::to_string(options_.global_ranks[peer]);
+    if (stopped_.load())
+      throw std::runtime_error("shared-memory " + what + " abandoned: the group is shutting down");
+    const int pid = layout_.slot(segment_.data(), peer)->pid.load();
+    if (!alive(pid))
+      throw std::runtime_error(who + " (pid " + std::to_string(pid) + ") exited during shared-memory " + what);
+    if (std::chrono::steady_clock::now() > deadline)
+      throw std::runtime_error("Timed out waiting " + std::to_string(options_.timeout.count()) + "ms for " + who +
+                               " in shared-memory " + what);
+  });
+}
+
+ShmCommunicator::Op ShmCommunicator::begin(ShmOp kind, const at::Tensor& t, int64_t numel, RedOp reduce, int root) {
+  if (reduce != c10d::ReduceOp::SUM && reduce != c10d::ReduceOp::MAX && reduce != c10d::ReduceOp::MIN)
+    throw std::invalid_argument(std::string("shared-memory ") + op_name(static_cast<int32_t>(kind)) +
+                                ": only sum, max and min reductions are supported");
+  Op op;
+  op.desc.op_seq = ++op_seq_;
+  op.desc.kind = static_cast<int32_t>(kind);
+  op.desc.dtype = static_cast<int32_t>(t.defined() ? t.scalar_type() : at::kByte);
+  op.desc.reduce = static_cast<int32_t>(reduce);
+  op.desc.numel = numel;
+  op.desc.root = root;
+  op.deadline = std::chrono::steady_clock::now() + options_.timeout;
+  layout_.slot(segment_.data(), rank_)->ops[op.desc.op_seq % kDescriptorRing] = op.desc;
+  return op;
+}
+
+uint32_t ShmCommunicator::begin_step(Op& op) {
+  const uint32_t k = ++step_;
+  // This member's half k&1 was last read by the peers in step k-2.
+  wait_all(op, &SlotHeader::released, k - 2);
+  return k;
+}
+
+void ShmCommunicator::wait_all(Op& op, SequenceFlag SlotHeader::*flag, uint32_t step) {
+  for (int j = 0; j < n_; ++j)
+    if (j != rank_) wait_peer(layout_.slot(segment_.data(), j)->*flag, step, j, describe(op.desc), op.deadline);
+  if (flag == &SlotHeader::arrived && !op.checked) {
+    check_descriptors(op);
+    op.checked = true;
+  }
+}
+
+void ShmCommunicator::check_descriptors(const Op& op) {
+  for (int j = 0; j < n_; ++j) {
+    if (j == rank_) continue;
+    const OpDescriptor d = layout_.slot(segment_.data(), j)->ops[op.desc.op_seq % kDescriptorRing];
+    const OpDescriptor& m = op.desc;
+    if (d.op_seq != m.op_seq || d.kind != m.kind || d.dtype != m.dtype || d.numel != m.numel || d.root != m.root ||
+        d.reduce != m.reduce)
+      throw std::runtime_error("shared-memory collective mismatch: rank " + std::to_string(options_.global_ranks[j]) +
+                               " entered " + describe(d) + " where rank " +
+                               std::to_string(options_.global_ranks[rank_]) + " entered " + describe(m));
+  }
+}
+
+void ShmCommunicator::reduce_into(char* out, const std::vector<const char*>& inputs, int64_t numel,
+                                  at::ScalarType dtype, RedOp op) {
+  auto view = [&](const char* p) {
+    return at::from_blob(const_cast<char*>(p), {numel}, at::TensorOptions().dtype(dtype));
+  };
+  // Start from the input `out` already holds, if any; the order of the rest is the same on every
+  // member, so every member computing a part gets the same bits.
+  auto own = std::find(inputs.begin(), inputs.end(), out);
+  const size_t first = own == inputs.end() ? 0 : size_t(own - inputs.begin());
+  at::Tensor acc = view(out);
+  if (own == inputs.end()) acc.copy_(view(inputs[0]));
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (i == first) continue;
+    at::Tensor x = view(inputs[i]);
+    if (op == c10d::ReduceOp::SUM) acc.add_(x);
+    else if (op == c10d::ReduceOp::MAX) at::maximum_out(acc, acc, x);
+    else at::minimum_out(acc, acc, x);
+  }
+}
+
+void ShmCommunicator::all_reduce(at::Tensor& t, RedOp red) {
+  const int64_t N = t.numel(), e = t.element_size();
+  Op op = begin(ShmOp::AllReduce, t, N, red, 0);
+  const int64_t align = alignment(e);
+  const int64_t part_cap = align_down(layout_.chunk_bytes() / n_ / e, align);
+  char* data = static_cast<char*>(t.data_ptr());
+  char* base = segment_.data();
+  int64_t off = 0;
+  do {
+    const int64_t len = std::min(part_cap * n_, N - off);
+    const int64_t part = std::min(part_cap, ((len + n_ - 1) / n_ + align - 1) / align * align);
+    auto lo = [&](int j) { return std::min(len, j * part); };
+    auto hi = [&](int j) { return std::min(len, (j + 1) * part); };
+    const uint32_t k = begin_step(op);
+    const int half = k & 1;
+    SlotHeader* mine = layout_.slot(base, rank_);
+    std::memcpy(layout_.buffer(base, rank_, half), data + off * e, len * e);
+    mine->arrived.publish(k);
+    wait_all(op, &SlotHeader::arrived, k);
+    if (hi(rank_) > lo(rank_)) {
+      std::vector<const char*> inputs;
+      for (int j = 0; j < n_; ++j) inputs.push_back(layout_.buffer(base, j, half) + lo(rank_) * e);
+      reduce_into(layout_.buffer(base, rank_, half) + lo(rank_) * e, inputs, hi(rank_) - lo(rank_), t.scalar_type(), red);
+    }
+    mine->reduced.publish(k);
+    wait_all(op, &SlotHeader::reduced, k);
+    for (int j = 0; j < n_; ++j)
+      std::memcpy(data + (off + lo(j)) * e, layout_.buffer(base, j, half) + lo(j) * e, (hi(j) - lo(j)) * e);
+    mine->released.publish(k);
+    off += len;
+  } while (off < N);
+}
+
+void ShmCommunicator::all_gather(const at::Tensor& in, std::vector<at::Tensor>& outs) {
+  const int64_t N = in.numel(), e = in.element_size();
+  Op op = begin(ShmOp::AllGather, in, N, c10d::ReduceOp::SUM, 0);
+  const int64_t cap = std::max<int64_t>(1, layout_.chunk_bytes() / e);
+  const char* src = static_cast<const char*>(in.data_ptr());
+  char* base = segment_.data();
+  int64_t off = 0;
+  do {
+    const int64_t len = std::min(cap, N - off);
+    const uint32_t k = begin_step(op);
+    const int half = k & 1;
+    std::memcpy(layout_.buffer(base, rank_, half), src + off * e, len * e);
+    layout_.slot(base, rank_)->arrived.publish(k);
+    wait_all(op, &SlotHeader::arrived, k);
+    for (int j = 0; j < n_; ++j)
+      std::memcpy(static_cast<char*>(outs[j].data_ptr()) + off * e, layout_.buffer(base, j, half), len * e);
+    layout_.slot(base, rank_)->released.publish(k);
+    off += len;
+  } while (off < N);
+}
+
+// reduce_scatter and all_to_all share a step: member j puts its piece of every destination's chunk
+// into part d of its buffer, and member r reads part r of every buffer.
+void ShmCommunicator::reduce_scatter(const at::Tensor& in, at::Tensor& out, RedOp red) {
+  const int64_t M = out.numel(), e = in.element_size();
+  Op op = begin(ShmOp::ReduceScatter, in, in.numel(), red, 0);
+  const int64_t cap = align_down(layout_.chunk_bytes() / n_ / e, alignment(e));
+  const char* src = static_cast<const char*>(in.data_ptr());
+  char* dst = static_cast<char*>(out.data_ptr());
+  char* base = segment_.data();
+  int64_t off = 0;
+  do {
+    const int64_t len = std::min(cap, M - off);
+    const uint32_t k = begin_step(op);
+    const int half = k & 1;
+    for (int d = 0; d < n_; ++d)
+      std::memcpy(layout_.buffer(base, rank_, half) + d * cap * e, src + (d * M + off) * e, len * e);
+    layout_.slot(base, rank_)->arrived.publish(k);
+    wait_all(op, &SlotHeader::arrived, k);
+    std::vector<const char*> inputs;
+    for (int j = 0; j < n_; ++j) inputs.push_back(layout_.buffer(base, j, half) + rank_ * cap * e);
+    if (len > 0) reduce_into(dst + off * e, inputs, len, in.scalar_type(), red);
+    layout_.slot(base, rank_)->released.publish(k);
+    off += len;
+  } while (off < M);
+}
+
+void ShmCommunicator::all_to_all(const at::Tensor& in, at::Tensor& out) {
+  const int64_t M = in.numel() / n_, e = in.element_size();
+  Op op = begin(ShmOp::AllToAll, in, in.numel(), c10d::ReduceOp::SUM, 0);
+  const int64_t cap = align_down(layout_.chunk_bytes() / n_ / e, alignment(e));
+  const char* src = static_cast<const char*>(in.data_ptr());
+  char* dst = static_cast<char*>(out.data_ptr());
+  char* base = segment_.data();
+  int64_t off = 0;
+  do {
+    const int64_t len = std::min(cap, M - off);
+    const uint32_t k = begin_step(op);
+    const int half = k & 1;
+    for (int d = 0; d < n_; ++d)
+      std::memcpy(layout_.buffer(base, rank_, half) + d * cap * e, src + (d * M + off) * e, len * e);
+    layout_.slot(base, rank_)->arrived.publish(k);
+    wait_all(op, &SlotHeader::arrived, k);
+    for (int j = 0; j < n_; ++j)
+      std::memcpy(dst + (j * M + off) * e, layout_.buffer(base, j, half) + rank_ * cap * e, len * e);
+    layout_.slot(base, rank_)->released.publish(k);
+    off += len;
+  } while (off < M);
+}
+
+void ShmCommunicator::broadcast(at::Tensor& t, int root) {
+  const int64_t N = t.numel(), e = t.element_size();
+  Op op = begin(ShmOp::Broadcast, t, N, c10d::ReduceOp::SUM, root);
+  const int64_t cap = std::max<int64_t>(1, layout_.chunk_bytes() / e);
+  char* data = static_cast<char*>(t.data_ptr());
+  char* base = segment_.data();
+  int64_t off = 0;
+  do {
+    const int64_t len = std::min(cap, N - off);
+    const uint32_t k = begin_step(op);
+    const int half = k & 1;
+    if (rank_ == root) std::memcpy(layout_.buffer(base, rank_, half), data + off * e, len * e);
+    layout_.slot(base, rank_)->arrived.publish(k);
+    wait_all(op, &SlotHeader::arrived, k);
+    if (rank_ != root) std::memcpy(data + off * e, layout_.buffer(base, root, half), len * e);
+    layout_.slot(base, rank_)->released.publish(k);
+    off += len;
+  } while (off < N);
+}
+
+void ShmCommunicator::barrier() {
+  Op op = begin(ShmOp::Barrier, at::Tensor(), 0, c10d::ReduceOp::SUM, 0);
+  const uint32_t k = begin_step(op);
+  layout_.slot(segment_.data(), rank_)->arrived.publish(k);
+  wait_all(op, &SlotHeader::arrived, k);
+  layout_.slot(segment_.data(), rank_)->released.publish(k);
+}
+
+void ShmCommunicator::send(const at::Tensor& t, int dst) {
+  const int64_t M = t.nbytes(), P = layout_.channel_bytes();
+  const auto deadline = std::chrono::steady_clock::now() + options_.timeout;
+  const std::string what = "send of " + std::to_string(M) + " bytes to rank " + std::to_string(options_.global_ranks[dst]);
+  ChannelHeader* ch = layout_.channel(segment_.data(), rank_, dst);
+  const char* data = static_cast<const char*>(t.data_ptr());
+  int64_t off = 0;
+  do {
+    const int64_t len = std::min(P, M - off);
+    const uint32_t g = ++sent_[dst];
+    const int half = g & 1;
+    wait_peer(ch->acked, g - 2, dst, what, deadline);
+    std::memcpy(layout_.channel_buffer(segment_.data(), rank_, dst, half), data + off, len);
+    ch->message_bytes[half] = M;
+    ch->sent.publish(g);
+    off += len;
+  } while (off < M);
+}
+
+void ShmCommunicator::recv(at::Tensor& t, int src) {
+  const int64_t M = t.nbytes(), P = layout_.channel_bytes();
+  const auto deadline = std::chrono::steady_clock::now() + options_.timeout;
+  const std::string what =
+      "recv of " + std::to_string(M) + " bytes from rank " + std::to_string(options_.global_ranks[src]);
+  ChannelHeader* ch = layout_.channel(segment_.data(), src, rank_);
+  char* data = static_cast<char*>(t.data_ptr());
+  int64_t off = 0;
+  do {
+    const uint32_t g = ++received_[src];
+    const int half = g & 1;
+    wait_peer(ch->sent, g, src, what, deadline);
+    if (ch->message_bytes[half] != M)
+      throw std::runtime_error("shared-memory " + what + " met a send of " + std::to_string(ch->message_bytes[half]) +
+                               " bytes");
+    const int64_t len = std::min(P, M - off);
+    std::memcpy(data + off, layout_.channel_buffer(segment_.data(), src, rank_, half), len);
+    ch->acked.publish(g);
+    off += len;
+  } while (off < M);
+}
+
+}  // namespace dtrain::shm
