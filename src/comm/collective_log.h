@@ -2,6 +2,7 @@
 // across ranks. Recording is a mutex and a ring-buffer slot — no communication — so it stays on in
 // production, where hangs happen.
 #pragma once
+#include <c10/core/ScalarType.h>
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
@@ -51,5 +52,8 @@ class CollectiveLog {
 };
 
 CollectiveRecord record_from_json(const nlohmann::json& j);
+
+// PyTorch's Python names ("float32"), which users know, rather than c10's ("Float").
+std::string dtype_name(c10::ScalarType t);
 
 }  // namespace dtrain

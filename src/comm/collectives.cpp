@@ -44,26 +44,16 @@ namespace {
 
 std::vector<int64_t> shape_of(const at::Tensor& t) { return t.sizes().vec(); }
 
-// PyTorch's Python names ("float32"), which users know, rather than c10's ("Float").
-std::string dtype_name(at::ScalarType t) {
-  switch (t) {
-    case at::kFloat: return "float32";
-    case at::kDouble: return "float64";
-    case at::kHalf: return "float16";
-    case at::kBFloat16: return "bfloat16";
-    case at::kLong: return "int64";
-    case at::kInt: return "int32";
-    case at::kShort: return "int16";
-    case at::kChar: return "int8";
-    case at::kByte: return "uint8";
-    case at::kBool: return "bool";
-    default: return c10::toString(t);
-  }
-}
-
 void check_tensor(const Group& g, const char* op, const at::Tensor& t) {
   if (!t.is_contiguous())
     throw std::invalid_argument(std::string(op) + " on group " + g.name() + ": the tensor must be contiguous");
+}
+
+void check_peer(const Group& g, const char* op, int peer) {
+  if (peer < 0 || peer >= g.size() || peer == g.rank())
+    throw std::invalid_argument(std::string(op) + " on group " + g.name() + ": rank " + std::to_string(peer) +
+                                " is not another member of the group (its ranks are 0.." + std::to_string(g.size() - 1) +
+                                ", this one is " + std::to_string(g.rank()) + ")");
 }
 
 c10d::ReduceOp backend_op(ReduceOp op) {
@@ -264,6 +254,7 @@ void broadcast(Group& g, at::Tensor& t, int root, const std::string& label) {
 
 CommHandle send_async(Group& g, const at::Tensor& t, int dst, const std::string& label) {
   check_tensor(g, "send", t);
+  check_peer(g, "send", dst);
   // Point-to-point ops involve two ranks, so they are recorded but not numbered: the group's
   // sequence must stay identical on every member.
   return start(g, "send->" + std::to_string(dst), t, label, false, [&] {
@@ -274,6 +265,7 @@ CommHandle send_async(Group& g, const at::Tensor& t, int dst, const std::string&
 
 CommHandle recv_async(Group& g, at::Tensor t, int src, const std::string& label) {
   check_tensor(g, "recv", t);
+  check_peer(g, "recv", src);
   return start(g, "recv<-" + std::to_string(src), t, label, false, [&] {
     std::vector<at::Tensor> v{t};
     return g.backend().recv(v, src, 0);

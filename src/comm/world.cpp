@@ -131,6 +131,7 @@ c10::intrusive_ptr<c10d::Backend> World::make_backend(const std::string& key, co
     o.segment_name = "/" + shared_memory_prefix(env_.master_addr, env_.master_port, env_.restart_count) + name_hash(key);
     o.global_ranks = ranks;
     o.timeout = options_.timeout;
+    o.chunk_bytes = options_.shm_chunk_bytes;
     return c10::make_intrusive<shm::ShmBackend>(store, rank, o);
   }
 #ifdef USE_C10D_NCCL

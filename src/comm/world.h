@@ -17,6 +17,7 @@ namespace dtrain {
 struct WorldOptions {
   std::string backend = "auto";                 // auto | gloo | nccl (dist.backend)
   std::chrono::milliseconds timeout{300000};    // every group's collective timeout (dist.timeout_s)
+  int64_t shm_chunk_bytes = 1 << 19;            // each rank's shared-memory buffer half (comm/shm)
 };
 
 class World {

@@ -2,15 +2,36 @@
 // a rank gets when another skips a collective or calls a different one.
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <thread>
+
+#include "launch/worker_env.h"
 #include "support/process.h"
 
 namespace dtrain::test {
 namespace {
 
-ProcessResult run_ranks(int n, const std::string& scenario, const std::string& timeout_ms = "60000") {
+ProcessResult run_ranks(int n, const std::string& scenario, const std::string& timeout_ms = "60000",
+                        const std::string& backend = "auto", const std::string& shm_chunk_bytes = "524288") {
   return run_process({DTRAIN_BIN, "launch", "--nproc-per-node", std::to_string(n), "--grace-period", "1", "--",
-                      std::string(DTRAIN_TEST_BIN_DIR) + "/worker_collectives", scenario, timeout_ms},
-                     90);
+                      std::string(DTRAIN_TEST_BIN_DIR) + "/worker_collectives", scenario, timeout_ms, backend,
+                      shm_chunk_bytes},
+                     180);
+}
+
+void expect_all_pass(const ProcessResult& r, int n, const std::string& scenario) {
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  for (int rank = 0; rank < n; ++rank)
+    EXPECT_TRUE(contains(r.output, "[rank " + std::to_string(rank) + "] PASS " + scenario)) << r.output;
+}
+
+// The names in /dev/shm that a job with this rendezvous port left behind.
+std::vector<std::string> leftover_segments(int port) {
+  const std::string prefix = shared_memory_prefix("127.0.0.1", port, 0);
+  std::vector<std::string> left;
+  for (const auto& e : std::filesystem::directory_iterator("/dev/shm"))
+    if (e.path().filename().string().rfind(prefix, 0) == 0) left.push_back(e.path().string());
+  return left;
 }
 
 class Collectives : public ::testing::TestWithParam<int> {};
@@ -24,6 +45,46 @@ TEST_P(Collectives, MatchClosedFormsForOddSizesAndDtypes) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Ranks, Collectives, ::testing::Values(2, 3, 4));
+
+// Every collective, dtype and reduction through shared-memory buffers of 4 KiB, so that most sizes
+// take many steps through both halves, on the world and on sub-groups.
+class SharedMemorySweep : public ::testing::TestWithParam<int> {};
+
+TEST_P(SharedMemorySweep, EveryCollectiveDtypeAndOpMatchesItsClosedFormAcrossManyBufferSteps) {
+  const int n = GetParam();
+  expect_all_pass(run_ranks(n, "sweep", "60000", "auto", "4096"), n, "sweep");
+}
+
+INSTANTIATE_TEST_SUITE_P(Ranks, SharedMemorySweep, ::testing::Values(1, 2, 3, 4));
+
+TEST(SharedMemorySweep, TheDefaultBuffersAndGlooAgreeWithTheSameClosedForms) {
+  expect_all_pass(run_ranks(3, "sweep"), 3, "sweep");
+  expect_all_pass(run_ranks(2, "sweep", "60000", "gloo"), 2, "sweep");
+}
+
+// Two ranks started directly (no agent to stop the survivor): the last one is killed inside a
+// 64 MiB all-reduce, and the other must fail naming it, long before its 60 s timeout.
+TEST(SharedMemory, ARankKilledInsideAnAllReduceFailsTheOthersByNameAndLeavesNoSegment) {
+  const int port = free_port();
+  ProcessResult results[2];
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < 2; ++r)
+    ranks.emplace_back([&, r] {
+      results[r] = run_process({std::string(DTRAIN_TEST_BIN_DIR) + "/worker_collectives", "killed", "60000"}, 50,
+                               {"RANK=" + std::to_string(r), "LOCAL_RANK=" + std::to_string(r), "WORLD_SIZE=2",
+                                "LOCAL_WORLD_SIZE=2", "MASTER_ADDR=127.0.0.1", "MASTER_PORT=" + std::to_string(port)});
+    });
+  for (auto& t : ranks) t.join();
+  EXPECT_NE(results[1].exit_code, 0);
+  const ProcessResult& survivor = results[0];
+  EXPECT_NE(survivor.exit_code, 0);
+  EXPECT_FALSE(survivor.timed_out) << survivor.output;
+  EXPECT_TRUE(contains(survivor.output, "all_reduce #2 on group world (ranks 0-1) failed on rank 0")) << survivor.output;
+  EXPECT_TRUE(contains(survivor.output, "rank 1 (pid ")) << survivor.output;
+  EXPECT_TRUE(contains(survivor.output, ") exited during shared-memory all_reduce #2 of 16777216 float32 elements"))
+      << survivor.output;
+  EXPECT_TRUE(leftover_segments(port).empty());
+}
 
 TEST(MeshGroups, ReduceExactlyTheirMembersOnATwoByTwoMesh) {
   auto r = run_ranks(4, "mesh");

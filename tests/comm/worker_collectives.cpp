@@ -1,8 +1,11 @@
 // A rank of the multi-rank comm tests, started by `dtrain launch`. Each scenario checks its results
 // against closed forms computed locally and exits non-zero with a message on any difference.
-//   worker_collectives collectives | mesh | skip | mismatch
+//   worker_collectives SCENARIO [TIMEOUT_MS [BACKEND [SHM_CHUNK_BYTES]]]
+//   SCENARIO: collectives | sweep | mesh | skip | mismatch | killed
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
+
+#include <signal.h>
 
 #include <chrono>
 #include <iostream>
@@ -97,6 +100,101 @@ void collectives(World& world) {
   barrier(g, "end");
 }
 
+at::Tensor cat_ranks(int n, const std::function<at::Tensor(int)>& part) {
+  std::vector<at::Tensor> parts;
+  for (int k = 0; k < n; ++k) parts.push_back(part(k));
+  return at::cat(parts);
+}
+
+// Every collective x dtype x reduction on one group, for sizes from empty to many buffer steps.
+// Values are small integers (at most 40 after a sum of four ranks), exact in every dtype down to int8.
+void sweep_group(Group& g, const std::string& where) {
+  const int n = g.size(), r = g.rank();
+  const int64_t sum_weights = n * (n + 1) / 2;
+  for (auto dtype : {at::kFloat, at::kDouble, at::kBFloat16, at::kHalf, at::kInt, at::kLong, at::kChar, at::kByte}) {
+    for (int64_t len : {0, 1, 7, 1001, 5003}) {
+      auto opts = at::TensorOptions().dtype(dtype);
+      const std::string tag = where + " " + c10::toString(dtype) + " x" + std::to_string(len);
+      const at::Tensor base = at::arange(len, at::kLong).remainder(5).to(dtype);  // 0..4
+      at::Tensor t = base * (r + 1);
+      all_reduce(g, t, ReduceOp::Sum);
+      expect_equal(t, base * sum_weights, "all_reduce sum " + tag);
+      t = base + r;
+      all_reduce_async(g, t, ReduceOp::Max).wait();
+      expect_equal(t, base + (n - 1), "all_reduce max " + tag);
+      t = base + r;
+      all_reduce(g, t, ReduceOp::Min);
+      expect_equal(t, base, "all_reduce min " + tag);
+      if (at::isFloatingType(dtype)) {
+        t = base * 2 * (r + 1);
+        all_reduce(g, t, ReduceOp::Avg);
+        expect_equal(t, base * (n + 1), "all_reduce avg " + tag);
+      }
+      expect_equal(all_gather(g, base + 5 * r), cat_ranks(n, [&](int k) { return base + 5 * k; }), "all_gather " + tag);
+
+      const at::Tensor full = at::arange(n * len, at::kLong).remainder(5).to(dtype);
+      at::Tensor rs = reduce_scatter(g, full * (r + 1), ReduceOp::Sum);
+      expect_equal(rs, full.slice(0, r * len, (r + 1) * len) * sum_weights, "reduce_scatter sum " + tag);
+      at::Tensor rs_out = at::empty({len}, opts);
+      reduce_scatter_async(g, full + r, rs_out, ReduceOp::Max).wait();
+      expect_equal(rs_out, full.slice(0, r * len, (r + 1) * len) + (n - 1), "reduce_scatter max " + tag);
+      reduce_scatter(g, full + r, rs_out, ReduceOp::Min);
+      expect_equal(rs_out, full.slice(0, r * len, (r + 1) * len), "reduce_scatter min " + tag);
+      if (at::isFloatingType(dtype)) {
+        reduce_scatter(g, full * 2 * (r + 1), rs_out, ReduceOp::Avg);
+        expect_equal(rs_out, full.slice(0, r * len, (r + 1) * len) * (n + 1), "reduce_scatter avg " + tag);
+      }
+      const int root = n - 1;
+      at::Tensor b = r == root ? base + 3 : at::zeros_like(base);
+      broadcast_async(g, b, root).wait();
+      expect_equal(b, base + 3, "broadcast " + tag);
+
+      at::Tensor a2a = all_to_all(g, cat_ranks(n, [&](int j) { return base + 10 * r + 2 * j; }).to(dtype));
+      expect_equal(a2a, cat_ranks(n, [&](int src) { return base + 10 * src + 2 * r; }), "all_to_all " + tag);
+    }
+  }
+  // Messages of several channel buffers each way at once, around a ring.
+  for (int64_t len : {0, 5, 300000}) {
+    if (n == 1) break;
+    at::Tensor out = at::arange(len, at::kFloat) + r, in = at::empty({len});
+    const int next = (r + 1) % n, prev = (r + n - 1) % n;
+    auto s = send_async(g, out, next);
+    recv(g, in, prev);
+    s.wait();
+    expect_equal(in, at::arange(len, at::kFloat) + prev, where + " send/recv ring x" + std::to_string(len));
+  }
+  barrier(g, "sweep end");
+}
+
+// The world, a group of every other rank, and (from 3 ranks) a group without rank 0.
+void sweep(World& world) {
+  sweep_group(*world.world_group(), "world");
+  std::vector<int> even, rest;
+  for (int r = 0; r < world.size(); ++r) {
+    if (r % 2 == 0) even.push_back(r);
+    if (r > 0) rest.push_back(r);
+  }
+  auto evens = world.new_group("even", even);
+  if (evens) sweep_group(*evens, "even");
+  if (world.size() >= 3) {
+    auto others = world.new_group("rest", rest);
+    if (others) sweep_group(*others, "rest");
+  }
+}
+
+// The last rank dies by SIGKILL while its worker thread is inside a large all-reduce; the others
+// must fail with an error naming it.
+void killed(World& world) {
+  Group& g = *world.world_group();
+  at::Tensor t = at::ones({64 << 20 >> 2});
+  barrier(g, "start");
+  if (world.rank() == world.size() - 1) {
+    auto h = all_reduce_async(g, t, ReduceOp::Sum, "big");
+    ::raise(SIGKILL);
+  }
+  all_reduce(g, t, ReduceOp::Sum, "big");
+}
+
 // On a 2x2 mesh {dp: 2, tp: 2}: tp groups are {0,1},{2,3}; dp groups are {0,2},{1,3}.
 void mesh(World& world) {
   DeviceMesh m(world, {{"dp", -1}, {"tp", 2}});
@@ -148,9 +246,13 @@ int main(int argc, char** argv) {
   const std::string scenario = argc > 1 ? argv[1] : "collectives";
   WorldOptions opts;
   if (argc > 2) opts.timeout = std::chrono::milliseconds(std::stoi(argv[2]));
+  if (argc > 3) opts.backend = argv[3];
+  if (argc > 4) opts.shm_chunk_bytes = std::stoll(argv[4]);
   try {
     auto world = World::init(opts, derive_worker_env(current_env()));
     if (scenario == "collectives") collectives(*world);
+    else if (scenario == "sweep") sweep(*world);
+    else if (scenario == "killed") killed(*world);
     else if (scenario == "mesh") mesh(*world);
     else if (scenario == "skip") skip(*world);
     else if (scenario == "mismatch") mismatch(*world);

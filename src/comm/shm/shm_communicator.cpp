@@ -1,5 +1,7 @@
 #include "comm/shm/shm_communicator.h"
 
+#include "comm/collective_log.h"
+
 #include <signal.h>
 #include <unistd.h>
 
@@ -28,7 +30,7 @@ const char* op_name(int32_t kind) {
 std::string describe(const OpDescriptor& d) {
   std::string s = std::string(op_name(d.kind)) + " #" + std::to_string(d.op_seq);
   if (static_cast<ShmOp>(d.kind) == ShmOp::Barrier) return s;
-  s += " of " + std::to_string(d.numel) + " " + c10::toString(static_cast<at::ScalarType>(d.dtype)) + " elements";
+  s += " of " + std::to_string(d.numel) + " " + dtype_name(static_cast<at::ScalarType>(d.dtype)) + " elements";
   if (static_cast<ShmOp>(d.kind) == ShmOp::Broadcast) s += " from root " + std::to_string(d.root);
   return s;
 }
@@ -48,6 +50,14 @@ int64_t align_down(int64_t x, int64_t a) { return std::max(a, x / a * a); }
 
 // Keeps every part of a step on its own cache lines (and vector-aligned for the reductions).
 int64_t alignment(int64_t element_bytes) { return std::max<int64_t>(1, 64 / element_bytes); }
+
+// A buffer must hold a cache line for every member: each member's part of a step starts on its own.
+int64_t checked_bytes(int64_t bytes, int members) {
+  if (bytes < 64 * members || bytes % 64 != 0)
+    throw std::invalid_argument("shared-memory buffers of " + std::to_string(bytes) + " bytes: need a multiple of 64 of at least " +
+                                std::to_string(64 * members));
+  return bytes;
+}
 
 SharedSegment attach(c10d::Store& store, int rank, const ShmGroupOptions& o, const GroupLayout& layout) {
   const int n = static_cast<int>(o.global_ranks.size());
@@ -97,7 +107,7 @@ ShmCommunicator::ShmCommunicator(c10d::Store& store, int rank, ShmGroupOptions o
     : rank_(rank),
       n_(static_cast<int>(options.global_ranks.size())),
       options_(std::move(options)),
-      layout_(n_, options_.chunk_bytes, options_.channel_bytes),
+      layout_(n_, checked_bytes(options_.chunk_bytes, n_), checked_bytes(options_.channel_bytes, 1)),
       segment_(attach(store, rank, options_, layout_)),
       sent_(n_, 0),
       received_(n_, 0) {}
