@@ -10,6 +10,8 @@
 #include <map>
 #include <thread>
 
+#include "launch/worker_env.h"
+
 namespace dtrain {
 namespace {
 
@@ -55,6 +57,7 @@ void Agent::learn_run_dir(JobCoordinator& coord, int round) {
 }
 
 void Agent::start_workers(int port, int round) {
+  shared_memory_prefix_ = shared_memory_prefix(options_.master_addr, port, round);
   const int world = options_.nnodes * options_.nproc_per_node;
   for (int local = 0; local < options_.nproc_per_node; ++local) {
     const int rank = options_.node_rank * options_.nproc_per_node + local;
@@ -102,6 +105,10 @@ void Agent::stop_workers() {
     while (w->pump_output()) {
     }
   workers_.clear();
+  // Workers remove their segments' names once every member has mapped them; one killed before that
+  // leaves a name behind.
+  if (const int left = remove_shared_memory(shared_memory_prefix_))
+    tell("removed " + std::to_string(left) + " shared-memory segment(s) the workers left in /dev/shm");
 }
 
 Agent::Outcome Agent::run_round(JobCoordinator& coord, int round, RoundFailure* failure) {

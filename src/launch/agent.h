@@ -41,6 +41,7 @@ class Agent {
   // Started first and declared before the workers, so it outlives every one of them.
   std::unique_ptr<WorkerGroupWatchdog> watchdog_;
   std::vector<std::unique_ptr<WorkerProcess>> workers_;
+  std::string shared_memory_prefix_;  // this round's workers' segment names (launch/worker_env.h)
 };
 
 }  // namespace dtrain

@@ -1,6 +1,9 @@
 #include "launch/worker_env.h"
 
+#include <sys/mman.h>
+
 #include <cstdint>
+#include <filesystem>
 #include <cstdio>
 #include <stdexcept>
 
@@ -46,6 +49,16 @@ std::string name_hash(const std::string& text) {
   char out[17];
   std::snprintf(out, sizeof out, "%016llx", static_cast<unsigned long long>(h));
   return out;
+}
+
+int remove_shared_memory(const std::string& prefix) {
+  int removed = 0;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator("/dev/shm", ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind(prefix, 0) == 0 && shm_unlink(("/" + name).c_str()) == 0) ++removed;
+  }
+  return removed;
 }
 
 std::string shared_memory_prefix(const std::string& master_addr, int master_port, int restart_count) {

@@ -30,6 +30,10 @@ std::string job_store_prefix(int restart_count);
 // no two live jobs share. A worker appends its group; the agent removes what a failed round left.
 std::string shared_memory_prefix(const std::string& master_addr, int master_port, int restart_count);
 
+// Removes every /dev/shm name that starts with `prefix`: what workers killed while they created their
+// groups' segments left. Returns how many it removed.
+int remove_shared_memory(const std::string& prefix);
+
 // A short stable hash, in hex, for names built from arbitrary text.
 std::string name_hash(const std::string& text);
 

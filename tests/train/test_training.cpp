@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "ckpt/safetensors.h"
+#include "launch/worker_env.h"
 #include "model/transformer.h"
 #include "support/process.h"
 #include "support/scratch.h"
@@ -88,6 +89,18 @@ TEST_P(LayoutEquivalence, DataParallelLayoutsTrainLikeOneRank) {
 
 INSTANTIATE_TEST_SUITE_P(Archs, LayoutEquivalence, ::testing::Values("gpt2", "llama"));
 
+// Shared memory (the default on one node) and Gloo reduce the same buckets in different orders.
+TEST(DataParallel, SharedMemoryAndGlooBackendsTrainAlike) {
+  const std::vector<std::string> job = {"train_batch_size=16", "train_micro_batch_size_per_gpu=4"};
+  const TrainingRun shm = train(scratch_dir("backend_shm"), 4, job);
+  EXPECT_TRUE(contains(shm.result.output, "backend shm")) << shm.result.output;
+  auto with_gloo = job;
+  with_gloo.push_back("dist.backend=gloo");
+  const TrainingRun gloo = train(scratch_dir("backend_gloo"), 4, with_gloo);
+  EXPECT_TRUE(contains(gloo.result.output, "backend gloo")) << gloo.result.output;
+  expect_same_training(shm, gloo, 4);
+}
+
 TEST(DataParallel, TheFirstBucketIsReducedWhileBackwardIsStillRunning) {
   const TrainingRun run = train(scratch_dir("overlap"), 2, {"zero_optimization.reduce_bucket_size=2000", "wall_clock_breakdown=true"});
   ASSERT_EQ(run.result.exit_code, 0) << run.result.output;
@@ -151,8 +164,9 @@ TEST(Resume, AKilledWorkerRestartsTheJobWhichResumesAndEndsLikeTheUninterruptedR
   const std::string dir = scratch_dir("killed");
   TrainingRun faulty;
   std::atomic<bool> finished{false};
+  const int port = free_port();
   std::thread runner([&] {
-    faulty = train(dir, 2, job, {"--max-restarts", "1"});
+    faulty = train(dir, 2, job, {"--max-restarts", "1", "--master-port", std::to_string(port)});
     finished = true;
   });
   // Once step 4 is logged, the checkpoint of step 3 is committed: kill one worker then.
@@ -173,6 +187,10 @@ TEST(Resume, AKilledWorkerRestartsTheJobWhichResumesAndEndsLikeTheUninterruptedR
   EXPECT_TRUE(contains(faulty.result.output, "signal 9 (SIGKILL)")) << faulty.result.output;
   EXPECT_TRUE(contains(faulty.result.output, "restarting the job (restart 1 of 1)")) << faulty.result.output;
   EXPECT_TRUE(contains(faulty.result.output, "resumed from " + dir + "/ckpt/step-")) << faulty.result.output;
+  // Neither attempt left a shared-memory segment behind.
+  for (int round : {0, 1})
+    for (const auto& e : fs::directory_iterator("/dev/shm"))
+      EXPECT_NE(e.path().filename().string().rfind(shared_memory_prefix("127.0.0.1", port, round), 0), 0u) << e.path();
   // metrics.jsonl holds each step once: what the killed attempt logged past its checkpoint is dropped.
   ASSERT_EQ(faulty.steps.size(), 20u);
   for (int i = 0; i < 20; ++i) EXPECT_EQ(faulty.steps[i]["step"].get<int>(), i + 1);
