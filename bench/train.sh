@@ -7,8 +7,9 @@
 # and with that plus OMP_WAIT_POLICY=PASSIVE. "Tuned" is the fastest of the three. Each run times
 # STEPS steps after 3 warm-up steps; the runs go one after another so they never share the cores,
 # and ROUNDS rounds of all of them interleave, so that a slow spell of a shared machine hits every
-# row alike; each row reports its best round.
-# Usage: bench/train.sh [STEPS] [ROUNDS]     Prints a table (also kept in bench/out/).
+# row alike; each row reports its best round. Last, bench/profile.sh says where one rank's step
+# goes (the share in matrix multiplication) on the same build.
+# Usage: bench/train.sh [STEPS] [ROUNDS]     Prints two tables (also kept in bench/out/).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 steps=${1:-20}
@@ -46,3 +47,5 @@ for layout in "1 2" "2 1"; do
 done
 done
 /usr/bin/python3 bench/train_table.py "$out" "$warmup"
+echo
+bench/profile.sh 12 1
