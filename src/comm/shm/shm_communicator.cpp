@@ -246,14 +246,14 @@ void ShmCommunicator::all_gather(const at::Tensor& in, std::vector<at::Tensor>& 
   } while (off < N);
 }
 
-// reduce_scatter and all_to_all share a step: member j puts its piece of every destination's chunk
-// into part d of its buffer, and member r reads part r of every buffer.
-void ShmCommunicator::reduce_scatter(const at::Tensor& in, at::Tensor& out, RedOp red) {
-  const int64_t M = out.numel(), e = in.element_size();
-  Op op = begin(ShmOp::ReduceScatter, in, in.numel(), red, 0);
+// reduce_scatter and all_to_all share their steps: member j puts its piece of every destination's
+// chunk (chunks of M elements) into part d of its buffer half, and `read` then takes what this member
+// needs from part rank() of every half: read(halves, off, len) for elements [off, off+len) of a chunk.
+void ShmCommunicator::exchange_parts(Op& op, const at::Tensor& in, int64_t M,
+                                     const std::function<void(const std::vector<const char*>&, int64_t, int64_t)>& read) {
+  const int64_t e = in.element_size();
   const int64_t cap = align_down(layout_.chunk_bytes() / n_ / e, alignment(e));
   const char* src = static_cast<const char*>(in.data_ptr());
-  char* dst = static_cast<char*>(out.data_ptr());
   char* base = segment_.data();
   int64_t off = 0;
   do {
@@ -264,35 +264,30 @@ void ShmCommunicator::reduce_scatter(const at::Tensor& in, at::Tensor& out, RedO
       std::memcpy(layout_.buffer(base, rank_, half) + d * cap * e, src + (d * M + off) * e, len * e);
     layout_.slot(base, rank_)->arrived.publish(k);
     wait_all(op, &SlotHeader::arrived, k);
-    std::vector<const char*> inputs;
-    for (int j = 0; j < n_; ++j) inputs.push_back(layout_.buffer(base, j, half) + rank_ * cap * e);
-    if (len > 0) reduce_into(dst + off * e, inputs, len, in.scalar_type(), red);
+    std::vector<const char*> parts;
+    for (int j = 0; j < n_; ++j) parts.push_back(layout_.buffer(base, j, half) + rank_ * cap * e);
+    if (len > 0) read(parts, off, len);
     layout_.slot(base, rank_)->released.publish(k);
     off += len;
   } while (off < M);
 }
 
-void ShmCommunicator::all_to_all(const at::Tensor& in, at::Tensor& out) {
-  const int64_t M = in.numel() / n_, e = in.element_size();
-  Op op = begin(ShmOp::AllToAll, in, in.numel(), c10d::ReduceOp::SUM, 0);
-  const int64_t cap = align_down(layout_.chunk_bytes() / n_ / e, alignment(e));
-  const char* src = static_cast<const char*>(in.data_ptr());
+void ShmCommunicator::reduce_scatter(const at::Tensor& in, at::Tensor& out, RedOp red) {
+  Op op = begin(ShmOp::ReduceScatter, in, in.numel(), red, 0);
   char* dst = static_cast<char*>(out.data_ptr());
-  char* base = segment_.data();
-  int64_t off = 0;
-  do {
-    const int64_t len = std::min(cap, M - off);
-    const uint32_t k = begin_step(op);
-    const int half = k & 1;
-    for (int d = 0; d < n_; ++d)
-      std::memcpy(layout_.buffer(base, rank_, half) + d * cap * e, src + (d * M + off) * e, len * e);
-    layout_.slot(base, rank_)->arrived.publish(k);
-    wait_all(op, &SlotHeader::arrived, k);
-    for (int j = 0; j < n_; ++j)
-      std::memcpy(dst + (j * M + off) * e, layout_.buffer(base, j, half) + rank_ * cap * e, len * e);
-    layout_.slot(base, rank_)->released.publish(k);
-    off += len;
-  } while (off < M);
+  const int64_t e = in.element_size();
+  exchange_parts(op, in, out.numel(), [&](const std::vector<const char*>& parts, int64_t off, int64_t len) {
+    reduce_into(dst + off * e, parts, len, in.scalar_type(), red);
+  });
+}
+
+void ShmCommunicator::all_to_all(const at::Tensor& in, at::Tensor& out) {
+  Op op = begin(ShmOp::AllToAll, in, in.numel(), c10d::ReduceOp::SUM, 0);
+  char* dst = static_cast<char*>(out.data_ptr());
+  const int64_t e = in.element_size(), M = in.numel() / n_;
+  exchange_parts(op, in, M, [&](const std::vector<const char*>& parts, int64_t off, int64_t len) {
+    for (int j = 0; j < n_; ++j) std::memcpy(dst + (j * M + off) * e, parts[j], len * e);
+  });
 }
 
 void ShmCommunicator::broadcast(at::Tensor& t, int root) {

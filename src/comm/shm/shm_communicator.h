@@ -14,6 +14,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -59,6 +60,8 @@ class ShmCommunicator {
   uint32_t begin_step(Op& op);                 // waits until this member's next half is free
   void wait_all(Op& op, SequenceFlag SlotHeader::*flag, uint32_t step);
   void check_descriptors(const Op& op);
+  void exchange_parts(Op& op, const at::Tensor& in, int64_t M,
+                      const std::function<void(const std::vector<const char*>&, int64_t, int64_t)>& read);
   void reduce_into(char* out, const std::vector<const char*>& inputs, int64_t numel, at::ScalarType dtype, RedOp op);
   void wait_peer(const SequenceFlag& flag, uint32_t target, int peer, const std::string& what,
                  std::chrono::steady_clock::time_point deadline);
