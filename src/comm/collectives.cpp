@@ -113,9 +113,7 @@ CommHandle all_reduce_start(Group& g, at::Tensor t, ReduceOp op, const std::stri
       std::move(finish));
 }
 
-
 CommHandle all_gather_start(Group& g, const at::Tensor& in, at::Tensor out, const std::string& label, bool async) {
-
   check_tensor(g, "all_gather", in);
   check_tensor(g, "all_gather", out);
   if (out.numel() != in.numel() * g.size())
@@ -134,7 +132,6 @@ CommHandle all_gather_start(Group& g, const at::Tensor& in, at::Tensor out, cons
     return g.backend().allgather(outputs, inputs, o);
   });
 }
-
 
 CommHandle reduce_scatter_start(Group& g, const at::Tensor& in, at::Tensor out, ReduceOp op, const std::string& label,
                                 bool async) {
@@ -165,8 +162,8 @@ CommHandle reduce_scatter_start(Group& g, const at::Tensor& in, at::Tensor out, 
         },
         std::move(finish));
   }
-  // Gloo's reduce-scatter is an all-reduce underneath: an all-to-all moves chunk r of every rank to
-  // rank r (the bytes a ring reduce-scatter moves), and the reduction over sources happens locally.
+  // On Gloo, an all-to-all moves chunk r of every rank to rank r (the bytes a ring reduce-scatter
+  // moves), and the reduction over sources happens locally.
   at::Tensor received = at::empty_like(in);
   auto finish = [received, out, op, n]() mutable {
     at::Tensor stacked = received.view({n, -1});
@@ -184,7 +181,6 @@ CommHandle reduce_scatter_start(Group& g, const at::Tensor& in, at::Tensor out, 
       },
       finish);
 }
-
 
 CommHandle broadcast_start(Group& g, at::Tensor t, int root, const std::string& label, bool async) {
   if (root < 0 || root >= g.size())

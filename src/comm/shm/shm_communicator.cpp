@@ -192,84 +192,76 @@ void ShmCommunicator::reduce_into(char* out, const std::vector<const char*>& inp
   }
 }
 
+void ShmCommunicator::run_steps(Op& op, int64_t total, int64_t cap, const StepFn& fill, const StepFn& read) {
+  SlotHeader* mine = layout_.slot(segment_.data(), rank_);
+  int64_t off = 0;
+  do {
+    const int64_t len = std::min(cap, total - off);
+    const uint32_t k = begin_step(op);
+    fill(k, off, len);
+    mine->arrived.publish(k);
+    wait_all(op, &SlotHeader::arrived, k);
+    read(k, off, len);
+    mine->released.publish(k);
+    off += len;
+  } while (off < total);
+}
+
+char* ShmCommunicator::half(int member, uint32_t step) const { return layout_.buffer(segment_.data(), member, step & 1); }
+
 void ShmCommunicator::all_reduce(at::Tensor& t, RedOp red) {
   const int64_t N = t.numel(), e = t.element_size();
   Op op = begin(ShmOp::AllReduce, t, N, red, 0);
   const int64_t align = alignment(e);
   const int64_t part_cap = align_down(layout_.chunk_bytes() / n_ / e, align);
   char* data = static_cast<char*>(t.data_ptr());
-  char* base = segment_.data();
-  int64_t off = 0;
-  do {
-    const int64_t len = std::min(part_cap * n_, N - off);
+  auto fill = [&](uint32_t k, int64_t off, int64_t len) { std::memcpy(half(rank_, k), data + off * e, len * e); };
+  auto read = [&](uint32_t k, int64_t off, int64_t len) {
     const int64_t part = std::min(part_cap, ((len + n_ - 1) / n_ + align - 1) / align * align);
     auto lo = [&](int j) { return std::min(len, j * part); };
     auto hi = [&](int j) { return std::min(len, (j + 1) * part); };
-    const uint32_t k = begin_step(op);
-    const int half = k & 1;
-    SlotHeader* mine = layout_.slot(base, rank_);
-    std::memcpy(layout_.buffer(base, rank_, half), data + off * e, len * e);
-    mine->arrived.publish(k);
-    wait_all(op, &SlotHeader::arrived, k);
     if (hi(rank_) > lo(rank_)) {
       std::vector<const char*> inputs;
-      for (int j = 0; j < n_; ++j) inputs.push_back(layout_.buffer(base, j, half) + lo(rank_) * e);
-      reduce_into(layout_.buffer(base, rank_, half) + lo(rank_) * e, inputs, hi(rank_) - lo(rank_), t.scalar_type(), red);
+      for (int j = 0; j < n_; ++j) inputs.push_back(half(j, k) + lo(rank_) * e);
+      reduce_into(half(rank_, k) + lo(rank_) * e, inputs, hi(rank_) - lo(rank_), t.scalar_type(), red);
     }
-    mine->reduced.publish(k);
+    layout_.slot(segment_.data(), rank_)->reduced.publish(k);
     wait_all(op, &SlotHeader::reduced, k);
-    for (int j = 0; j < n_; ++j)
-      std::memcpy(data + (off + lo(j)) * e, layout_.buffer(base, j, half) + lo(j) * e, (hi(j) - lo(j)) * e);
-    mine->released.publish(k);
-    off += len;
-  } while (off < N);
+    for (int j = 0; j < n_; ++j) std::memcpy(data + (off + lo(j)) * e, half(j, k) + lo(j) * e, (hi(j) - lo(j)) * e);
+  };
+  run_steps(op, N, part_cap * n_, fill, read);
 }
 
 void ShmCommunicator::all_gather(const at::Tensor& in, std::vector<at::Tensor>& outs) {
   const int64_t N = in.numel(), e = in.element_size();
   Op op = begin(ShmOp::AllGather, in, N, c10d::ReduceOp::SUM, 0);
-  const int64_t cap = std::max<int64_t>(1, layout_.chunk_bytes() / e);
   const char* src = static_cast<const char*>(in.data_ptr());
-  char* base = segment_.data();
-  int64_t off = 0;
-  do {
-    const int64_t len = std::min(cap, N - off);
-    const uint32_t k = begin_step(op);
-    const int half = k & 1;
-    std::memcpy(layout_.buffer(base, rank_, half), src + off * e, len * e);
-    layout_.slot(base, rank_)->arrived.publish(k);
-    wait_all(op, &SlotHeader::arrived, k);
-    for (int j = 0; j < n_; ++j)
-      std::memcpy(static_cast<char*>(outs[j].data_ptr()) + off * e, layout_.buffer(base, j, half), len * e);
-    layout_.slot(base, rank_)->released.publish(k);
-    off += len;
-  } while (off < N);
+  run_steps(
+      op, N, std::max<int64_t>(1, layout_.chunk_bytes() / e),
+      [&](uint32_t k, int64_t off, int64_t len) { std::memcpy(half(rank_, k), src + off * e, len * e); },
+      [&](uint32_t k, int64_t off, int64_t len) {
+        for (int j = 0; j < n_; ++j) std::memcpy(static_cast<char*>(outs[j].data_ptr()) + off * e, half(j, k), len * e);
+      });
 }
 
 // reduce_scatter and all_to_all share their steps: member j puts its piece of every destination's
 // chunk (chunks of M elements) into part d of its buffer half, and `read` then takes what this member
-// needs from part rank() of every half: read(halves, off, len) for elements [off, off+len) of a chunk.
+// needs from part rank() of every half: read(parts, off, len) for elements [off, off+len) of a chunk.
 void ShmCommunicator::exchange_parts(Op& op, const at::Tensor& in, int64_t M,
                                      const std::function<void(const std::vector<const char*>&, int64_t, int64_t)>& read) {
   const int64_t e = in.element_size();
   const int64_t cap = align_down(layout_.chunk_bytes() / n_ / e, alignment(e));
   const char* src = static_cast<const char*>(in.data_ptr());
-  char* base = segment_.data();
-  int64_t off = 0;
-  do {
-    const int64_t len = std::min(cap, M - off);
-    const uint32_t k = begin_step(op);
-    const int half = k & 1;
-    for (int d = 0; d < n_; ++d)
-      std::memcpy(layout_.buffer(base, rank_, half) + d * cap * e, src + (d * M + off) * e, len * e);
-    layout_.slot(base, rank_)->arrived.publish(k);
-    wait_all(op, &SlotHeader::arrived, k);
-    std::vector<const char*> parts;
-    for (int j = 0; j < n_; ++j) parts.push_back(layout_.buffer(base, j, half) + rank_ * cap * e);
-    if (len > 0) read(parts, off, len);
-    layout_.slot(base, rank_)->released.publish(k);
-    off += len;
-  } while (off < M);
+  run_steps(
+      op, M, cap,
+      [&](uint32_t k, int64_t off, int64_t len) {
+        for (int d = 0; d < n_; ++d) std::memcpy(half(rank_, k) + d * cap * e, src + (d * M + off) * e, len * e);
+      },
+      [&](uint32_t k, int64_t off, int64_t len) {
+        std::vector<const char*> parts;
+        for (int j = 0; j < n_; ++j) parts.push_back(half(j, k) + rank_ * cap * e);
+        if (len > 0) read(parts, off, len);
+      });
 }
 
 void ShmCommunicator::reduce_scatter(const at::Tensor& in, at::Tensor& out, RedOp red) {
@@ -293,29 +285,21 @@ void ShmCommunicator::all_to_all(const at::Tensor& in, at::Tensor& out) {
 void ShmCommunicator::broadcast(at::Tensor& t, int root) {
   const int64_t N = t.numel(), e = t.element_size();
   Op op = begin(ShmOp::Broadcast, t, N, c10d::ReduceOp::SUM, root);
-  const int64_t cap = std::max<int64_t>(1, layout_.chunk_bytes() / e);
   char* data = static_cast<char*>(t.data_ptr());
-  char* base = segment_.data();
-  int64_t off = 0;
-  do {
-    const int64_t len = std::min(cap, N - off);
-    const uint32_t k = begin_step(op);
-    const int half = k & 1;
-    if (rank_ == root) std::memcpy(layout_.buffer(base, rank_, half), data + off * e, len * e);
-    layout_.slot(base, rank_)->arrived.publish(k);
-    wait_all(op, &SlotHeader::arrived, k);
-    if (rank_ != root) std::memcpy(data + off * e, layout_.buffer(base, root, half), len * e);
-    layout_.slot(base, rank_)->released.publish(k);
-    off += len;
-  } while (off < N);
+  run_steps(
+      op, N, std::max<int64_t>(1, layout_.chunk_bytes() / e),
+      [&](uint32_t k, int64_t off, int64_t len) {
+        if (rank_ == root) std::memcpy(half(rank_, k), data + off * e, len * e);
+      },
+      [&](uint32_t k, int64_t off, int64_t len) {
+        if (rank_ != root) std::memcpy(data + off * e, half(root, k), len * e);
+      });
 }
 
 void ShmCommunicator::barrier() {
   Op op = begin(ShmOp::Barrier, at::Tensor(), 0, c10d::ReduceOp::SUM, 0);
-  const uint32_t k = begin_step(op);
-  layout_.slot(segment_.data(), rank_)->arrived.publish(k);
-  wait_all(op, &SlotHeader::arrived, k);
-  layout_.slot(segment_.data(), rank_)->released.publish(k);
+  auto nothing = [](uint32_t, int64_t, int64_t) {};
+  run_steps(op, 0, 1, nothing, nothing);
 }
 
 void ShmCommunicator::send(const at::Tensor& t, int dst) {

@@ -60,6 +60,12 @@ class ShmCommunicator {
   uint32_t begin_step(Op& op);                 // waits until this member's next half is free
   void wait_all(Op& op, SequenceFlag SlotHeader::*flag, uint32_t step);
   void check_descriptors(const Op& op);
+  // The skeleton of every collective: `total` elements in steps of at most `cap`; for step k (of
+  // `len` elements from `off`) fill() writes this member's half, then all arrive, then read() takes
+  // what it needs from the halves, then this member releases them. At least one step, even for 0.
+  using StepFn = std::function<void(uint32_t k, int64_t off, int64_t len)>;
+  void run_steps(Op& op, int64_t total, int64_t cap, const StepFn& fill, const StepFn& read);
+  char* half(int member, uint32_t step) const;  // the buffer half `member` uses in `step`
   void exchange_parts(Op& op, const at::Tensor& in, int64_t M,
                       const std::function<void(const std::vector<const char*>&, int64_t, int64_t)>& read);
   void reduce_into(char* out, const std::vector<const char*>& inputs, int64_t numel, at::ScalarType dtype, RedOp op);
