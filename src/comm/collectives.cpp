@@ -148,38 +148,18 @@ CommHandle reduce_scatter_start(Group& g, const at::Tensor& in, at::Tensor out, 
     out.copy_(in.view_as(out));
     return {};
   }
-  if (g.backend().getBackendName() != "gloo") {
-    std::function<void()> finish;
-    if (op == ReduceOp::Avg) finish = [out, n]() mutable { out.div_(n); };
-    return start(
-        g, "reduce_scatter", in, label, true,
-        [&] {
-          c10d::ReduceScatterOptions o;
-          o.reduceOp = backend_op(op);
-          o.asyncOp = async;
-          at::Tensor flat_out = out.view({-1});
-          return g.backend()._reduce_scatter_base(flat_out, const_cast<at::Tensor&>(in), o);
-        },
-        std::move(finish));
-  }
-  // On Gloo, an all-to-all moves chunk r of every rank to rank r (the bytes a ring reduce-scatter
-  // moves), and the reduction over sources happens locally.
-  at::Tensor received = at::empty_like(in);
-  auto finish = [received, out, op, n]() mutable {
-    at::Tensor stacked = received.view({n, -1});
-    at::Tensor reduced = op == ReduceOp::Max ? stacked.amax(0) : op == ReduceOp::Min ? stacked.amin(0) : stacked.sum(0);
-    if (op == ReduceOp::Avg) reduced.div_(n);
-    out.view({-1}).copy_(reduced);
-  };
+  std::function<void()> finish;
+  if (op == ReduceOp::Avg) finish = [out, n]() mutable { out.div_(n); };
   return start(
       g, "reduce_scatter", in, label, true,
       [&] {
-        std::vector<int64_t> equal;
-        c10d::AllToAllOptions o;
+        c10d::ReduceScatterOptions o;
+        o.reduceOp = backend_op(op);
         o.asyncOp = async;
-        return g.backend().alltoall_base(received, const_cast<at::Tensor&>(in), equal, equal, o);
+        at::Tensor flat_out = out.view({-1});
+        return g.backend()._reduce_scatter_base(flat_out, const_cast<at::Tensor&>(in), o);
       },
-      finish);
+      std::move(finish));
 }
 
 CommHandle broadcast_start(Group& g, at::Tensor t, int root, const std::string& label, bool async) {

@@ -9,6 +9,7 @@
 #endif
 #include <torch/cuda.h>
 
+#include "comm/hierarchical_backend.h"
 #include "comm/shm/shm_backend.h"
 
 #include <cstdlib>
@@ -117,34 +118,60 @@ void World::learn_nodes() {
   }
 }
 
-bool World::on_one_node(const std::vector<int>& ranks) const {
-  for (int r : ranks)
-    if (node_of_.at(r) != node_of_.at(ranks[0])) return false;
-  return true;
-}
-
 c10::intrusive_ptr<c10d::Backend> World::make_backend(const std::string& key, const std::vector<int>& ranks, int rank) {
-  const int size = static_cast<int>(ranks.size());
-  auto store = c10::make_intrusive<c10d::PrefixStore>("pg/" + key, store_);
-  if (backend_ == "shm" && on_one_node(ranks)) {
-    shm::ShmGroupOptions o;
-    o.segment_name = "/" + shared_memory_prefix(env_.master_addr, env_.master_port, env_.restart_count) + name_hash(key);
-    o.global_ranks = ranks;
-    o.timeout = options_.timeout;
-    o.chunk_bytes = options_.shm_chunk_bytes;
-    return c10::make_intrusive<shm::ShmBackend>(store, rank, o);
+  if (backend_ == "shm") {
+    std::vector<int> nodes;
+    for (int r : ranks) nodes.push_back(node_of_.at(r));
+    const NodeLayout layout = NodeLayout::of(nodes, rank);
+    if (layout.members.size() == 1) {
+      shm::ShmGroupOptions o;
+      o.segment_name = "/" + shared_memory_prefix(env_.master_addr, env_.master_port, env_.restart_count) + name_hash(key);
+      o.global_ranks = ranks;
+      o.timeout = options_.timeout;
+      o.chunk_bytes = options_.shm_chunk_bytes;
+      return c10::make_intrusive<shm::ShmBackend>(prefixed_store(key), rank, o);
+    }
+    if (layout.hierarchical()) return make_hierarchical(key, ranks, layout);
+    // One member per node, or nodes with different counts: one flat Gloo group.
   }
 #ifdef USE_C10D_NCCL
   if (backend_ == "nccl") {
     auto o = c10d::ProcessGroupNCCL::Options::create();
     o->timeout = options_.timeout;
-    return c10::make_intrusive<c10d::ProcessGroupNCCL>(store, rank, size, o);
+    return c10::make_intrusive<c10d::ProcessGroupNCCL>(prefixed_store(key), rank, int(ranks.size()), o);
   }
 #endif
+  return make_gloo(key, int(ranks.size()), rank);
+}
+
+c10::intrusive_ptr<c10d::Store> World::prefixed_store(const std::string& key) const {
+  return c10::make_intrusive<c10d::PrefixStore>("pg/" + key, store_);
+}
+
+c10::intrusive_ptr<c10d::Backend> World::make_gloo(const std::string& key, int size, int rank) const {
   auto o = c10d::ProcessGroupGloo::Options::create();
   o->timeout = options_.timeout;
   o->devices.push_back(gloo_device(env_));
-  return c10::make_intrusive<c10d::ProcessGroupGloo>(store, rank, size, o);
+  return c10::make_intrusive<c10d::ProcessGroupGloo>(prefixed_store(key), rank, size, o);
+}
+
+// Every member builds its node's group, then its column's, then the flat one: each step waits only
+// for members that reach the same step, so the order cannot deadlock.
+c10::intrusive_ptr<c10d::Backend> World::make_hierarchical(const std::string& key, const std::vector<int>& ranks,
+                                                           const NodeLayout& layout) {
+  auto global = [&](const std::vector<int>& group_ranks) {
+    std::vector<int> g;
+    for (int r : group_ranks) g.push_back(ranks[r]);
+    return g;
+  };
+  std::vector<int> column;
+  for (const auto& node : layout.members) column.push_back(node[layout.local]);
+  const int rank = layout.members[layout.node][layout.local];
+  HierarchicalBackend::Levels levels;
+  levels.node = make_backend(key + "/node" + std::to_string(layout.node), global(layout.members[layout.node]), layout.local);
+  levels.across = make_backend(key + "/across" + std::to_string(layout.local), global(column), layout.node);
+  levels.flat = make_gloo(key, int(ranks.size()), rank);
+  return c10::make_intrusive<HierarchicalBackend>(rank, layout, levels);
 }
 
 std::shared_ptr<Group> World::new_group(const std::string& name, const std::vector<int>& ranks) {

@@ -1,6 +1,7 @@
 // The job as this rank sees it: its place (from the launcher's env, or mpirun's, or srun's), the
 // store every rank shares, the backend and the world group. On the CPU a group whose members share
-// a node talks through shared memory (comm/shm), any other through Gloo; CUDA builds use NCCL.
+// a node talks through shared memory (comm/shm); one spanning nodes with as many members on each
+// runs in two levels (comm/hierarchical_backend.h); any other uses Gloo. CUDA builds use NCCL.
 #pragma once
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
@@ -10,6 +11,7 @@
 #include <vector>
 
 #include "comm/group.h"
+#include "comm/hierarchical_backend.h"
 #include "launch/worker_env.h"
 
 namespace dtrain {
@@ -41,10 +43,15 @@ class World {
 
  private:
   World() = default;
+  // Shared memory for members on one node, two levels for equal counts on several nodes, otherwise
+  // Gloo (or NCCL on GPUs).
   c10::intrusive_ptr<c10d::Backend> make_backend(const std::string& key, const std::vector<int>& ranks, int rank);
+  c10::intrusive_ptr<c10d::Backend> make_gloo(const std::string& key, int size, int rank) const;
+  c10::intrusive_ptr<c10d::Backend> make_hierarchical(const std::string& key, const std::vector<int>& ranks,
+                                                      const NodeLayout& layout);
+  c10::intrusive_ptr<c10d::Store> prefixed_store(const std::string& key) const;
   // Which node each rank runs on (its GROUP_RANK), for groups that can use shared memory.
   void learn_nodes();
-  bool on_one_node(const std::vector<int>& ranks) const;
 
   WorkerEnv env_;
   WorldOptions options_;

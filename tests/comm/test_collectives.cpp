@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <future>
 #include <thread>
 
 #include "launch/worker_env.h"
@@ -60,6 +61,36 @@ INSTANTIATE_TEST_SUITE_P(Ranks, SharedMemorySweep, ::testing::Values(1, 2, 3, 4)
 TEST(SharedMemorySweep, TheDefaultBuffersAndGlooAgreeWithTheSameClosedForms) {
   expect_all_pass(run_ranks(3, "sweep"), 3, "sweep");
   expect_all_pass(run_ranks(2, "sweep", "60000", "gloo"), 2, "sweep");
+}
+
+// Two agents on loopback are two nodes of two ranks. The world, and the world in reverse order,
+// span both nodes with two members on each, so they run in two levels (shared memory within a
+// node, Gloo across); the even ranks (one per node) and ranks 1-3 (uneven) fall back to Gloo. Every
+// group must meet the closed forms a single node meets.
+TEST(Hierarchical, TwoNodesMeetTheClosedFormsOfOneNode) {
+  const int port = free_port();
+  auto node = [&](int k) {
+    return std::async(std::launch::async, [=] {
+      return run_process({DTRAIN_BIN, "launch", "--nnodes", "2", "--node-rank", std::to_string(k), "--nproc-per-node",
+                          "2", "--master-port", std::to_string(port), "--rdzv-timeout", "60", "--grace-period", "1",
+                          "--", std::string(DTRAIN_TEST_BIN_DIR) + "/worker_collectives", "sweep", "60000", "auto",
+                          "4096"},
+                         240);
+    });
+  };
+  auto node0 = node(0), node1 = node(1);
+  const ProcessResult r0 = node0.get(), r1 = node1.get();
+  ASSERT_EQ(r0.exit_code, 0) << r0.output;
+  ASSERT_EQ(r1.exit_code, 0) << r1.output;
+  const std::string out = r0.output + r1.output;
+  for (int rank = 0; rank < 4; ++rank) {
+    const std::string tag = "[rank " + std::to_string(rank) + "] ";
+    EXPECT_TRUE(contains(out, tag + "PASS sweep")) << out;
+    EXPECT_TRUE(contains(out, tag + "group world backend shm+gloo")) << out;
+    EXPECT_TRUE(contains(out, tag + "group reversed backend shm+gloo")) << out;
+  }
+  EXPECT_TRUE(contains(out, "[rank 2] group even backend gloo")) << out;
+  EXPECT_TRUE(contains(out, "[rank 3] group rest backend gloo")) << out;
 }
 
 // Two ranks started directly (no agent to stop the survivor): the last one is killed inside a

@@ -166,20 +166,26 @@ void sweep_group(Group& g, const std::string& where) {
   barrier(g, "sweep end");
 }
 
-// The world, a group of every other rank, and (from 3 ranks) a group without rank 0.
+// The world, a group of every other rank, the world in reverse order (group rank 0 is the last
+// rank, so group order and node order differ) and, from 3 ranks, a group without rank 0. Each group
+// names its backend, for the tests of backend selection.
 void sweep(World& world) {
-  sweep_group(*world.world_group(), "world");
-  std::vector<int> even, rest;
+  std::vector<int> all, even, reversed, rest;
   for (int r = 0; r < world.size(); ++r) {
+    all.push_back(r);
     if (r % 2 == 0) even.push_back(r);
+    reversed.insert(reversed.begin(), r);
     if (r > 0) rest.push_back(r);
   }
-  auto evens = world.new_group("even", even);
-  if (evens) sweep_group(*evens, "even");
-  if (world.size() >= 3) {
-    auto others = world.new_group("rest", rest);
-    if (others) sweep_group(*others, "rest");
-  }
+  std::vector<std::pair<std::string, std::vector<int>>> groups{{"even", even}, {"reversed", reversed}};
+  if (world.size() >= 3) groups.emplace_back("rest", rest);
+  auto run = [&](Group& g) {
+    std::cout << "group " << g.name() << " backend " << g.backend_name() << std::endl;
+    sweep_group(g, g.name());
+  };
+  run(*world.world_group());
+  for (const auto& [name, ranks] : groups)
+    if (auto g = world.new_group(name, ranks)) run(*g);
 }
 
 // The last rank dies by SIGKILL while its worker thread is inside a large all-reduce; the others

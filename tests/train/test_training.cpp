@@ -9,6 +9,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <thread>
 
 #include "ckpt/safetensors.h"
@@ -89,8 +90,9 @@ TEST_P(LayoutEquivalence, DataParallelLayoutsTrainLikeOneRank) {
 
 INSTANTIATE_TEST_SUITE_P(Archs, LayoutEquivalence, ::testing::Values("gpt2", "llama"));
 
-// Shared memory (the default on one node) and Gloo reduce the same buckets in different orders.
-TEST(DataParallel, SharedMemoryAndGlooBackendsTrainAlike) {
+// Shared memory (the default on one node), Gloo, and two nodes of two ranks (two agents on
+// loopback: shared memory within each, Gloo across) reduce the same buckets in different orders.
+TEST(DataParallel, SharedMemoryGlooAndTwoNodesTrainAlike) {
   const std::vector<std::string> job = {"train_batch_size=16", "train_micro_batch_size_per_gpu=4"};
   const TrainingRun shm = train(scratch_dir("backend_shm"), 4, job);
   EXPECT_TRUE(contains(shm.result.output, "backend shm")) << shm.result.output;
@@ -99,6 +101,20 @@ TEST(DataParallel, SharedMemoryAndGlooBackendsTrainAlike) {
   const TrainingRun gloo = train(scratch_dir("backend_gloo"), 4, with_gloo);
   EXPECT_TRUE(contains(gloo.result.output, "backend gloo")) << gloo.result.output;
   expect_same_training(shm, gloo, 4);
+
+  const std::string dir = scratch_dir("backend_two_nodes");
+  const std::string port = std::to_string(free_port());
+  auto node = [&](int k) {
+    return std::async(std::launch::async, [=] {
+      return train(dir, 2, job, {"--nnodes", "2", "--node-rank", std::to_string(k), "--master-port", port});
+    });
+  };
+  auto node0 = node(0), node1 = node(1);
+  const TrainingRun second = node1.get();
+  ASSERT_EQ(second.result.exit_code, 0) << second.result.output;
+  const TrainingRun first = node0.get();  // rank 0 runs here: it writes the metrics and checkpoints
+  EXPECT_TRUE(contains(first.result.output, "backend shm+gloo")) << first.result.output;
+  expect_same_training(first, shm, 4);
 }
 
 TEST(DataParallel, TheFirstBucketIsReducedWhileBackwardIsStillRunning) {

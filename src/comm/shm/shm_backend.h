@@ -11,7 +11,7 @@
 #include <mutex>
 
 #include "comm/shm/shm_communicator.h"
-#include "comm/shm/task_queue.h"
+#include "comm/task_queue.h"
 
 namespace dtrain::shm {
 

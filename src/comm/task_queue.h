@@ -12,7 +12,7 @@
 #include <string>
 #include <thread>
 
-namespace dtrain::shm {
+namespace dtrain {
 
 class TaskQueue {
  public:
@@ -40,4 +40,4 @@ class TaskQueue {
   std::thread worker_;
 };
 
-}  // namespace dtrain::shm
+}  // namespace dtrain

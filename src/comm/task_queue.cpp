@@ -1,8 +1,8 @@
-#include "comm/shm/task_queue.h"
+#include "comm/task_queue.h"
 
 #include <stdexcept>
 
-namespace dtrain::shm {
+namespace dtrain {
 
 class TaskQueue::Work : public c10d::Work {
  public:
@@ -85,4 +85,4 @@ void TaskQueue::execute(Work& work, const Task& task) {
   work.complete(error);
 }
 
-}  // namespace dtrain::shm
+}  // namespace dtrain
