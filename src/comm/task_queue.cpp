@@ -16,7 +16,7 @@ TaskQueue::~TaskQueue() {
     std::lock_guard<std::mutex> lock(mutex_);
     stopping_ = true;
   }
-  changed_.notify_all();
+  work_or_stop_.notify_all();
   worker_.join();
 }
 
@@ -26,7 +26,7 @@ c10::intrusive_ptr<c10d::Work> TaskQueue::submit(Task task) {
     std::lock_guard<std::mutex> lock(mutex_);
     queue_.emplace_back(work, std::move(task));
   }
-  changed_.notify_all();
+  work_or_stop_.notify_all();
   return work;
 }
 
@@ -34,15 +34,11 @@ c10::intrusive_ptr<c10d::Work> TaskQueue::run_here(Task task) {
   auto work = c10::make_intrusive<Work>();
   {
     std::unique_lock<std::mutex> lock(mutex_);
-    changed_.wait(lock, [&] { return queue_.empty() && !busy_; });
+    idle_.wait(lock, [&] { return queue_.empty() && !busy_; });
     busy_ = true;
   }
   execute(*work, task);
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    busy_ = false;
-  }
-  changed_.notify_all();
+  finished_one();
   return work;
 }
 
@@ -51,19 +47,28 @@ void TaskQueue::loop() {
     std::pair<c10::intrusive_ptr<Work>, Task> next;
     {
       std::unique_lock<std::mutex> lock(mutex_);
-      changed_.wait(lock, [&] { return (!queue_.empty() && !busy_) || (stopping_ && queue_.empty()); });
+      work_or_stop_.wait(lock, [&] { return (!queue_.empty() && !busy_) || (stopping_ && queue_.empty()); });
       if (queue_.empty()) return;
       next = std::move(queue_.front());
       queue_.pop_front();
       busy_ = true;
     }
     execute(*next.first, next.second);
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      busy_ = false;
-    }
-    changed_.notify_all();
+    finished_one();
   }
+}
+
+// Wakes the worker only when tasks were submitted meanwhile, and synchronous callers only once the
+// queue is drained.
+void TaskQueue::finished_one() {
+  bool more;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    busy_ = false;
+    more = !queue_.empty();
+  }
+  if (more) work_or_stop_.notify_all();
+  else idle_.notify_all();
 }
 
 // Called with busy_ set, so failure_ has one writer at a time.

@@ -29,10 +29,14 @@ class TaskQueue {
   class Work;
   void loop();
   void execute(Work& work, const Task& task);
+  void finished_one();
 
   const bool fail_fast_;
   std::mutex mutex_;
-  std::condition_variable changed_;
+  // Two conditions, so that the end of every synchronous task does not wake the idle worker (a
+  // futex wake and a context switch, more than a small collective's own time).
+  std::condition_variable work_or_stop_;  // the worker waits: a task queued and none running, or stopping
+  std::condition_variable idle_;          // run_here waits: nothing queued and nothing running
   std::deque<std::pair<c10::intrusive_ptr<Work>, Task>> queue_;
   bool busy_ = false;
   bool stopping_ = false;
