@@ -1,6 +1,7 @@
 #include "comm/shm/sequence_flag.h"
 
 #include <linux/futex.h>
+#include <sched.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -52,7 +53,12 @@ void wait_for(const SequenceFlag& flag, uint32_t target, const std::function<voi
   for (int i = 0;; ++i) {
     if (flag.reached(target)) return;
     cpu_relax();
-    if ((i & 63) == 63 && std::chrono::steady_clock::now() > spin_end) break;
+    if ((i & 63) == 63) {
+      if (std::chrono::steady_clock::now() > spin_end) break;
+      // With more ranks than cores the peer may be runnable but not running: let it have the core
+      // (a system call of a few hundred nanoseconds when nothing else is runnable).
+      sched_yield();
+    }
   }
   auto& f = const_cast<SequenceFlag&>(flag);
   for (;;) {

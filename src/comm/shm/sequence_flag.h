@@ -1,6 +1,7 @@
 // A counter in shared memory that one rank advances and others wait on: the only synchronisation
 // the shared-memory backend uses. Waiting spins briefly (a collective's peers usually arrive within
-// microseconds) and then sleeps in the kernel on the counter's futex, so a rank that waits long
+// microseconds), yielding the core every few microseconds to a peer that may be waiting for it, and
+// then sleeps in the kernel on the counter's futex, so a rank that waits long
 // gives its core back to the compute threads. A publisher makes the futex call only when someone
 // sleeps. The counter lives in its own cache line so that ranks advancing neighbouring flags do not
 // invalidate each other's lines.
