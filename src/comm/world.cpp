@@ -12,6 +12,8 @@
 #include "comm/hierarchical_backend.h"
 #include "comm/shm/shm_backend.h"
 
+#include <unistd.h>
+
 #include <cstdlib>
 #include <stdexcept>
 
@@ -129,6 +131,7 @@ c10::intrusive_ptr<c10d::Backend> World::make_backend(const std::string& key, co
       o.global_ranks = ranks;
       o.timeout = options_.timeout;
       o.chunk_bytes = options_.shm_chunk_bytes;
+      o.oversubscribed = env_.local_world_size > ::sysconf(_SC_NPROCESSORS_ONLN);
       return c10::make_intrusive<shm::ShmBackend>(prefixed_store(key), rank, o);
     }
     if (layout.hierarchical()) return make_hierarchical(key, ranks, layout);

@@ -46,7 +46,7 @@ bool SequenceFlag::reached(uint32_t target) const {
   return static_cast<int32_t>(value.load(std::memory_order_acquire) - target) >= 0;
 }
 
-void wait_for(const SequenceFlag& flag, uint32_t target, const std::function<void()>& check,
+void wait_for(const SequenceFlag& flag, uint32_t target, c10::function_ref<void()> check, bool yield,
               std::chrono::milliseconds check_every) {
   if (flag.reached(target)) return;
   const auto spin_end = std::chrono::steady_clock::now() + kSpin;
@@ -55,9 +55,7 @@ void wait_for(const SequenceFlag& flag, uint32_t target, const std::function<voi
     cpu_relax();
     if ((i & 63) == 63) {
       if (std::chrono::steady_clock::now() > spin_end) break;
-      // With more ranks than cores the peer may be runnable but not running: let it have the core
-      // (a system call of a few hundred nanoseconds when nothing else is runnable).
-      sched_yield();
+      if (yield) sched_yield();
     }
   }
   auto& f = const_cast<SequenceFlag&>(flag);

@@ -1,6 +1,7 @@
 #include "comm/shm/shm_communicator.h"
 
 #include "comm/collective_log.h"
+#include "comm/shm/reduce_buffers.h"
 
 #include <signal.h>
 #include <unistd.h>
@@ -45,6 +46,9 @@ bool alive(int pid) {
   const auto paren = line.rfind(')');
   return paren == std::string::npos || paren + 2 >= line.size() || (line[paren + 2] != 'Z' && line[paren + 2] != 'X');
 }
+
+// Up to this size an all-reduce is one step in which every member reduces everything (all_reduce).
+constexpr int64_t kWholeReductionBytes = 16 << 10;
 
 int64_t align_down(int64_t x, int64_t a) { return std::max(a, x / a * a); }
 
@@ -112,19 +116,20 @@ ShmCommunicator::ShmCommunicator(c10d::Store& store, int rank, ShmGroupOptions o
       sent_(n_, 0),
       received_(n_, 0) {}
 
-void ShmCommunicator::wait_peer(const SequenceFlag& flag, uint32_t target, int peer, const std::string& what,
-                                std::chrono::steady_clock::time_point deadline) {
-  wait_for(flag, target, [&] {
+void ShmCommunicator::wait_peer(const SequenceFlag& flag, uint32_t target, int peer,
+                                c10::function_ref<std::string()> what, std::chrono::steady_clock::time_point deadline) {
+  auto check = [&] {
     const std::string who = "rank " + std::to_string(options_.global_ranks[peer]);
     if (stopped_.load())
-      throw std::runtime_error("shared-memory " + what + " abandoned: the group is shutting down");
+      throw std::runtime_error("shared-memory " + what() + " abandoned: the group is shutting down");
     const int pid = layout_.slot(segment_.data(), peer)->pid.load();
     if (!alive(pid))
-      throw std::runtime_error(who + " (pid " + std::to_string(pid) + ") exited during shared-memory " + what);
+      throw std::runtime_error(who + " (pid " + std::to_string(pid) + ") exited during shared-memory " + what());
     if (std::chrono::steady_clock::now() > deadline)
       throw std::runtime_error("Timed out waiting " + std::to_string(options_.timeout.count()) + "ms for " + who +
-                               " in shared-memory " + what);
-  });
+                               " in shared-memory " + what());
+  };
+  wait_for(flag, target, check, options_.oversubscribed);
 }
 
 ShmCommunicator::Op ShmCommunicator::begin(ShmOp kind, const at::Tensor& t, int64_t numel, RedOp reduce, int root) {
@@ -151,8 +156,9 @@ uint32_t ShmCommunicator::begin_step(Op& op) {
 }
 
 void ShmCommunicator::wait_all(Op& op, SequenceFlag SlotHeader::*flag, uint32_t step) {
+  auto what = [&] { return describe(op.desc); };
   for (int j = 0; j < n_; ++j)
-    if (j != rank_) wait_peer(layout_.slot(segment_.data(), j)->*flag, step, j, describe(op.desc), op.deadline);
+    if (j != rank_) wait_peer(layout_.slot(segment_.data(), j)->*flag, step, j, what, op.deadline);
   if (flag == &SlotHeader::arrived && !op.checked) {
     check_descriptors(op);
     op.checked = true;
@@ -169,26 +175,6 @@ void ShmCommunicator::check_descriptors(const Op& op) {
       throw std::runtime_error("shared-memory collective mismatch: rank " + std::to_string(options_.global_ranks[j]) +
                                " entered " + describe(d) + " where rank " +
                                std::to_string(options_.global_ranks[rank_]) + " entered " + describe(m));
-  }
-}
-
-void ShmCommunicator::reduce_into(char* out, const std::vector<const char*>& inputs, int64_t numel,
-                                  at::ScalarType dtype, RedOp op) {
-  auto view = [&](const char* p) {
-    return at::from_blob(const_cast<char*>(p), {numel}, at::TensorOptions().dtype(dtype));
-  };
-  // Start from the input `out` already holds, if any; the order of the rest is the same on every
-  // member, so every member computing a part gets the same bits.
-  auto own = std::find(inputs.begin(), inputs.end(), out);
-  const size_t first = own == inputs.end() ? 0 : size_t(own - inputs.begin());
-  at::Tensor acc = view(out);
-  if (own == inputs.end()) acc.copy_(view(inputs[0]));
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    if (i == first) continue;
-    at::Tensor x = view(inputs[i]);
-    if (op == c10d::ReduceOp::SUM) acc.add_(x);
-    else if (op == c10d::ReduceOp::MAX) at::maximum_out(acc, acc, x);
-    else at::minimum_out(acc, acc, x);
   }
 }
 
@@ -216,6 +202,16 @@ void ShmCommunicator::all_reduce(at::Tensor& t, RedOp red) {
   const int64_t part_cap = align_down(layout_.chunk_bytes() / n_ / e, align);
   char* data = static_cast<char*>(t.data_ptr());
   auto fill = [&](uint32_t k, int64_t off, int64_t len) { std::memcpy(half(rank_, k), data + off * e, len * e); };
+  if (N * e <= std::min(kWholeReductionBytes, layout_.chunk_bytes())) {
+    // Every member reduces the whole message straight from the halves, in the same order: reading n
+    // small halves costs less than the second wait for all peers that splitting the work needs.
+    run_steps(op, N, N, fill, [&](uint32_t k, int64_t, int64_t len) {
+      std::vector<const char*> inputs;
+      for (int j = 0; j < n_; ++j) inputs.push_back(half(j, k));
+      if (len > 0) reduce_buffers(data, inputs, len, t.scalar_type(), red);
+    });
+    return;
+  }
   auto read = [&](uint32_t k, int64_t off, int64_t len) {
     const int64_t part = std::min(part_cap, ((len + n_ - 1) / n_ + align - 1) / align * align);
     auto lo = [&](int j) { return std::min(len, j * part); };
@@ -223,7 +219,7 @@ void ShmCommunicator::all_reduce(at::Tensor& t, RedOp red) {
     if (hi(rank_) > lo(rank_)) {
       std::vector<const char*> inputs;
       for (int j = 0; j < n_; ++j) inputs.push_back(half(j, k) + lo(rank_) * e);
-      reduce_into(half(rank_, k) + lo(rank_) * e, inputs, hi(rank_) - lo(rank_), t.scalar_type(), red);
+      reduce_buffers(half(rank_, k) + lo(rank_) * e, inputs, hi(rank_) - lo(rank_), t.scalar_type(), red);
     }
     layout_.slot(segment_.data(), rank_)->reduced.publish(k);
     wait_all(op, &SlotHeader::reduced, k);
@@ -269,7 +265,7 @@ void ShmCommunicator::reduce_scatter(const at::Tensor& in, at::Tensor& out, RedO
   char* dst = static_cast<char*>(out.data_ptr());
   const int64_t e = in.element_size();
   exchange_parts(op, in, out.numel(), [&](const std::vector<const char*>& parts, int64_t off, int64_t len) {
-    reduce_into(dst + off * e, parts, len, in.scalar_type(), red);
+    reduce_buffers(dst + off * e, parts, len, in.scalar_type(), red);
   });
 }
 
@@ -305,7 +301,7 @@ void ShmCommunicator::barrier() {
 void ShmCommunicator::send(const at::Tensor& t, int dst) {
   const int64_t M = t.nbytes(), P = layout_.channel_bytes();
   const auto deadline = std::chrono::steady_clock::now() + options_.timeout;
-  const std::string what = "send of " + std::to_string(M) + " bytes to rank " + std::to_string(options_.global_ranks[dst]);
+  auto what = [&] { return "send of " + std::to_string(M) + " bytes to rank " + std::to_string(options_.global_ranks[dst]); };
   ChannelHeader* ch = layout_.channel(segment_.data(), rank_, dst);
   const char* data = static_cast<const char*>(t.data_ptr());
   int64_t off = 0;
@@ -324,8 +320,7 @@ void ShmCommunicator::send(const at::Tensor& t, int dst) {
 void ShmCommunicator::recv(at::Tensor& t, int src) {
   const int64_t M = t.nbytes(), P = layout_.channel_bytes();
   const auto deadline = std::chrono::steady_clock::now() + options_.timeout;
-  const std::string what =
-      "recv of " + std::to_string(M) + " bytes from rank " + std::to_string(options_.global_ranks[src]);
+  auto what = [&] { return "recv of " + std::to_string(M) + " bytes from rank " + std::to_string(options_.global_ranks[src]); };
   ChannelHeader* ch = layout_.channel(segment_.data(), src, rank_);
   char* data = static_cast<char*>(t.data_ptr());
   int64_t off = 0;
@@ -334,7 +329,7 @@ void ShmCommunicator::recv(at::Tensor& t, int src) {
     const int half = g & 1;
     wait_peer(ch->sent, g, src, what, deadline);
     if (ch->message_bytes[half] != M)
-      throw std::runtime_error("shared-memory " + what + " met a send of " + std::to_string(ch->message_bytes[half]) +
+      throw std::runtime_error("shared-memory " + what() + " met a send of " + std::to_string(ch->message_bytes[half]) +
                                " bytes");
     const int64_t len = std::min(P, M - off);
     std::memcpy(data + off, layout_.channel_buffer(segment_.data(), src, rank_, half), len);

@@ -31,6 +31,7 @@ struct ShmGroupOptions {
   std::chrono::milliseconds timeout{300000};
   int64_t chunk_bytes = 1 << 19;    // each member's buffer half
   int64_t channel_bytes = 1 << 18;  // each point-to-point channel's half
+  bool oversubscribed = false;      // more ranks than cores on this node: waiters yield (sequence_flag.h)
 };
 
 class ShmCommunicator {
@@ -68,8 +69,8 @@ class ShmCommunicator {
   char* half(int member, uint32_t step) const;  // the buffer half `member` uses in `step`
   void exchange_parts(Op& op, const at::Tensor& in, int64_t M,
                       const std::function<void(const std::vector<const char*>&, int64_t, int64_t)>& read);
-  void reduce_into(char* out, const std::vector<const char*>& inputs, int64_t numel, at::ScalarType dtype, RedOp op);
-  void wait_peer(const SequenceFlag& flag, uint32_t target, int peer, const std::string& what,
+  // `what` names the operation in errors; it is called only on one.
+  void wait_peer(const SequenceFlag& flag, uint32_t target, int peer, c10::function_ref<std::string()> what,
                  std::chrono::steady_clock::time_point deadline);
 
   int rank_;
