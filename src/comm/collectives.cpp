@@ -124,12 +124,10 @@ CommHandle all_gather_start(Group& g, const at::Tensor& in, at::Tensor out, cons
     return {};
   }
   return start(g, "all_gather", in, label, true, [&] {
-    std::vector<std::vector<at::Tensor>> outputs{out.view({g.size(), -1}).unbind(0)};
-    for (auto& o : outputs[0]) o = o.view(in.sizes());
-    std::vector<at::Tensor> inputs{in};
     c10d::AllgatherOptions o;
     o.asyncOp = async;
-    return g.backend().allgather(outputs, inputs, o);
+    at::Tensor flat_out = out.view({-1});
+    return g.backend()._allgather_base(flat_out, const_cast<at::Tensor&>(in), o);
   });
 }
 

@@ -103,27 +103,24 @@ void HierarchicalBackend::all_reduce(at::Tensor t, RedOp op) {
   std::vector<at::Tensor> shard{at::empty({shard_numel}, t.options())};
   finish(levels_.node->_reduce_scatter_base(shard[0], whole, scatter_opts(op)));
   finish(levels_.across->allreduce(shard, reduce_opts(op)));
-  std::vector<std::vector<at::Tensor>> parts{whole.split(shard_numel)};
-  finish(levels_.node->allgather(parts, shard, sync(c10d::AllgatherOptions())));
+  finish(levels_.node->_allgather_base(whole, shard[0], sync(c10d::AllgatherOptions())));
   if (!whole.is_same(flat)) flat.copy_(whole.slice(0, 0, numel));
 }
 
 // Across nodes first (each position gathers its own column), then within the node; the result
 // arrives ordered [local][node] and is copied to the group's order.
-void HierarchicalBackend::all_gather(const at::Tensor& in, std::vector<at::Tensor>& outs) {
+void HierarchicalBackend::all_gather(const at::Tensor& in, at::Tensor out) {
   const int64_t nodes = static_cast<int64_t>(layout_.members.size()), local_size = layout_.members[0].size();
   const int64_t numel = in.numel();
   if (numel == 0) return;
-  at::Tensor column = at::empty({nodes, numel}, in.options());
-  std::vector<std::vector<at::Tensor>> column_parts{column.unbind(0)};
-  std::vector<at::Tensor> input{in.view({-1})};
-  finish(levels_.across->allgather(column_parts, input, sync(c10d::AllgatherOptions())));
-  at::Tensor everything = at::empty({local_size, nodes, numel}, in.options());
-  std::vector<std::vector<at::Tensor>> rows{everything.view({local_size, -1}).unbind(0)};
-  std::vector<at::Tensor> mine{column.view({-1})};
-  finish(levels_.node->allgather(rows, mine, sync(c10d::AllgatherOptions())));
+  at::Tensor input = in.view({-1});
+  at::Tensor column = at::empty({nodes * numel}, in.options());
+  finish(levels_.across->_allgather_base(column, input, sync(c10d::AllgatherOptions())));
+  at::Tensor everything = at::empty({local_size * nodes * numel}, in.options());
+  finish(levels_.node->_allgather_base(everything, column, sync(c10d::AllgatherOptions())));
+  at::Tensor by_member = out.view({-1, numel}), arrived = everything.view({local_size, nodes, numel});
   for (int64_t k = 0; k < nodes; ++k)
-    for (int64_t l = 0; l < local_size; ++l) outs[layout_.members[k][l]].view({-1}).copy_(everything[l][k]);
+    for (int64_t l = 0; l < local_size; ++l) by_member[layout_.members[k][l]].copy_(arrived[l][k]);
 }
 
 // The parts are reordered [local][node] so the node-level reduce-scatter leaves each position the
@@ -158,14 +155,10 @@ c10::intrusive_ptr<c10d::Work> HierarchicalBackend::allreduce(std::vector<at::Te
   return collective(opts.asyncOp, [this, t, op] { all_reduce(t, op); });
 }
 
-c10::intrusive_ptr<c10d::Work> HierarchicalBackend::allgather(std::vector<std::vector<at::Tensor>>& outputs,
-                                                              std::vector<at::Tensor>& inputs,
-                                                              const c10d::AllgatherOptions& opts) {
-  at::Tensor in = single(inputs, "all_gather");
-  if (outputs.size() != 1 || outputs[0].size() != size_t(getSize()))
-    throw std::invalid_argument("hierarchical all_gather needs one output per member");
-  std::vector<at::Tensor> outs = outputs[0];
-  return collective(opts.asyncOp, [this, in, outs]() mutable { all_gather(in, outs); });
+c10::intrusive_ptr<c10d::Work> HierarchicalBackend::_allgather_base(at::Tensor& output, at::Tensor& input,
+                                                                    const c10d::AllgatherOptions& opts) {
+  at::Tensor in = single({input}, "all_gather"), out = single({output}, "all_gather");
+  return collective(opts.asyncOp, [this, in, out] { all_gather(in, out); });
 }
 
 c10::intrusive_ptr<c10d::Work> HierarchicalBackend::_reduce_scatter_base(at::Tensor& output, at::Tensor& input,

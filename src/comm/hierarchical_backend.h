@@ -44,8 +44,8 @@ class HierarchicalBackend : public c10d::Backend {
 
   c10::intrusive_ptr<c10d::Work> allreduce(std::vector<at::Tensor>& tensors,
                                            const c10d::AllreduceOptions& opts = c10d::AllreduceOptions()) override;
-  c10::intrusive_ptr<c10d::Work> allgather(std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
-                                           const c10d::AllgatherOptions& opts = c10d::AllgatherOptions()) override;
+  c10::intrusive_ptr<c10d::Work> _allgather_base(at::Tensor& output, at::Tensor& input,
+                                                 const c10d::AllgatherOptions& opts = c10d::AllgatherOptions()) override;
   c10::intrusive_ptr<c10d::Work> _reduce_scatter_base(
       at::Tensor& output, at::Tensor& input, const c10d::ReduceScatterOptions& opts = c10d::ReduceScatterOptions()) override;
   c10::intrusive_ptr<c10d::Work> alltoall_base(at::Tensor& output, at::Tensor& input, std::vector<int64_t>& output_splits,
@@ -60,7 +60,7 @@ class HierarchicalBackend : public c10d::Backend {
  private:
   using RedOp = c10d::ReduceOp::RedOpType;
   void all_reduce(at::Tensor t, RedOp op);
-  void all_gather(const at::Tensor& in, std::vector<at::Tensor>& outs);
+  void all_gather(const at::Tensor& in, at::Tensor out);
   void reduce_scatter(const at::Tensor& in, at::Tensor out, RedOp op);
   void broadcast(at::Tensor t, int root);
   c10::intrusive_ptr<c10d::Work> collective(bool async, TaskQueue::Task task);

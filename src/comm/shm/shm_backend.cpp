@@ -40,16 +40,12 @@ c10::intrusive_ptr<c10d::Work> ShmBackend::allreduce(std::vector<at::Tensor>& te
   return collective(opts.asyncOp, [this, t, op]() mutable { comm_->all_reduce(t, op); });
 }
 
-c10::intrusive_ptr<c10d::Work> ShmBackend::allgather(std::vector<std::vector<at::Tensor>>& outputs,
-                                                      std::vector<at::Tensor>& inputs, const c10d::AllgatherOptions& opts) {
-  at::Tensor in = single(inputs, "all_gather");
-  if (outputs.size() != 1 || outputs[0].size() != size_t(getSize()))
-    throw std::invalid_argument("shared-memory all_gather needs one output per member");
-  for (const auto& o : outputs[0])
-    if (o.numel() != in.numel() || o.scalar_type() != in.scalar_type() || !o.is_contiguous())
-      throw std::invalid_argument("shared-memory all_gather: every output must be contiguous and shaped as the input");
-  std::vector<at::Tensor> outs = outputs[0];
-  return collective(opts.asyncOp, [this, in, outs]() mutable { comm_->all_gather(in, outs); });
+c10::intrusive_ptr<c10d::Work> ShmBackend::_allgather_base(at::Tensor& output, at::Tensor& input,
+                                                            const c10d::AllgatherOptions& opts) {
+  at::Tensor in = single({input}, "all_gather"), out = single({output}, "all_gather");
+  if (out.numel() != in.numel() * getSize() || out.scalar_type() != in.scalar_type())
+    throw std::invalid_argument("shared-memory all_gather: the output must hold size() inputs of the input's dtype");
+  return collective(opts.asyncOp, [this, in, out]() mutable { comm_->all_gather(in, out); });
 }
 
 c10::intrusive_ptr<c10d::Work> ShmBackend::_reduce_scatter_base(at::Tensor& output, at::Tensor& input,

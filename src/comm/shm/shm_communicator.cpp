@@ -228,15 +228,16 @@ void ShmCommunicator::all_reduce(at::Tensor& t, RedOp red) {
   run_steps(op, N, part_cap * n_, fill, read);
 }
 
-void ShmCommunicator::all_gather(const at::Tensor& in, std::vector<at::Tensor>& outs) {
+void ShmCommunicator::all_gather(const at::Tensor& in, at::Tensor& out) {
   const int64_t N = in.numel(), e = in.element_size();
   Op op = begin(ShmOp::AllGather, in, N, c10d::ReduceOp::SUM, 0);
   const char* src = static_cast<const char*>(in.data_ptr());
+  char* dst = static_cast<char*>(out.data_ptr());
   run_steps(
       op, N, std::max<int64_t>(1, layout_.chunk_bytes() / e),
       [&](uint32_t k, int64_t off, int64_t len) { std::memcpy(half(rank_, k), src + off * e, len * e); },
       [&](uint32_t k, int64_t off, int64_t len) {
-        for (int j = 0; j < n_; ++j) std::memcpy(static_cast<char*>(outs[j].data_ptr()) + off * e, half(j, k), len * e);
+        for (int j = 0; j < n_; ++j) std::memcpy(dst + (j * N + off) * e, half(j, k), len * e);
       });
 }
 

@@ -44,7 +44,7 @@ class ShmCommunicator {
 
   using RedOp = c10d::ReduceOp::RedOpType;  // SUM, MAX or MIN
   void all_reduce(at::Tensor& t, RedOp op);
-  void all_gather(const at::Tensor& in, std::vector<at::Tensor>& outs);  // outs[j]: member j's input
+  void all_gather(const at::Tensor& in, at::Tensor& out);  // out: size() inputs, by member
   void reduce_scatter(const at::Tensor& in, at::Tensor& out, RedOp op);  // in: size() * out.numel()
   void broadcast(at::Tensor& t, int root);
   void all_to_all(const at::Tensor& in, at::Tensor& out);
