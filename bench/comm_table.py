@@ -6,13 +6,13 @@ import sys
 
 
 def parse(path):
-    """{op: {bytes: (time_us, busbw)}} from an nccl-tests style table."""
+    """{op: {bytes: (time_us, busbw)}} from nccl-tests style tables (several passes may follow each other)."""
     table, op = {}, None
     for line in open(path):
         m = re.match(r"# (\w+)$", line.strip())
         if m:
             op = m.group(1)
-            table[op] = {}
+            table.setdefault(op, {})
             continue
         cols = line.split()
         if op and len(cols) >= 5 and cols[0].isdigit():
