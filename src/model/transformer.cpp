@@ -57,9 +57,11 @@ at::Tensor BlockImpl::attention(const at::Tensor& x, const at::Tensor& cos, cons
   // ATen's fused attention: on the CPU a flash-attention kernel that skips the blocks the causal mask
   // hides and never materialises the T×T scores; grouped-query heads (KV < H) are served without
   // copying k and v per query head.
-  auto y = at::scaled_dot_product_attention(q, k, v, {}, 0.0, /*is_causal=*/true, std::nullopt, /*enable_gqa=*/KV != H)
-               .transpose(1, 2)
-               .reshape({B, T, H * hd});
+  const bool gqa = KV != H;
+  auto core = [gqa](const std::vector<at::Tensor>& in) {
+    return at::scaled_dot_product_attention(in[0], in[1], in[2], {}, 0.0, /*is_causal=*/true, std::nullopt, gqa);
+  };
+  auto y = (recompute_attention_core_ ? checkpoint(core, {q, k, v}) : core({q, k, v})).transpose(1, 2).reshape({B, T, H * hd});
   return at::linear(y, proj->weight, proj->bias);
 }
 
@@ -91,6 +93,11 @@ TransformerImpl::TransformerImpl(const TransformerConfig& c, uint64_t seed) : c_
   initialise(seed);
 }
 
+void TransformerImpl::set_activation_checkpointing(const ActivationCheckpointing& ac) {
+  ac_ = ac;
+  for (auto& block : *blocks_) block->as<BlockImpl>()->recompute_attention_core(ac.attention_core());
+}
+
 void TransformerImpl::initialise(uint64_t seed) {
   auto gen = at::make_generator<at::CPUGeneratorImpl>(seed);
   const double residual_std = 0.02 / std::sqrt(2.0 * c_.n_layer);
@@ -119,7 +126,13 @@ at::Tensor TransformerImpl::forward(const at::Tensor& tokens) {
   prepare_rope(T, tokens.device());
   auto x = at::embedding(wte->weight, tokens);
   if (wpe) x = x + wpe->weight.narrow(0, 0, T);
-  for (auto& block : *blocks_) x = block->as<BlockImpl>()->forward(x, rope_cos_, rope_sin_);
+  for (int i = 0; i < c_.n_layer; ++i) {
+    auto* block = (*blocks_)[i]->as<BlockImpl>();
+    auto whole = [block, cos = rope_cos_, sin = rope_sin_](const std::vector<at::Tensor>& in) {
+      return block->forward(in[0], cos, sin);
+    };
+    x = ac_.whole_block(i) ? checkpoint(whole, {x}) : whole({x});
+  }
   return at::linear(norm(c_, x, ln_f->weight, ln_f->bias), c_.tie_embeddings ? wte->weight : lm_head->weight);
 }
 

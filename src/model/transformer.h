@@ -7,6 +7,7 @@
 
 #include <cstdint>
 
+#include "model/activation_checkpoint.h"
 #include "model/transformer_config.h"
 
 namespace dtrain {
@@ -24,12 +25,15 @@ class BlockImpl : public torch::nn::Module {
   explicit BlockImpl(const TransformerConfig& c);
   // `rope` is (cos, sin) for Llama, undefined tensors for GPT-2.
   at::Tensor forward(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin);
+  // Recompute QKᵀ, softmax and ·V in backward instead of keeping what they save.
+  void recompute_attention_core(bool on) { recompute_attention_core_ = on; }
 
  private:
   at::Tensor attention(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin);
   at::Tensor mlp(const at::Tensor& x);
 
   TransformerConfig c_;
+  bool recompute_attention_core_ = false;
   ParamGroup ln1{nullptr}, qkv{nullptr}, proj{nullptr}, ln2{nullptr}, fc{nullptr}, fc_proj{nullptr};
 };
 TORCH_MODULE(Block);
@@ -47,6 +51,8 @@ class TransformerImpl : public torch::nn::Module {
   at::Tensor loss(const at::Tensor& tokens, const at::Tensor& targets);
 
   const TransformerConfig& config() const { return c_; }
+  // What backward recomputes instead of keeping; the computed values are the same bits either way.
+  void set_activation_checkpointing(const ActivationCheckpointing& ac);
 
  private:
   void initialise(uint64_t seed);
@@ -56,6 +62,7 @@ class TransformerImpl : public torch::nn::Module {
   ParamGroup wte{nullptr}, wpe{nullptr}, ln_f{nullptr}, lm_head{nullptr};
   torch::nn::ModuleList blocks_{nullptr};
   at::Tensor rope_cos_, rope_sin_;  // built lazily for the sequence length in use
+  ActivationCheckpointing ac_;
 };
 TORCH_MODULE(Transformer);
 
