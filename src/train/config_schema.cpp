@@ -33,7 +33,7 @@ const nlohmann::json& config_defaults() {
               "rope_theta": null},
     "data": {"source": "builtin", "val_fraction": 0.05, "shuffle": true},
     "train": {"steps": 300, "stop_at_step": 0, "seed": 1234, "deterministic": false, "resume": "auto", "freeze": [], "run_dir": "",
-              "threads": 0, "eval_every": 100, "eval_samples": 64, "spike_factor": 5.0, "spike_window": 50,
+              "threads": 0, "activation_checkpointing": "none", "eval_every": 100, "eval_samples": 64, "spike_factor": 5.0, "spike_window": 50,
               "skip_spikes": false, "divergence_steps": 10, "on_divergence": "stop", "rollback_lr_factor": 0.5,
               "max_rollbacks": 3, "peak_flops": 0.0},
     "parallel": {"dp": "auto", "tp": 1, "pp": 1, "cp": 1, "sequence_parallel": false, "pipeline_schedule": "1f1b",

@@ -360,6 +360,12 @@ TrainConfig resolve_config(const json& user, int world_size, const std::string& 
   c.run_dir = r.text("train.run_dir");
   // More threads than any machine has cores only fails later, inside OpenMP's thread creation.
   c.threads = r.small_integer("train.threads", 0, 4096);
+  try {
+    c.activation_checkpointing = ActivationCheckpointing::parse(r.text("train.activation_checkpointing"));
+  } catch (const std::invalid_argument&) {
+    fail(origin, "'train.activation_checkpointing' must be \"none\", \"full\", \"selective\" or \"every:N\" (N >= 1), got " +
+                     printable_json(r.at("train.activation_checkpointing")));
+  }
   c.eval_every = r.integer("train.eval_every", 0);
   c.eval_samples = r.integer("train.eval_samples", 1);
   c.stability.spike_factor = r.number("train.spike_factor", 0);

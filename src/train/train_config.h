@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "ckpt/checkpoint_manager.h"
+#include "model/activation_checkpoint.h"
 #include "model/transformer_config.h"
 #include "train/stability_guard.h"
 
@@ -39,6 +40,7 @@ struct TrainConfig {
   std::vector<std::string> freeze;
   std::string run_dir;
   int threads = 0;
+  ActivationCheckpointing activation_checkpointing;
   int64_t eval_every = 0, eval_samples = 0;
   StabilityOptions stability;
   std::string on_divergence;  // stop | rollback

@@ -194,6 +194,7 @@ void Trainer::build_data() {
 
 void Trainer::build_model() {
   model_ = Transformer(c_.model, c_.seed);
+  model_->set_activation_checkpointing(c_.activation_checkpointing);
   std::vector<std::pair<std::string, at::Tensor>> named;
   std::vector<bool> glob_matched(c_.freeze.size(), false);
   int64_t frozen_count = 0;
@@ -219,7 +220,8 @@ void Trainer::build_model() {
   ddp_ = std::make_unique<DataParallel>(*flat_, world_->world_group(),
                                         DataParallelOptions{c_.reduce_bucket_elements * flat_->data().element_size()});
   guard_ = std::make_unique<StabilityGuard>(c_.stability);
-  setup_lines_.push_back("model: " + c_.model.describe() + " on " + world_->device().str());
+  setup_lines_.push_back("model: " + c_.model.describe() + " on " + world_->device().str() + ", activation checkpointing " +
+                         c_.activation_checkpointing.describe());
   setup_lines_.push_back("data parallel: " + std::to_string(c_.dp) + " rank(s); " + std::to_string(flat_->numel()) +
             " trainable parameters in " + std::to_string(ddp_->buckets().size()) + " gradient bucket(s)" +
             (frozen_.empty() ? "" : "; " + std::to_string(frozen_count) + " frozen parameters in " +

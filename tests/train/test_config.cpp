@@ -214,6 +214,10 @@ TEST(TrainConfig, ValuesThatWouldOnlyFailLaterAreRefusedByName) {
   EXPECT_EQ(set_error({"train.steps=5", "train.stop_at_step=6"}),
             "cfg.json: 'train.stop_at_step' (6) is past 'train.steps' (5), so the run would never stop there");
   EXPECT_EQ(set_error({"train.steps=5", "train.stop_at_step=5"}), "(no error)");
+  EXPECT_EQ(set_error({"train.activation_checkpointing=every:0"}),
+            "cfg.json: 'train.activation_checkpointing' must be \"none\", \"full\", \"selective\" or \"every:N\" (N >= 1), got "
+            "\"every:0\"");
+  EXPECT_EQ(set_error({"train.activation_checkpointing=every:3"}), "(no error)");
   const auto overflow = error_of({{"train_micro_batch_size_per_gpu", int64_t(1) << 62}, {"gradient_accumulation_steps", 4}});
   EXPECT_TRUE(dtrain::test::contains(overflow, "and that product overflows a 64-bit integer")) << overflow;
   EXPECT_EQ(set_error({"optimizer.type=5"}), "cfg.json: 'optimizer.type' must be a string, got 5");

@@ -117,6 +117,31 @@ TEST(DataParallel, SharedMemoryGlooAndTwoNodesTrainAlike) {
   expect_same_training(first, shm, 4);
 }
 
+// Recomputation repeats the same operations in the same order, so with data parallelism and
+// gradient accumulation every mode must reproduce the run that keeps all activations bit for bit.
+TEST(ActivationCheckpointing, EveryModeTrainsBitForBitLikeKeepingAllActivations) {
+  const std::vector<std::string> job = {"train_batch_size=16", "train_micro_batch_size_per_gpu=4",
+                                        "gradient_accumulation_steps=2"};
+  const TrainingRun kept = train(scratch_dir("ac_none"), 2, job);
+  ASSERT_EQ(kept.result.exit_code, 0) << kept.result.output;
+  ASSERT_EQ(kept.steps.size(), 4u);
+  const auto kept_params = final_parameters(kept, 4);
+  for (const std::string mode : {"full", "selective", "every:2"}) {
+    auto with_mode = job;
+    with_mode.push_back("train.activation_checkpointing=" + mode);
+    const TrainingRun run = train(scratch_dir("ac_" + mode.substr(0, mode.find(':'))), 2, with_mode);
+    ASSERT_EQ(run.result.exit_code, 0) << run.result.output;
+    EXPECT_TRUE(contains(run.result.output, "activation checkpointing " + mode)) << run.result.output;
+    ASSERT_EQ(run.steps.size(), 4u);
+    for (int i = 0; i < 4; ++i) {
+      EXPECT_EQ(run.steps[i]["loss"].get<double>(), kept.steps[i]["loss"].get<double>()) << mode << " step " << i + 1;
+      EXPECT_EQ(run.steps[i]["grad_norm"].get<double>(), kept.steps[i]["grad_norm"].get<double>()) << mode;
+    }
+    for (const auto& [name, expected] : final_parameters(run, 4))
+      EXPECT_TRUE(at::equal(expected, kept_params.at(name))) << mode << " " << name;
+  }
+}
+
 TEST(DataParallel, TheFirstBucketIsReducedWhileBackwardIsStillRunning) {
   const TrainingRun run = train(scratch_dir("overlap"), 2, {"zero_optimization.reduce_bucket_size=2000", "wall_clock_breakdown=true"});
   ASSERT_EQ(run.result.exit_code, 0) << run.result.output;
