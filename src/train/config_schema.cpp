@@ -16,7 +16,7 @@ const nlohmann::json& config_defaults() {
     "optimizer": {"type": "AdamW", "params": {}},
     "scheduler": {"type": "constant", "params": {}},
     "fp16": {"enabled": false, "loss_scale": 0, "initial_scale_power": 16, "loss_scale_window": 1000,
-             "hysteresis": 2, "min_loss_scale": 1, "auto_cast": false},
+             "hysteresis": 2, "consecutive_hysteresis": false, "min_loss_scale": 1, "auto_cast": false},
     "bf16": {"enabled": false},
     "zero_optimization": {"stage": 0, "reduce_bucket_size": 6250000, "allgather_bucket_size": 500000000,
                           "overlap_comm": true, "contiguous_gradients": true, "reduce_scatter": true,
