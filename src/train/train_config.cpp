@@ -150,6 +150,8 @@ void reject_unimplemented(const Reader& r) {
   if (r.integer("zero_optimization.stage", 0) != 0) refuse("zero_optimization.stage=" + printable_json(r.at("zero_optimization.stage")) + " (ZeRO sharding)");
   if (!r.at("zero_optimization.offload_optimizer").empty()) refuse("zero_optimization.offload_optimizer");
   if (!r.at("zero_optimization.offload_param").empty()) refuse("zero_optimization.offload_param");
+  if (r.boolean("fp16.enabled") && r.boolean("bf16.enabled"))
+    fail(r.origin(), "'fp16.enabled' and 'bf16.enabled' are both true; a run computes in one 16-bit format, so enable at most one");
   if (r.boolean("fp16.enabled")) refuse("fp16.enabled=true (mixed precision)");
   if (r.boolean("bf16.enabled")) refuse("bf16.enabled=true (mixed precision)");
   for (const char* key : {"partition_activations", "cpu_checkpointing", "contiguous_memory_optimization"})

@@ -57,6 +57,11 @@ TEST(TrainConfig, UnknownKeysAreErrorsWithTheNearestKnownKey) {
   EXPECT_NE(msg.find("'model.n_layer'"), std::string::npos) << msg;
 }
 
+TEST(TrainConfig, BothSixteenBitFormatsAtOnceAreRefusedByName) {
+  EXPECT_EQ(error_of({{"fp16", {{"enabled", true}}}, {"bf16", {{"enabled", true}}}}),
+            "cfg.json: 'fp16.enabled' and 'bf16.enabled' are both true; a run computes in one 16-bit format, so enable at most one");
+}
+
 TEST(TrainConfig, AcceptedButUnimplementedKeysAreRefusedByName) {
   for (const auto& [user, key] : std::vector<std::pair<json, std::string>>{
            {{{"zero_optimization", {{"stage", 2}}}}, "zero_optimization.stage"},
