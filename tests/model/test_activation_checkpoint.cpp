@@ -1,7 +1,9 @@
 // Activation checkpointing recomputes the same operations in the same order, so losses and gradients
 // must match the run that keeps every activation bit for bit, in every mode and both architectures.
 #include <gtest/gtest.h>
-#include <torch/torch.h>
+#include <ATen/CPUGeneratorImpl.h>
+#include <torch/csrc/autograd/function.h>
+#include <torch/types.h>
 
 #include <set>
 
