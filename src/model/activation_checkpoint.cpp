@@ -4,6 +4,7 @@
 #include <torch/csrc/autograd/autograd.h>
 #include <torch/csrc/autograd/custom_function.h>
 
+#include <algorithm>
 #include <mutex>
 #include <stdexcept>
 
@@ -16,6 +17,7 @@ using torch::autograd::variable_list;
 // What backward needs besides the saved inputs: the segment and the generator state it ran under.
 struct SegmentState : torch::CustomClassHolder {
   Segment segment;
+  size_t segment_inputs = 0;  // the inputs the segment takes; a placeholder may follow them
   at::Generator generator;
   at::Tensor rng_state;
 };
@@ -43,7 +45,7 @@ struct CheckpointFunction : public torch::autograd::Function<CheckpointFunction>
     at::Tensor out;
     {
       at::AutoGradMode no_grad(false);
-      out = state->segment(inputs.vec());
+      out = state->segment(inputs.slice(0, state->segment_inputs).vec());
     }
     ctx->saved_data["segment"] = c10::IValue::make_capsule(std::move(state));
     return {out};
@@ -59,7 +61,7 @@ struct CheckpointFunction : public torch::autograd::Function<CheckpointFunction>
     at::Tensor out;
     {
       at::AutoGradMode grad(true);
-      out = state->segment(inputs);
+      out = state->segment(std::vector<at::Tensor>(inputs.begin(), inputs.begin() + state->segment_inputs));
     }
     set_rng_state(state->generator, outer_state);
     torch::autograd::backward({out}, {grad_outputs[0]});
@@ -75,8 +77,15 @@ at::Tensor checkpoint(Segment segment, const std::vector<at::Tensor>& inputs) {
   if (!at::GradMode::is_enabled()) return segment(inputs);
   auto state = c10::make_intrusive<SegmentState>();
   state->segment = std::move(segment);
+  state->segment_inputs = inputs.size();
   state->generator = generator_of(inputs);
-  return CheckpointFunction::apply(state, at::TensorList(inputs))[0];
+  // Autograd records the function only if some input requires grad. When none does (the first block
+  // after frozen embeddings) the segment's parameters still need their gradients, so an empty
+  // placeholder that requires grad goes along.
+  std::vector<at::Tensor> recorded = inputs;
+  if (std::none_of(inputs.begin(), inputs.end(), [](const at::Tensor& t) { return t.requires_grad(); }))
+    recorded.push_back(at::empty({0}, inputs.empty() ? at::TensorOptions() : inputs[0].options()).requires_grad_());
+  return CheckpointFunction::apply(state, at::TensorList(recorded))[0];
 }
 
 ActivationCheckpointing ActivationCheckpointing::parse(const std::string& text) {

@@ -35,13 +35,17 @@ int checkpoint_nodes(const at::Tensor& loss) {
   return found;
 }
 
-// Two micro-batches accumulated, as a training step does.
-Result step(const std::string& arch, const std::string& mode) {
+// Two micro-batches accumulated, as a training step does. With `frozen_embeddings` the first
+// block's input requires no gradient, though its parameters do.
+Result step(const std::string& arch, const std::string& mode, bool frozen_embeddings = false) {
   TransformerConfig c = model_preset("tiny");
   c.arch = arch;
   if (arch == "llama") c.n_head = 4, c.n_kv_head = 2;
   Transformer m(c, 11);
   m->set_activation_checkpointing(ActivationCheckpointing::parse(mode));
+  if (frozen_embeddings)
+    for (auto& p : m->named_parameters())
+      if (p.key().rfind("wte.", 0) == 0 || p.key().rfind("wpe.", 0) == 0) p.value().requires_grad_(false);
   auto gen = at::make_generator<at::CPUGeneratorImpl>(5);
   Result r;
   r.loss = at::zeros({});
@@ -52,7 +56,8 @@ Result step(const std::string& arch, const std::string& mode) {
     loss.backward();
     r.loss += loss.detach();
   }
-  for (const auto& p : m->named_parameters()) r.grads.emplace_back(p.key(), p.value().grad().clone());
+  for (const auto& p : m->named_parameters())
+    if (p.value().requires_grad()) r.grads.emplace_back(p.key(), p.value().grad().clone());
   return r;
 }
 
@@ -61,12 +66,12 @@ Result step(const std::string& arch, const std::string& mode) {
 class ActivationCheckpointingModes : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(ActivationCheckpointingModes, LossAndEveryGradientMatchKeepingAllActivationsBitForBit) {
-  for (const std::string arch : {"gpt2", "llama"}) {
-    const Result kept = step(arch, "none"), recomputed = step(arch, GetParam());
+  for (const auto& [arch, frozen] : std::vector<std::pair<std::string, bool>>{{"gpt2", false}, {"llama", false}, {"gpt2", true}}) {
+    const Result kept = step(arch, "none", frozen), recomputed = step(arch, GetParam(), frozen);
     // The tiny model has 2 blocks: full and selective recompute a segment in each, every:2 in block 0.
     EXPECT_EQ(kept.checkpointed_segments, 0);
     EXPECT_EQ(recomputed.checkpointed_segments, GetParam() == "every:2" ? 1 : 2) << arch;
-    EXPECT_TRUE(at::equal(kept.loss, recomputed.loss)) << arch;
+    EXPECT_TRUE(at::equal(kept.loss, recomputed.loss)) << arch << (frozen ? " frozen" : "");
     ASSERT_EQ(kept.grads.size(), recomputed.grads.size());
     for (size_t i = 0; i < kept.grads.size(); ++i) {
       ASSERT_TRUE(recomputed.grads[i].second.defined()) << arch << " " << kept.grads[i].first;
