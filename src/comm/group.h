@@ -28,7 +28,7 @@ class Group {
   const std::vector<int>& ranks() const { return ranks_; }  // global ranks, by group rank
   int global_rank() const { return ranks_[rank_]; }
   std::chrono::milliseconds timeout() const { return timeout_; }
-  // "shm", "gloo", "nccl", or "none" for a group of one.
+  // "shm", "gloo", "nccl", "shm+gloo" (two levels across nodes), or "none" for a group of one.
   std::string backend_name() const { return backend_ ? backend_->getBackendName() : "none"; }
 
   // For the collective helpers (collectives.cpp): the backend, the next sequence number, and the

@@ -81,10 +81,6 @@ HierarchicalBackend::HierarchicalBackend(int rank, NodeLayout layout, Levels lev
       levels_(std::move(levels)),
       name_(levels_.node->getBackendName() + "+" + levels_.across->getBackendName()) {}
 
-c10::intrusive_ptr<c10d::Work> HierarchicalBackend::collective(bool async, TaskQueue::Task task) {
-  return async ? collectives_.submit(std::move(task)) : collectives_.run_here(std::move(task));
-}
-
 int HierarchicalBackend::local_of(int group_rank) const {
   const auto [node, local] = layout_.place(group_rank);
   return node == layout_.node ? local : -1;
@@ -152,27 +148,27 @@ c10::intrusive_ptr<c10d::Work> HierarchicalBackend::allreduce(std::vector<at::Te
                                                               const c10d::AllreduceOptions& opts) {
   at::Tensor t = single(tensors, "all_reduce");
   const auto op = opts.reduceOp.op_;
-  return collective(opts.asyncOp, [this, t, op] { all_reduce(t, op); });
+  return collectives_.run(opts.asyncOp, [this, t, op] { all_reduce(t, op); });
 }
 
 c10::intrusive_ptr<c10d::Work> HierarchicalBackend::_allgather_base(at::Tensor& output, at::Tensor& input,
                                                                     const c10d::AllgatherOptions& opts) {
   at::Tensor in = single({input}, "all_gather"), out = single({output}, "all_gather");
-  return collective(opts.asyncOp, [this, in, out] { all_gather(in, out); });
+  return collectives_.run(opts.asyncOp, [this, in, out] { all_gather(in, out); });
 }
 
 c10::intrusive_ptr<c10d::Work> HierarchicalBackend::_reduce_scatter_base(at::Tensor& output, at::Tensor& input,
                                                                          const c10d::ReduceScatterOptions& opts) {
   at::Tensor in = single({input}, "reduce_scatter"), out = single({output}, "reduce_scatter");
   const auto op = opts.reduceOp.op_;
-  return collective(opts.asyncOp, [this, in, out, op] { reduce_scatter(in, out, op); });
+  return collectives_.run(opts.asyncOp, [this, in, out, op] { reduce_scatter(in, out, op); });
 }
 
 c10::intrusive_ptr<c10d::Work> HierarchicalBackend::broadcast(std::vector<at::Tensor>& tensors,
                                                               const c10d::BroadcastOptions& opts) {
   at::Tensor t = single(tensors, "broadcast");
   const int root = static_cast<int>(opts.rootRank);
-  return collective(opts.asyncOp, [this, t, root] { broadcast(t, root); });
+  return collectives_.run(opts.asyncOp, [this, t, root] { broadcast(t, root); });
 }
 
 c10::intrusive_ptr<c10d::Work> HierarchicalBackend::alltoall_base(at::Tensor& output, at::Tensor& input,
@@ -180,14 +176,14 @@ c10::intrusive_ptr<c10d::Work> HierarchicalBackend::alltoall_base(at::Tensor& ou
                                                                   std::vector<int64_t>& input_splits,
                                                                   const c10d::AllToAllOptions& opts) {
   auto flat = levels_.flat;
-  return collective(opts.asyncOp, [=]() mutable {
+  return collectives_.run(opts.asyncOp, [=]() mutable {
     finish(flat->alltoall_base(output, input, output_splits, input_splits, sync(opts)));
   });
 }
 
 c10::intrusive_ptr<c10d::Work> HierarchicalBackend::barrier(const c10d::BarrierOptions& opts) {
   auto flat = levels_.flat;
-  return collective(opts.asyncOp, [=] { finish(flat->barrier(sync(opts))); });
+  return collectives_.run(opts.asyncOp, [=] { finish(flat->barrier(sync(opts))); });
 }
 
 c10::intrusive_ptr<c10d::Work> HierarchicalBackend::send(std::vector<at::Tensor>& tensors, int dst, int tag) {

@@ -63,7 +63,6 @@ class HierarchicalBackend : public c10d::Backend {
   void all_gather(const at::Tensor& in, at::Tensor out);
   void reduce_scatter(const at::Tensor& in, at::Tensor out, RedOp op);
   void broadcast(at::Tensor t, int root);
-  c10::intrusive_ptr<c10d::Work> collective(bool async, TaskQueue::Task task);
   // The node-level rank of a group rank on this node, or -1.
   int local_of(int group_rank) const;
 

@@ -11,6 +11,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <utility>
 
 namespace dtrain {
 
@@ -24,6 +25,10 @@ class TaskQueue {
 
   c10::intrusive_ptr<c10d::Work> submit(Task task);
   c10::intrusive_ptr<c10d::Work> run_here(Task task);
+  // submit() for an async caller, run_here() for one that waits at once (c10d's asyncOp).
+  c10::intrusive_ptr<c10d::Work> run(bool async, Task task) {
+    return async ? submit(std::move(task)) : run_here(std::move(task));
+  }
 
  private:
   class Work;

@@ -23,10 +23,6 @@ ShmBackend::~ShmBackend() {
   comm_->stop();
 }
 
-c10::intrusive_ptr<c10d::Work> ShmBackend::collective(bool async, TaskQueue::Task task) {
-  return async ? collectives_.submit(std::move(task)) : collectives_.run_here(std::move(task));
-}
-
 TaskQueue& ShmBackend::p2p_queue(int peer, bool sending) {
   std::lock_guard<std::mutex> lock(p2p_mutex_);
   auto& q = p2p_[{peer, sending}];
@@ -37,7 +33,7 @@ TaskQueue& ShmBackend::p2p_queue(int peer, bool sending) {
 c10::intrusive_ptr<c10d::Work> ShmBackend::allreduce(std::vector<at::Tensor>& tensors, const c10d::AllreduceOptions& opts) {
   at::Tensor t = single(tensors, "all_reduce");
   const auto op = opts.reduceOp.op_;
-  return collective(opts.asyncOp, [this, t, op]() mutable { comm_->all_reduce(t, op); });
+  return collectives_.run(opts.asyncOp, [this, t, op]() mutable { comm_->all_reduce(t, op); });
 }
 
 c10::intrusive_ptr<c10d::Work> ShmBackend::_allgather_base(at::Tensor& output, at::Tensor& input,
@@ -45,14 +41,14 @@ c10::intrusive_ptr<c10d::Work> ShmBackend::_allgather_base(at::Tensor& output, a
   at::Tensor in = single({input}, "all_gather"), out = single({output}, "all_gather");
   if (out.numel() != in.numel() * getSize() || out.scalar_type() != in.scalar_type())
     throw std::invalid_argument("shared-memory all_gather: the output must hold size() inputs of the input's dtype");
-  return collective(opts.asyncOp, [this, in, out]() mutable { comm_->all_gather(in, out); });
+  return collectives_.run(opts.asyncOp, [this, in, out]() mutable { comm_->all_gather(in, out); });
 }
 
 c10::intrusive_ptr<c10d::Work> ShmBackend::_reduce_scatter_base(at::Tensor& output, at::Tensor& input,
                                                                  const c10d::ReduceScatterOptions& opts) {
   at::Tensor in = single({input}, "reduce_scatter"), out = single({output}, "reduce_scatter");
   const auto op = opts.reduceOp.op_;
-  return collective(opts.asyncOp, [this, in, out, op]() mutable { comm_->reduce_scatter(in, out, op); });
+  return collectives_.run(opts.asyncOp, [this, in, out, op]() mutable { comm_->reduce_scatter(in, out, op); });
 }
 
 c10::intrusive_ptr<c10d::Work> ShmBackend::alltoall_base(at::Tensor& output, at::Tensor& input,
@@ -62,17 +58,17 @@ c10::intrusive_ptr<c10d::Work> ShmBackend::alltoall_base(at::Tensor& output, at:
   if (!output_splits.empty() || !input_splits.empty())
     throw std::invalid_argument("shared-memory all_to_all supports equal splits only");
   at::Tensor in = single({input}, "all_to_all"), out = single({output}, "all_to_all");
-  return collective(opts.asyncOp, [this, in, out]() mutable { comm_->all_to_all(in, out); });
+  return collectives_.run(opts.asyncOp, [this, in, out]() mutable { comm_->all_to_all(in, out); });
 }
 
 c10::intrusive_ptr<c10d::Work> ShmBackend::broadcast(std::vector<at::Tensor>& tensors, const c10d::BroadcastOptions& opts) {
   at::Tensor t = single(tensors, "broadcast");
   const int root = static_cast<int>(opts.rootRank);
-  return collective(opts.asyncOp, [this, t, root]() mutable { comm_->broadcast(t, root); });
+  return collectives_.run(opts.asyncOp, [this, t, root]() mutable { comm_->broadcast(t, root); });
 }
 
 c10::intrusive_ptr<c10d::Work> ShmBackend::barrier(const c10d::BarrierOptions& opts) {
-  return collective(opts.asyncOp, [this] { comm_->barrier(); });
+  return collectives_.run(opts.asyncOp, [this] { comm_->barrier(); });
 }
 
 c10::intrusive_ptr<c10d::Work> ShmBackend::send(std::vector<at::Tensor>& tensors, int dst, int /*tag*/) {

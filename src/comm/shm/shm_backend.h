@@ -38,7 +38,6 @@ class ShmBackend : public c10d::Backend {
   c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor>& tensors, int src, int tag) override;
 
  private:
-  c10::intrusive_ptr<c10d::Work> collective(bool async, TaskQueue::Task task);
   TaskQueue& p2p_queue(int peer, bool sending);
 
   std::unique_ptr<ShmCommunicator> comm_;
