@@ -16,6 +16,21 @@ ParamGroupImpl::ParamGroupImpl(at::Tensor w, at::Tensor b) {
   if (b.defined()) bias = register_parameter("bias", std::move(b));
 }
 
+at::Tensor ParamGroupImpl::linear(const MixedPrecision& mp, const at::Tensor& x) const {
+  return mixed_linear(mp, x, weight, working, bias);
+}
+
+void ParamGroupImpl::refresh_working_copy(const MixedPrecision& mp) {
+  at::NoGradGuard no_grad;
+  if (!mp.enabled()) {
+    working = at::Tensor();
+  } else if (!working.defined() || working.scalar_type() != mp.compute || working.device() != weight.device()) {
+    working = weight.detach().to(mp.compute);
+  } else {
+    working.copy_(weight.detach());
+  }
+}
+
 BlockImpl::BlockImpl(const TransformerConfig& c) : c_(c) {
   const int64_t d = c.d_model, hd = c.head_dim(), qkv_out = (c.n_head + 2 * c.kv_heads()) * hd;
   const int64_t fc_out = c.is_llama() ? 2 * c.ff_dim() : c.ff_dim();
@@ -31,6 +46,7 @@ BlockImpl::BlockImpl(const TransformerConfig& c) : c_(c) {
 
 namespace {
 // LayerNorm for GPT-2, RMSNorm for Llama.
+// Norms compute in fp32 whatever the precision: the residual stream they read is fp32.
 at::Tensor norm(const TransformerConfig& c, const at::Tensor& x, const at::Tensor& w, const at::Tensor& b) {
   if (!c.is_llama()) return at::layer_norm(x, {c.d_model}, w, b, c.norm_eps);
   return x * at::rsqrt(x.pow(2).mean(-1, true) + c.norm_eps) * w;
@@ -46,34 +62,36 @@ at::Tensor apply_rope(const at::Tensor& x, const at::Tensor& cos, const at::Tens
 
 at::Tensor BlockImpl::attention(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin) {
   const int64_t B = x.size(0), T = x.size(1), H = c_.n_head, KV = c_.kv_heads(), hd = c_.head_dim();
-  auto packed = at::linear(x, qkv->weight, qkv->bias);
+  auto packed = qkv->linear(mp_, x);
   auto q = packed.narrow(2, 0, H * hd).view({B, T, H, hd}).transpose(1, 2);
   auto k = packed.narrow(2, H * hd, KV * hd).view({B, T, KV, hd}).transpose(1, 2);
   auto v = packed.narrow(2, (H + KV) * hd, KV * hd).view({B, T, KV, hd}).transpose(1, 2);
-  if (cos.defined()) {
-    q = apply_rope(q, cos, sin);
-    k = apply_rope(k, cos, sin);
+  if (cos.defined()) {  // in fp32, like the tables
+    q = apply_rope(q.to(at::kFloat), cos, sin);
+    k = apply_rope(k.to(at::kFloat), cos, sin);
   }
   // ATen's fused attention: on the CPU a flash-attention kernel that skips the blocks the causal mask
   // hides and never materialises the T×T scores; grouped-query heads (KV < H) are served without
   // copying k and v per query head.
   const bool gqa = KV != H;
-  auto core = [gqa](const std::vector<at::Tensor>& in) {
-    return at::scaled_dot_product_attention(in[0], in[1], in[2], {}, 0.0, /*is_causal=*/true, std::nullopt, gqa);
+  // Under mixed precision the kernel's softmax sums in fp32 either way.
+  auto core = [gqa, mp = mp_](const std::vector<at::Tensor>& in) {
+    return at::scaled_dot_product_attention(mp.operand(in[0]), mp.operand(in[1]), mp.operand(in[2]), {}, 0.0,
+                                            /*is_causal=*/true, std::nullopt, gqa);
   };
   auto y = (recompute_attention_core_ ? checkpoint(core, {q, k, v}) : core({q, k, v})).transpose(1, 2).reshape({B, T, H * hd});
-  return at::linear(y, proj->weight, proj->bias);
+  return proj->linear(mp_, y);
 }
 
 at::Tensor BlockImpl::mlp(const at::Tensor& x) {
-  auto h = at::linear(x, fc->weight, fc->bias);
+  auto h = fc->linear(mp_, x);
   if (c_.is_llama()) {
     auto gate_up = h.chunk(2, -1);
     h = at::silu(gate_up[0]) * gate_up[1];
   } else {
     h = at::gelu(h, "tanh");
   }
-  return at::linear(h, fc_proj->weight, fc_proj->bias);
+  return fc_proj->linear(mp_, h);
 }
 
 at::Tensor BlockImpl::forward(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin) {
@@ -96,6 +114,18 @@ TransformerImpl::TransformerImpl(const TransformerConfig& c, uint64_t seed) : c_
 void TransformerImpl::set_activation_checkpointing(const ActivationCheckpointing& ac) {
   ac_ = ac;
   for (auto& block : *blocks_) block->as<BlockImpl>()->recompute_attention_core(ac.attention_core());
+}
+
+void TransformerImpl::set_precision(const MixedPrecision& mp) {
+  mp_ = mp;
+  for (auto& block : *blocks_) block->as<BlockImpl>()->set_precision(mp);
+  refresh_working_copy();
+}
+
+void TransformerImpl::refresh_working_copy() {
+  (c_.tie_embeddings ? wte : lm_head)->refresh_working_copy(mp_);
+  for (auto& block : *blocks_)
+    for (auto& group : block->as<BlockImpl>()->matmul_groups()) group->refresh_working_copy(mp_);
 }
 
 void TransformerImpl::initialise(uint64_t seed) {
@@ -133,12 +163,13 @@ at::Tensor TransformerImpl::forward(const at::Tensor& tokens) {
     };
     x = ac_.whole_block(i) ? checkpoint(whole, {x}) : whole({x});
   }
-  return at::linear(norm(c_, x, ln_f->weight, ln_f->bias), c_.tie_embeddings ? wte->weight : lm_head->weight);
+  return (c_.tie_embeddings ? wte : lm_head)->linear(mp_, norm(c_, x, ln_f->weight, ln_f->bias));
 }
 
 at::Tensor TransformerImpl::loss(const at::Tensor& tokens, const at::Tensor& targets) {
   auto logits = forward(tokens);
-  return torch::nn::functional::cross_entropy(logits.view({-1, logits.size(-1)}), targets.reshape({-1}));
+  // In fp32: the log-sum-exp over the vocabulary is where 16 bits lose most.
+  return torch::nn::functional::cross_entropy(logits.view({-1, logits.size(-1)}).to(at::kFloat), targets.reshape({-1}));
 }
 
 }  // namespace dtrain

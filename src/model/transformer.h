@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "model/activation_checkpoint.h"
+#include "model/mixed_precision.h"
 #include "model/transformer_config.h"
 
 namespace dtrain {
@@ -16,7 +17,13 @@ namespace dtrain {
 class ParamGroupImpl : public torch::nn::Module {
  public:
   ParamGroupImpl(at::Tensor weight, at::Tensor bias);
+  // x·weightᵀ + bias in the model's precision.
+  at::Tensor linear(const MixedPrecision& mp, const at::Tensor& x) const;
+  // Copies weight into its 16-bit working copy (made on first use); drops it in fp32.
+  void refresh_working_copy(const MixedPrecision& mp);
+
   at::Tensor weight, bias;  // bias undefined when the layer has none
+  at::Tensor working;       // weight in the compute type, for mixed precision: not a parameter
 };
 TORCH_MODULE(ParamGroup);
 
@@ -27,6 +34,9 @@ class BlockImpl : public torch::nn::Module {
   at::Tensor forward(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin);
   // Recompute QKᵀ, softmax and ·V in backward instead of keeping what they save.
   void recompute_attention_core(bool on) { recompute_attention_core_ = on; }
+  void set_precision(const MixedPrecision& mp) { mp_ = mp; }
+  // The groups whose weights are matmul operands, which mixed precision keeps working copies of.
+  std::vector<ParamGroup> matmul_groups() const { return {qkv, proj, fc, fc_proj}; }
 
  private:
   at::Tensor attention(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin);
@@ -34,6 +44,7 @@ class BlockImpl : public torch::nn::Module {
 
   TransformerConfig c_;
   bool recompute_attention_core_ = false;
+  MixedPrecision mp_;
   ParamGroup ln1{nullptr}, qkv{nullptr}, proj{nullptr}, ln2{nullptr}, fc{nullptr}, fc_proj{nullptr};
 };
 TORCH_MODULE(Block);
@@ -53,6 +64,12 @@ class TransformerImpl : public torch::nn::Module {
   const TransformerConfig& config() const { return c_; }
   // What backward recomputes instead of keeping; the computed values are the same bits either way.
   void set_activation_checkpointing(const ActivationCheckpointing& ac);
+  // What the matmuls compute in (fp32 by default). Working copies are made on the parameters'
+  // device: set it after moving the model, then refresh_working_copy() after every change to them.
+  void set_precision(const MixedPrecision& mp);
+  const MixedPrecision& precision() const { return mp_; }
+  // Rounds the parameters into their 16-bit working copies: once per optimizer step.
+  void refresh_working_copy();
 
  private:
   void initialise(uint64_t seed);
@@ -63,6 +80,7 @@ class TransformerImpl : public torch::nn::Module {
   torch::nn::ModuleList blocks_{nullptr};
   at::Tensor rope_cos_, rope_sin_;  // built lazily for the sequence length in use
   ActivationCheckpointing ac_;
+  MixedPrecision mp_;
 };
 TORCH_MODULE(Transformer);
 

@@ -1,0 +1,112 @@
+// Mixed precision's building blocks: the 16-bit linear against its definition (operands rounded to
+// 16 bits, products and sums in fp32, the output rounded), gradients reaching the fp32 masters, the
+// working copy refreshed only when asked, and the model in bf16 against the model in fp32.
+#include <gtest/gtest.h>
+#include <ATen/CPUGeneratorImpl.h>
+#include <torch/types.h>
+
+#include "model/mixed_precision.h"
+#include "model/transformer.h"
+
+using namespace dtrain;
+
+namespace {
+
+at::Tensor randn(std::initializer_list<int64_t> shape, uint64_t seed) {
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(seed);
+  return at::randn(shape, gen);
+}
+
+at::Tensor widened(const at::Tensor& t, at::ScalarType dtype) { return t.to(dtype).to(at::kFloat); }
+
+MixedPrecision precision(at::ScalarType dtype, bool native) {
+  MixedPrecision mp = MixedPrecision::make(dtype, at::Device(at::kCPU));
+  mp.native_gemm = native;
+  return mp;
+}
+
+}  // namespace
+
+class MixedLinearTest : public ::testing::TestWithParam<at::ScalarType> {};
+
+// On the widened path the result is exactly the definition: every product of two 16-bit values is
+// exact in fp32, and ATen's fp32 GEMM sums them in the same order either way.
+TEST_P(MixedLinearTest, WidenedPathIsTheDefinitionAndGradientsReachTheFp32Master) {
+  const at::ScalarType dtype = GetParam();
+  const MixedPrecision mp = precision(dtype, /*native=*/false);
+  const at::Tensor x = randn({3, 5, 16}, 1).requires_grad_(), w = randn({8, 16}, 2).requires_grad_(), b = randn({8}, 3).requires_grad_();
+  const at::Tensor working = w.detach().to(dtype);
+  const at::Tensor y = mixed_linear(mp, x, w, working, b);
+  EXPECT_EQ(y.scalar_type(), dtype);
+  const at::Tensor expected = (at::matmul(widened(x.detach(), dtype), widened(w.detach(), dtype).t()) + b.detach()).to(dtype);
+  EXPECT_TRUE(at::equal(y, expected));
+
+  const at::Tensor g = randn({3, 5, 8}, 4);
+  y.backward(g.to(dtype));
+  ASSERT_TRUE(w.grad().defined());
+  EXPECT_EQ(w.grad().scalar_type(), at::kFloat);  // the master's, unrounded
+  const at::Tensor g2 = widened(g, dtype).reshape({-1, 8}), x2 = widened(x.detach(), dtype).reshape({-1, 16});
+  EXPECT_TRUE(at::equal(w.grad(), at::matmul(g2.t(), x2)));
+  EXPECT_TRUE(at::equal(b.grad(), g2.sum(0)));
+  EXPECT_TRUE(at::equal(x.grad(), widened(at::matmul(g2, widened(w.detach(), dtype)), dtype).view({3, 5, 16})));
+  EXPECT_FALSE(working.grad().defined());
+}
+
+// The native 16-bit GEMM (CUDA, AVX512-BF16 CPUs) rounds in other places; it must agree with the
+// widened path within a few 16-bit roundings of the output's magnitude.
+TEST_P(MixedLinearTest, NativeAndWidenedPathsAgreeWithinSixteenBitRounding) {
+  const at::ScalarType dtype = GetParam();
+  const double eps = dtype == at::kBFloat16 ? 1.0 / 128 : 1.0 / 1024;  // 2^-7, 2^-10: one ulp at 1.0
+  const at::Tensor x = randn({4, 32}, 5), w = randn({6, 32}, 6);
+  const at::Tensor native = mixed_linear(precision(dtype, true), x, w, w.to(dtype), at::Tensor()).to(at::kFloat);
+  const at::Tensor wide = mixed_linear(precision(dtype, false), x, w, w.to(dtype), at::Tensor()).to(at::kFloat);
+  // Output magnitude ~ sqrt(32); allow two output roundings plus fp32 noise.
+  EXPECT_LE((native - wide).abs().max().item<double>(), 2 * eps * wide.abs().max().item<double>());
+}
+
+INSTANTIATE_TEST_SUITE_P(Formats, MixedLinearTest, ::testing::Values(at::kBFloat16, at::kHalf),
+                         [](const auto& info) { return precision_name(info.param); });
+
+TEST(MixedPrecision, TheWorkingCopyChangesOnlyWhenRefreshed) {
+  TransformerConfig c = model_preset("tiny");
+  Transformer model(c, 3);
+  model->set_precision(MixedPrecision::make(at::kBFloat16, at::Device(at::kCPU)));
+  const at::Tensor tokens = at::randint(c.vocab_size, {2, c.seq_len}, at::kLong);
+  at::NoGradGuard no_grad;
+  const at::Tensor before = model->forward(tokens);
+  auto& qkv = model->named_parameters()["blocks.0.qkv.weight"];
+  qkv.mul_(1.5);
+  EXPECT_TRUE(at::equal(model->forward(tokens), before)) << "the master changed the forward pass before a refresh";
+  model->refresh_working_copy();
+  EXPECT_FALSE(at::equal(model->forward(tokens), before));
+}
+
+// The bf16 model computes what the fp32 model computes, to bf16's precision: the loss within 1%
+// (a few roundings of 2^-9 through 2 layers) and each gradient within 5% of its own norm, which a
+// gradient lost or left scaled would far exceed.
+TEST(MixedPrecision, TheModelInSixteenBitsFollowsTheModelInFp32) {
+  for (const at::ScalarType dtype : {at::kBFloat16, at::kHalf}) {
+    for (const std::string arch : {"gpt2", "llama"}) {
+      TransformerConfig c = model_preset("tiny");
+      c.arch = arch;
+      Transformer reference(c, 11), mixed(c, 11);
+      mixed->set_precision(MixedPrecision::make(dtype, at::Device(at::kCPU)));
+      auto gen = at::make_generator<at::CPUGeneratorImpl>(5);
+      const at::Tensor tokens = at::randint(c.vocab_size, {4, c.seq_len}, gen, at::kLong);
+      const at::Tensor targets = at::randint(c.vocab_size, {4, c.seq_len}, gen, at::kLong);
+      const at::Tensor ref_loss = reference->loss(tokens, targets), loss = mixed->loss(tokens, targets);
+      EXPECT_EQ(loss.scalar_type(), at::kFloat);
+      EXPECT_NEAR(loss.item<double>(), ref_loss.item<double>(), 0.01 * ref_loss.item<double>()) << arch;
+      ref_loss.backward();
+      loss.backward();
+      const auto ref_params = reference->named_parameters();
+      for (const auto& item : mixed->named_parameters()) {
+        const at::Tensor expected = ref_params[item.key()].grad();
+        ASSERT_TRUE(item.value().grad().defined()) << arch << " " << item.key();
+        EXPECT_EQ(item.value().grad().scalar_type(), at::kFloat);
+        EXPECT_LE((item.value().grad() - expected).norm().item<double>(), 0.05 * expected.norm().item<double>() + 1e-6)
+            << precision_name(dtype) << " " << arch << " " << item.key();
+      }
+    }
+  }
+}
