@@ -7,13 +7,14 @@
 namespace dtrain {
 
 DataParallel::DataParallel(FlatParameters& params, std::shared_ptr<Group> group, DataParallelOptions options)
-    : params_(params), group_(std::move(group)) {
+    : params_(params), group_(std::move(group)), wire_dtype_(options.wire_dtype) {
   const auto& entries = params_.entries();
   buckets_ = make_grad_buckets(entries, params_.data().element_size(), options.bucket_bytes);
   bucket_of_entry_.resize(entries.size());
   for (int b = 0; b < int(buckets_.size()); ++b)
     for (int i = 0; i < buckets_[b].entries; ++i) bucket_of_entry_[buckets_[b].first_entry + i] = b;
   ready_in_bucket_.assign(buckets_.size(), 0);
+  wire_.resize(buckets_.size());
   for (int i = 0; i < int(entries.size()); ++i) {
     auto acc = torch::autograd::impl::grad_accumulator(entries[i].param);
     acc->add_post_hook(std::make_unique<torch::autograd::utils::LambdaPostHook>(
@@ -58,8 +59,9 @@ void DataParallel::launch_ready_buckets() {
 void DataParallel::launch(int bucket) {
   const auto& b = buckets_[bucket];
   tracker_.launched(bucket);
-  auto handle = all_reduce_async(*group_, params_.grad().narrow(0, b.offset, b.numel), ReduceOp::Avg,
-                                 "ddp:bucket " + std::to_string(bucket));
+  at::Tensor grads = params_.grad().narrow(0, b.offset, b.numel);
+  if (wire_dtype_) grads = wire_[bucket] = grads.to(*wire_dtype_);
+  auto handle = all_reduce_async(*group_, grads, ReduceOp::Avg, "ddp:bucket " + std::to_string(bucket));
   watcher_.watch(std::move(handle), [this, bucket] { tracker_.completed(bucket); });
 }
 
@@ -69,6 +71,8 @@ void DataParallel::finish_gradient_sync() {
   // anyway (their gradient is whatever accumulated, zero if none), in order, as every rank does.
   while (next_bucket_ < int(buckets_.size())) launch(next_bucket_++);
   watcher_.drain();
+  if (wire_dtype_)
+    for (size_t i = 0; i < buckets_.size(); ++i) params_.grad().narrow(0, buckets_[i].offset, buckets_[i].numel).copy_(wire_[i]);
   tracker_.finished();
 }
 

@@ -8,6 +8,7 @@
 #pragma once
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "comm/collectives.h"
@@ -22,6 +23,9 @@ namespace dtrain {
 
 struct DataParallelOptions {
   int64_t bucket_bytes = 25 * 1000 * 1000;  // reduce_bucket_size (DeepSpeed counts it in elements; see docs/config.md)
+  // The type gradients travel in: the gradients' own, or a 16-bit type they are rounded to
+  // (data_types.grad_accum_dtype), which halves the bytes sent.
+  std::optional<at::ScalarType> wire_dtype;
 };
 
 class DataParallel {
@@ -57,6 +61,8 @@ class DataParallel {
   std::vector<int> bucket_of_entry_;
   std::vector<int> ready_in_bucket_;
   std::vector<std::shared_ptr<torch::autograd::Node>> accumulators_;  // kept alive: they hold our hooks
+  std::optional<at::ScalarType> wire_dtype_;
+  std::vector<at::Tensor> wire_;  // per bucket, in wire_dtype_: what was sent, reduced in place
   int next_bucket_ = 0;
   bool sync_ = true;
   OverlapTracker tracker_;
