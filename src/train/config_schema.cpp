@@ -18,6 +18,7 @@ const nlohmann::json& config_defaults() {
     "fp16": {"enabled": false, "loss_scale": 0, "initial_scale_power": 16, "loss_scale_window": 1000,
              "hysteresis": 2, "consecutive_hysteresis": false, "min_loss_scale": 1, "auto_cast": false},
     "bf16": {"enabled": false},
+    "data_types": {"grad_accum_dtype": null},
     "zero_optimization": {"stage": 0, "reduce_bucket_size": 6250000, "allgather_bucket_size": 500000000,
                           "overlap_comm": true, "contiguous_gradients": true, "reduce_scatter": true,
                           "allgather_partitions": true, "round_robin_gradients": false, "sub_group_size": 1000000000,

@@ -8,11 +8,12 @@ namespace dtrain {
 namespace {
 
 // The best rate of an [m × k] · [k × n] matmul over `windows` windows of `window_s` seconds.
-double best_rate(const at::Device& device, int64_t m, int64_t k, int64_t n, int windows, double window_s) {
+double best_rate(const at::Device& device, at::ScalarType dtype, int64_t m, int64_t k, int64_t n, int windows, double window_s) {
   // Constant inputs: the rate does not depend on values, and the global RNG stays untouched.
-  auto a = at::full({m, k}, 0.5, at::TensorOptions().device(device));
-  auto b = at::full({k, n}, 0.25, at::TensorOptions().device(device));
-  auto c = at::empty({m, n}, at::TensorOptions().device(device));
+  const auto options = at::TensorOptions().device(device).dtype(dtype);
+  auto a = at::full({m, k}, 0.5, options);
+  auto b = at::full({k, n}, 0.25, options);
+  auto c = at::empty({m, n}, options);
   auto run = [&] { at::matmul_out(c, a, b).select(0, 0).select(0, 0).item<float>(); };  // item() waits for device work
   for (int i = 0; i < 3; ++i) run();  // warm-up: thread pool, BLAS buffers, clocks
   using Clock = std::chrono::steady_clock;
@@ -33,12 +34,13 @@ double best_rate(const at::Device& device, int64_t m, int64_t k, int64_t n, int 
 
 }  // namespace
 
-double measure_matmul_flops(const at::Device& device, int64_t tokens, int64_t d_model, int64_t d_ff, double seconds) {
+double measure_matmul_flops(const at::Device& device, int64_t tokens, int64_t d_model, int64_t d_ff, double seconds,
+                            at::ScalarType dtype) {
   constexpr int kWindows = 5;
   const double window_s = seconds / (3 * kWindows);
-  return std::max({best_rate(device, tokens, d_model, d_ff, kWindows, window_s),
-                   best_rate(device, tokens, d_ff, d_model, kWindows, window_s),
-                   best_rate(device, d_model, tokens, d_ff, kWindows, window_s)});
+  return std::max({best_rate(device, dtype, tokens, d_model, d_ff, kWindows, window_s),
+                   best_rate(device, dtype, tokens, d_ff, d_model, kWindows, window_s),
+                   best_rate(device, dtype, d_model, tokens, d_ff, kWindows, window_s)});
 }
 
 }  // namespace dtrain

@@ -10,7 +10,9 @@
 
 namespace dtrain {
 
-// The best rate of the three fp32 GEMMs of a tokens × d_model → d_ff layer on `device`.
-double measure_matmul_flops(const at::Device& device, int64_t tokens, int64_t d_model, int64_t d_ff, double seconds = 0.9);
+// The best rate of the three GEMMs of a tokens × d_model → d_ff layer on `device`, with operands
+// and result in `dtype`.
+double measure_matmul_flops(const at::Device& device, int64_t tokens, int64_t d_model, int64_t d_ff, double seconds = 0.9,
+                            at::ScalarType dtype = at::kFloat);
 
 }  // namespace dtrain

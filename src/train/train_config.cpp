@@ -150,10 +150,6 @@ void reject_unimplemented(const Reader& r) {
   if (r.integer("zero_optimization.stage", 0) != 0) refuse("zero_optimization.stage=" + printable_json(r.at("zero_optimization.stage")) + " (ZeRO sharding)");
   if (!r.at("zero_optimization.offload_optimizer").empty()) refuse("zero_optimization.offload_optimizer");
   if (!r.at("zero_optimization.offload_param").empty()) refuse("zero_optimization.offload_param");
-  if (r.boolean("fp16.enabled") && r.boolean("bf16.enabled"))
-    fail(r.origin(), "'fp16.enabled' and 'bf16.enabled' are both true; a run computes in one 16-bit format, so enable at most one");
-  if (r.boolean("fp16.enabled")) refuse("fp16.enabled=true (mixed precision)");
-  if (r.boolean("bf16.enabled")) refuse("bf16.enabled=true (mixed precision)");
   for (const char* key : {"partition_activations", "cpu_checkpointing", "contiguous_memory_optimization"})
     if (r.boolean(std::string("activation_checkpointing.") + key)) refuse(std::string("activation_checkpointing.") + key);
   if (!r.is_null("activation_checkpointing.number_checkpoints")) refuse("activation_checkpointing.number_checkpoints");
@@ -162,6 +158,34 @@ void reject_unimplemented(const Reader& r) {
   if (r.boolean("parallel.sequence_parallel")) refuse("parallel.sequence_parallel");
   if (r.boolean("checkpoint.async")) refuse("checkpoint.async");
   if (!r.is_auto("parallel.micro_batches")) refuse("parallel.micro_batches (pipeline parallelism)");
+}
+
+// bf16.*, fp16.* and data_types.grad_accum_dtype.
+void resolve_precision(const Reader& r, TrainConfig& c) {
+  const bool fp16 = r.boolean("fp16.enabled"), bf16 = r.boolean("bf16.enabled");
+  if (fp16 && bf16)
+    fail(r.origin(), "'fp16.enabled' and 'bf16.enabled' are both true; a run computes in one 16-bit format, so enable at most one");
+  c.precision = fp16 ? at::kHalf : bf16 ? at::kBFloat16 : at::kFloat;
+  if (r.boolean("fp16.auto_cast"))
+    fail(r.origin(), "'fp16.auto_cast' casts a model's floating-point inputs to fp16, and dtrain's model takes token ids; "
+                     "remove it (fp16.enabled alone runs the model in fp16)");
+  auto& s = c.loss_scaler;
+  s.static_scale = r.number("fp16.loss_scale", 0);
+  s.initial_scale_power = r.small_integer("fp16.initial_scale_power", 0, 120);
+  s.window = r.integer("fp16.loss_scale_window", 1);
+  s.hysteresis = r.small_integer("fp16.hysteresis", 1);
+  s.consecutive_hysteresis = r.boolean("fp16.consecutive_hysteresis");
+  s.min_scale = r.number("fp16.min_loss_scale", 0);
+  if (s.min_scale == 0) fail(r.origin(), "'fp16.min_loss_scale' must be above 0");
+  if (r.is_null("data_types.grad_accum_dtype")) return;
+  const std::string accum = r.text("data_types.grad_accum_dtype");
+  const std::string compute = fp16 ? "fp16" : bf16 ? "bf16" : "fp32";
+  if (accum != "fp32" && accum != "bf16" && accum != "fp16")
+    fail(r.origin(), "'data_types.grad_accum_dtype' must be \"fp32\", \"bf16\" or \"fp16\", got " + printable_json(r.at("data_types.grad_accum_dtype")));
+  if (accum != "fp32" && accum != compute)
+    fail(r.origin(), "'data_types.grad_accum_dtype' is \"" + accum + "\" but the run computes in " + compute +
+                         "; gradients accumulate in fp32 or in the run's own 16-bit type (set " + accum + ".enabled=true, or remove the key)");
+  c.grad_accum_16bit = accum != "fp32";
 }
 
 TransformerConfig resolve_model(const Reader& r) {
@@ -368,6 +392,7 @@ TrainConfig resolve_config(const json& user, int world_size, const std::string& 
     fail(origin, "'train.activation_checkpointing' must be \"none\", \"full\", \"selective\" or \"every:N\" (N >= 1), got " +
                      printable_json(r.at("train.activation_checkpointing")));
   }
+  resolve_precision(r, c);
   c.eval_every = r.integer("train.eval_every", 0);
   c.eval_samples = r.integer("train.eval_samples", 1);
   c.stability.spike_factor = r.number("train.spike_factor", 0);

@@ -11,6 +11,7 @@
 #include "ckpt/checkpoint_manager.h"
 #include "model/activation_checkpoint.h"
 #include "model/transformer_config.h"
+#include "optim/loss_scaler.h"
 #include "train/stability_guard.h"
 
 namespace dtrain {
@@ -41,6 +42,9 @@ struct TrainConfig {
   std::string run_dir;
   int threads = 0;
   ActivationCheckpointing activation_checkpointing;
+  at::ScalarType precision = at::kFloat;  // kBFloat16 (bf16.enabled) or kHalf (fp16.enabled): mixed precision
+  bool grad_accum_16bit = false;          // data_types.grad_accum_dtype names the 16-bit type
+  LossScalerOptions loss_scaler;          // fp16's
   int64_t eval_every = 0, eval_samples = 0;
   StabilityOptions stability;
   std::string on_divergence;  // stop | rollback

@@ -25,9 +25,11 @@
 #include "data/token_source.h"
 #include "optim/flat_optimizer.h"
 #include "optim/grad_clip.h"
+#include "optim/loss_scaler.h"
 #include "optim/lr_schedule.h"
 #include "parallel/ddp/data_parallel.h"
 #include "train/host_memory.h"
+#include "train/injected_overflow.h"
 #include "train/matmul_peak.h"
 #include "train/metrics_log.h"
 #include "train/rank_log.h"
@@ -60,6 +62,15 @@ std::string rate(double tokens_per_s) {
   return tokens_per_s >= 1e6 ? fixed(tokens_per_s / 1e6, 2) + "M" : fixed(tokens_per_s / 1e3, 1) + "k";
 }
 
+// What one optimizer step did, for the metrics and the progress line.
+struct StepOutcome {
+  double loss = 0, lr = 0, grad_norm = 0, step_s = 0;
+  StepVerdict verdict = StepVerdict::Apply;
+  std::string reason;      // why the guard did not simply apply it
+  bool overflow = false;   // fp16: the gradients overflowed, so the step was skipped
+  double loss_scale = 0;   // fp16: the scale this step's loss was multiplied by
+};
+
 class Trainer {
  public:
   Trainer(const TrainConfig& config, std::shared_ptr<World> world)
@@ -86,8 +97,8 @@ class Trainer {
   bool parameters_finite() const;
   bool recover_from_divergence(int64_t step, const std::string& why);
   void save(int64_t step);
-  void report_step(int64_t step, double loss, double lr, double grad_norm, double step_s, StepVerdict verdict,
-                   const std::string& reason);
+  void report_step(int64_t step, const StepOutcome& outcome);
+  void restore_loss_scaler(const nlohmann::json& saved);
   int threads() const;
 
   TrainConfig c_;
@@ -103,6 +114,7 @@ class Trainer {
   std::unique_ptr<LrSchedule> schedule_;
   std::unique_ptr<DataParallel> ddp_;
   std::unique_ptr<StabilityGuard> guard_;
+  std::unique_ptr<LossScaler> scaler_;  // fp16 only
   std::unique_ptr<CheckpointManager> checkpoints_;
   std::unique_ptr<DirectoryLock> run_lock_, checkpoint_lock_;  // rank 0's, for the run's life
   std::string last_unhealthy_reason_;
@@ -214,14 +226,26 @@ void Trainer::build_model() {
       throw ConfigError("train.freeze: '" + printable(c_.freeze[g]) + "' matches no parameter (names look like blocks.0.qkv.weight, wte.weight)");
   // Moving keeps each parameter's identity (its data is replaced), so `named` and `frozen_` stay valid.
   model_->to(world_->device());
+  MixedPrecision precision = MixedPrecision::make(c_.precision, world_->device());
+  precision.round_gradients = c_.grad_accum_16bit;
+  model_->set_precision(precision);
+  if (c_.precision == at::kHalf) scaler_ = std::make_unique<LossScaler>(c_.loss_scaler);
   flat_ = std::make_unique<FlatParameters>(named);
   optimizer_ = make_flat_optimizer(c_.optimizer, flat_->data());
   schedule_ = std::make_unique<LrSchedule>(c_.scheduler, optimizer_->base_lr(), c_.steps);
-  ddp_ = std::make_unique<DataParallel>(*flat_, world_->world_group(),
-                                        DataParallelOptions{c_.reduce_bucket_elements * flat_->data().element_size()});
+  DataParallelOptions ddp_options;
+  ddp_options.bucket_bytes = c_.reduce_bucket_elements * flat_->data().element_size();
+  if (c_.grad_accum_16bit) ddp_options.wire_dtype = c_.precision;
+  ddp_ = std::make_unique<DataParallel>(*flat_, world_->world_group(), ddp_options);
   guard_ = std::make_unique<StabilityGuard>(c_.stability);
   setup_lines_.push_back("model: " + c_.model.describe() + " on " + world_->device().str() + ", activation checkpointing " +
-                         c_.activation_checkpointing.describe());
+                         c_.activation_checkpointing.describe() + ", precision " + precision.describe());
+  if (scaler_)
+    setup_lines_.push_back(scaler_->dynamic() ? "fp16 loss scale: dynamic, from " + fixed(scaler_->scale(), 0) + " (window " +
+                                                    std::to_string(c_.loss_scaler.window) + ", hysteresis " +
+                                                    std::to_string(c_.loss_scaler.hysteresis) + ", minimum " +
+                                                    fixed(c_.loss_scaler.min_scale, 0) + ")"
+                                              : "fp16 loss scale: static " + fixed(scaler_->scale(), 0));
   setup_lines_.push_back("data parallel: " + std::to_string(c_.dp) + " rank(s); " + std::to_string(flat_->numel()) +
             " trainable parameters in " + std::to_string(ddp_->buckets().size()) + " gradient bucket(s)" +
             (frozen_.empty() ? "" : "; " + std::to_string(frozen_count) + " frozen parameters in " +
@@ -232,6 +256,21 @@ void Trainer::build_model() {
 }
 
 void Trainer::read_checkpoint(const std::string& dir) { progress_ = load_training_state(dir, model_, *optimizer_); }
+
+// The checkpoint's fp16 loss scaler continues where it was; a run in another precision has none to
+// continue, and a checkpoint from one starts the scaler afresh.
+void Trainer::restore_loss_scaler(const nlohmann::json& saved) {
+  if (!scaler_) {
+    if (!saved.is_null()) log_.info("the checkpoint's fp16 loss scale is not used: this run computes in " + model_->precision().describe());
+    return;
+  }
+  if (saved.is_null()) {
+    log_.info("the checkpoint holds no fp16 loss scale (it was saved in " + progress_.precision + "); the scale starts at " +
+              fixed(scaler_->scale(), 0));
+    return;
+  }
+  scaler_->load_state(saved);
+}
 
 // Rank 0 picks the checkpoint (verifying checksums, and loading it to prove it fits the model);
 // the other ranks load what it picked. Returns "" to start from scratch.
@@ -261,6 +300,8 @@ std::string Trainer::choose_checkpoint() {
 
 void Trainer::load_checkpoint(const std::string& dir) {
   if (world_->rank() != 0) read_checkpoint(dir);
+  if (scaler_) scaler_ = std::make_unique<LossScaler>(c_.loss_scaler);  // a rollback forgets what came after
+  restore_loss_scaler(progress_.loss_scaler);
   stream_->restore(progress_.data);
   if (metrics_) metrics_->forget_after(progress_.step);
 }
@@ -273,7 +314,10 @@ void Trainer::resume_or_start() {
   if (!from.empty()) {
     load_checkpoint(from);
     log_.info("resumed from " + from + " at step " + std::to_string(progress_.step) +
-              (progress_.lr_scale < 1 ? " (learning rate scaled by " + fixed(progress_.lr_scale, 4) + " after rollbacks)" : ""));
+              (progress_.lr_scale < 1 ? " (learning rate scaled by " + fixed(progress_.lr_scale, 4) + " after rollbacks)" : "") +
+              (progress_.precision != precision_name(c_.precision)
+                   ? "; it was saved by a " + progress_.precision + " run, and its fp32 weights continue in " + precision_name(c_.precision)
+                   : ""));
   }
   ddp_->broadcast_parameters(frozen_);
 }
@@ -282,6 +326,7 @@ std::optional<double> Trainer::evaluate() {
   const int64_t available = std::min<int64_t>(dataset_->size(Split::Validation), c_.eval_samples);
   if (available == 0) return std::nullopt;
   at::NoGradGuard no_grad;
+  model_->refresh_working_copy();
   double sum = 0;
   int64_t count = 0;
   std::vector<int64_t> mine;
@@ -299,7 +344,11 @@ std::optional<double> Trainer::evaluate() {
 
 void Trainer::train_step(int64_t step) {
   const auto t0 = Clock::now();
+  model_->refresh_working_copy();
   flat_->zero_grad();
+  StepOutcome out;
+  const bool inject = scaler_ && overflow_injected(step + 1);
+  out.loss_scale = scaler_ ? scaler_->scale() : 0;
   double loss_sum = 0;
   const auto device = world_->device();
   for (int64_t k = 0; k < c_.accumulation; ++k) {
@@ -308,41 +357,54 @@ void Trainer::train_step(int64_t step) {
     if (last) ddp_->begin_backward();
     auto [x, y] = stream_->next();
     auto loss = model_->loss(x.to(device), y.to(device));
-    (loss / double(c_.accumulation)).backward();
+    if (scaler_) {
+      (loss * ((inject ? INFINITY : out.loss_scale) / double(c_.accumulation))).backward();
+    } else {
+      (loss / double(c_.accumulation)).backward();
+    }
+    // 16-bit accumulation rounds the running sum after every micro-batch; the all-reduce rounds the last.
+    if (c_.grad_accum_16bit && !last) flat_->grad().copy_(flat_->grad().to(c_.precision));
     loss_sum += loss.item<double>();
   }
   ddp_->finish_gradient_sync();
+  // Clipping, the guard and the norm in the metrics all see the true gradients.
+  if (scaler_) flat_->grad().div_(out.loss_scale);
   auto loss_t = at::tensor({loss_sum / double(c_.accumulation)}, at::kDouble).to(device);
   all_reduce(*world_->world_group(), loss_t, ReduceOp::Avg, "loss");
-  const double loss = loss_t.item<double>();
-  const double grad_norm = global_grad_norm(flat_->grad());
-  std::string reason;
-  const StepVerdict verdict = guard_->check(loss, grad_norm, &reason);
-  const double lr = schedule_->lr(step) * progress_.lr_scale;
-  if (!reason.empty()) last_unhealthy_reason_ = "step " + std::to_string(step + 1) + ": " + reason;
-  if (verdict == StepVerdict::Apply) {
-    clip_grads(flat_->grad(), grad_norm, c_.gradient_clipping);
-    optimizer_->step(flat_->data(), flat_->grad(), flat_->decay_mask(), lr);
+  out.loss = loss_t.item<double>();
+  out.grad_norm = global_grad_norm(flat_->grad());
+  // The gradients are all-reduced, so an overflow on any rank is one on every rank: all skip together.
+  out.overflow = scaler_ && !std::isfinite(out.grad_norm);
+  if (scaler_) scaler_->update(out.overflow);
+  if (!out.overflow) out.verdict = guard_->check(out.loss, out.grad_norm, &out.reason);
+  out.lr = schedule_->lr(step) * progress_.lr_scale;
+  if (!out.reason.empty()) last_unhealthy_reason_ = "step " + std::to_string(step + 1) + ": " + out.reason;
+  if (out.verdict == StepVerdict::Apply && !out.overflow) {
+    clip_grads(flat_->grad(), out.grad_norm, c_.gradient_clipping);
+    optimizer_->step(flat_->data(), flat_->grad(), flat_->decay_mask(), out.lr);
   } else {
     ++progress_.skipped_steps;
   }
   progress_.step = step + 1;
   progress_.data = stream_->position();
   progress_.tokens_seen += double(c_.global_batch * c_.model.seq_len);
-  report_step(step, loss, lr, grad_norm, seconds_since(t0), verdict, reason);
+  out.step_s = seconds_since(t0);
+  report_step(step, out);
 }
 
-void Trainer::report_step(int64_t step, double loss, double lr, double grad_norm, double step_s, StepVerdict verdict,
-                          const std::string& reason) {
+void Trainer::report_step(int64_t step, const StepOutcome& out) {
   const auto& overlap = ddp_->last_overlap();
   comm_s_ += overlap.comm_s;
   hidden_s_ += overlap.hidden_s;
   if (step > 0 || c_.steps == 1) {  // the first step warms caches and allocators
-    step_seconds_sum_ += step_s;
+    step_seconds_sum_ += out.step_s;
     ++steps_timed_;
   }
-  if (!reason.empty()) log_.warn("step " + std::to_string(step + 1) + ": " + reason);
-  const double tokens_per_s = double(c_.global_batch * c_.model.seq_len) / step_s;
+  if (!out.reason.empty()) log_.warn("step " + std::to_string(step + 1) + ": " + out.reason);
+  if (out.overflow)
+    log_.info("step " + std::to_string(step + 1) + ": fp16 gradients overflowed at loss scale " + fixed(out.loss_scale, 0) +
+              "; step skipped, loss scale now " + fixed(scaler_->scale(), 0));
+  const double tokens_per_s = double(c_.global_batch * c_.model.seq_len) / out.step_s;
   const double achieved = c_.model.train_flops_per_token() * tokens_per_s;
   if (peak_flops_ > 0 && achieved > peak_flops_ && steps_timed_ > 0) {
     // The model outran the measured peak, so the measurement was low (the machine was busy then):
@@ -354,9 +416,11 @@ void Trainer::report_step(int64_t step, double loss, double lr, double grad_norm
   }
   const double mfu = peak_flops_ > 0 ? achieved / peak_flops_ : 0;
   if (metrics_) {
-    nlohmann::json m = {{"step", step + 1}, {"loss", loss},       {"lr", lr},         {"grad_norm", grad_norm},
-                        {"tokens_per_s", tokens_per_s}, {"step_s", step_s}, {"flops", achieved}, {"mfu", mfu}};
-    if (verdict != StepVerdict::Apply) m["skipped"] = verdict == StepVerdict::SkipNonFinite ? "non_finite" : "spike";
+    nlohmann::json m = {{"step", step + 1}, {"loss", out.loss},     {"lr", out.lr},     {"grad_norm", out.grad_norm},
+                        {"tokens_per_s", tokens_per_s}, {"step_s", out.step_s}, {"flops", achieved}, {"mfu", mfu}};
+    if (out.overflow) m["skipped"] = "overflow";
+    else if (out.verdict != StepVerdict::Apply) m["skipped"] = out.verdict == StepVerdict::SkipNonFinite ? "non_finite" : "spike";
+    if (scaler_) m["loss_scale"] = out.loss_scale;
     if (c_.dp > 1) {
       m["comm_ms"] = overlap.comm_s * 1e3;
       m["comm_hidden_ms"] = overlap.hidden_s * 1e3;
@@ -371,10 +435,11 @@ void Trainer::report_step(int64_t step, double loss, double lr, double grad_norm
   }
   const int64_t done = step + 1;
   if (done % c_.steps_per_print != 0 && done != c_.steps && step != 0) return;
-  const double avg = steps_timed_ ? step_seconds_sum_ / double(steps_timed_) : step_s;
-  std::string line = "step " + std::to_string(done) + "/" + std::to_string(c_.steps) + " | loss " + fixed(loss, 4) +
-                     " | lr " + scientific(lr) + " | grad norm " + fixed(grad_norm, 3) + " | " + rate(tokens_per_s) +
+  const double avg = steps_timed_ ? step_seconds_sum_ / double(steps_timed_) : out.step_s;
+  std::string line = "step " + std::to_string(done) + "/" + std::to_string(c_.steps) + " | loss " + fixed(out.loss, 4) +
+                     " | lr " + scientific(out.lr) + " | grad norm " + fixed(out.grad_norm, 3) + " | " + rate(tokens_per_s) +
                      " tok/s | " + fixed(achieved / 1e9, 1) + " GFLOP/s | MFU " + fixed(100 * mfu, 1) + "%";
+  if (scaler_) line += " | loss scale " + fixed(scaler_->scale(), 0);
   if (c_.dp > 1 && comm_s_ > 0) line += " | comm hidden " + fixed(100 * hidden_s_ / comm_s_, 0) + "%";
   line += " | ETA " + format_duration(avg * double(c_.steps - done));
   log_.info(line);
@@ -385,6 +450,8 @@ void Trainer::save(int64_t step) {
   // every_hours must trigger on every rank at once: rank 0's clock decides.
   const CheckpointHealth health{guard_->last_step_healthy(), guard_->last_step_healthy() ? "" : last_unhealthy_reason_};
   const std::string dir = checkpoints_->save(step, seconds_since(start_) / 3600.0, health, [&](const std::string& tmp) {
+    progress_.precision = precision_name(c_.precision);
+    progress_.loss_scaler = scaler_ ? scaler_->state() : nlohmann::json();
     save_training_state(tmp, world_->rank(), model_, *optimizer_, progress_, c_.json);
   });
   log_.info("checkpoint: " + dir + " (" + fixed(seconds_since(t0), 2) + " s)" + (health.healthy ? "" : ", marked unhealthy"));
@@ -462,7 +529,12 @@ int Trainer::train() {
   peak_flops_ = c_.peak_flops > 0 ? c_.peak_flops * c_.world_size : 0;
   if (peak_flops_ == 0) {
     const auto& m = c_.model;
-    const double rank_peak = measure_matmul_flops(world_->device(), c_.micro_batch * m.seq_len, m.d_model, m.ff_dim());
+    const int64_t tokens = c_.micro_batch * m.seq_len;
+    // A 16-bit run's GEMMs run natively or on widened operands (model/mixed_precision.h): its peak
+    // is the faster of the two, so a slow native kernel cannot flatter MFU.
+    double rank_peak = measure_matmul_flops(world_->device(), tokens, m.d_model, m.ff_dim());
+    if (c_.precision != at::kFloat)
+      rank_peak = std::max(rank_peak, measure_matmul_flops(world_->device(), tokens, m.d_model, m.ff_dim(), 0.9, c_.precision));
     auto peak = at::tensor({rank_peak}, at::kDouble).to(world_->device());
     all_reduce(*world_->world_group(), peak, ReduceOp::Sum, "matmul_peak");
     peak_flops_ = peak.item<double>();
@@ -472,7 +544,8 @@ int Trainer::train() {
     return 0;
   }
   log_.info("training steps " + std::to_string(progress_.step + 1) + ".." + std::to_string(c_.steps) +
-            " (matmul peak " + fixed(peak_flops_ / 1e9, 1) + " GFLOP/s over all ranks)");
+            " (matmul peak " + fixed(peak_flops_ / 1e9, 1) + " GFLOP/s over all ranks" +
+            (c_.precision != at::kFloat ? ", the better of " + precision_name(c_.precision) + " and fp32 GEMMs" : "") + ")");
   start_ = Clock::now();
   const auto first = progress_.step;
   while (progress_.step < c_.steps) {
@@ -517,6 +590,9 @@ int Trainer::train() {
                         rate(double((c_.steps - first) * c_.global_batch * c_.model.seq_len) / elapsed) + " tok/s";
   if (c_.dp > 1 && comm_s_ > 0)
     summary += ", gradient all-reduce " + fixed(comm_s_, 2) + " s of which " + fixed(100 * hidden_s_ / comm_s_, 0) + "% hidden behind backward";
+  if (scaler_ && scaler_->skipped_steps())
+    summary += ", " + std::to_string(scaler_->skipped_steps()) + " fp16 overflow step(s) skipped (loss scale now " +
+               fixed(scaler_->scale(), 0) + ")";
   if (guard_->skipped_non_finite() || guard_->spikes())
     summary += ", " + std::to_string(guard_->skipped_non_finite()) + " non-finite step(s) skipped, " +
                std::to_string(guard_->spikes()) + " spike(s)";

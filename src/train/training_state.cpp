@@ -5,6 +5,7 @@
 #include "ckpt/checkpoint_manager.h"
 #include "ckpt/durable_file.h"
 #include "ckpt/safetensors.h"
+#include "optim/loss_scaler.h"
 
 namespace dtrain {
 
@@ -64,6 +65,19 @@ TrainerProgress read_progress(const std::string& dir) {
   p.rollbacks = count(s, "rollbacks");
   p.tokens_seen = number("tokens_seen", 0, 1e30);
   p.lr_scale = number("lr_scale", 1e-30, 1);
+  if (s.contains("precision")) {  // absent from checkpoints written before mixed precision: fp32
+    if (!s["precision"].is_string() || (s["precision"] != "fp32" && s["precision"] != "bf16" && s["precision"] != "fp16"))
+      throw bad("has an invalid 'precision' (fp32, bf16 or fp16)");
+    p.precision = s["precision"].get<std::string>();
+  }
+  if (s.contains("loss_scaler") && !s["loss_scaler"].is_null()) {
+    try {
+      LossScaler(LossScalerOptions{}).load_state(s["loss_scaler"]);
+    } catch (const nlohmann::json::exception& e) {
+      throw bad(std::string("has an invalid 'loss_scaler' (") + e.what() + ")");
+    }
+    p.loss_scaler = s["loss_scaler"];
+  }
   return p;
 }
 
@@ -87,6 +101,8 @@ void save_training_state(const std::string& dir, int rank, Transformer& model, c
                                 {"tokens_seen", progress.tokens_seen},
                                 {"lr_scale", progress.lr_scale},
                                 {"rollbacks", progress.rollbacks},
+                                {"precision", progress.precision},
+                                {"loss_scaler", progress.loss_scaler},
                                 {"scheduler", config["scheduler"]}};
   write_file_atomically(dir + "/trainer_state.json", state.dump(2));
   write_file_atomically(dir + "/config.json", config.dump(2));

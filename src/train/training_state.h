@@ -1,7 +1,7 @@
 // What a checkpoint of a data-parallel run holds, and how it goes back: model.safetensors (every
 // parameter by name, frozen ones included, with the model config as metadata), optimizer.safetensors
 // (the flat optimizer state), rng.safetensors, trainer_state.json (step, data position, schedule,
-// guard counters) and config.json (the run's resolved config, which `dtrain generate` reads).
+// guard counters, precision and fp16 loss scaler) and config.json (the run's resolved config, which `dtrain generate` reads).
 // Replicated state is written by rank 0 alone; sharded strategies add per-rank files beside these.
 #pragma once
 #include <nlohmann/json.hpp>
@@ -21,6 +21,8 @@ struct TrainerProgress {
   double tokens_seen = 0;
   double lr_scale = 1;    // the factor rollbacks after a divergence have lowered the learning rate by
   int64_t rollbacks = 0;
+  std::string precision = "fp32";  // what the run computed in: fp32, bf16 or fp16 (the weights are fp32 in every case)
+  nlohmann::json loss_scaler;      // fp16's loss scaler state; null in other precisions
 };
 
 void save_training_state(const std::string& dir, int rank, Transformer& model, const FlatOptimizer& optimizer,

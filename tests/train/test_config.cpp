@@ -62,11 +62,37 @@ TEST(TrainConfig, BothSixteenBitFormatsAtOnceAreRefusedByName) {
             "cfg.json: 'fp16.enabled' and 'bf16.enabled' are both true; a run computes in one 16-bit format, so enable at most one");
 }
 
+TEST(TrainConfig, MixedPrecisionKeysResolveWithDeepSpeedsMeaning) {
+  const TrainConfig bf16 = resolve({{"bf16", {{"enabled", true}}}, {"data_types", {{"grad_accum_dtype", "bf16"}}}});
+  EXPECT_EQ(bf16.precision, at::kBFloat16);
+  EXPECT_TRUE(bf16.grad_accum_16bit);
+  const TrainConfig fp16 = resolve({{"fp16", {{"enabled", true}, {"loss_scale", 0}, {"initial_scale_power", 12}, {"loss_scale_window", 50},
+                                              {"hysteresis", 3}, {"consecutive_hysteresis", true}, {"min_loss_scale", 0.5}}}});
+  EXPECT_EQ(fp16.precision, at::kHalf);
+  EXPECT_FALSE(fp16.grad_accum_16bit);  // fp32 unless asked
+  EXPECT_EQ(fp16.loss_scaler.initial_scale_power, 12);
+  EXPECT_EQ(fp16.loss_scaler.window, 50);
+  EXPECT_EQ(fp16.loss_scaler.hysteresis, 3);
+  EXPECT_TRUE(fp16.loss_scaler.consecutive_hysteresis);
+  EXPECT_EQ(fp16.loss_scaler.min_scale, 0.5);
+  EXPECT_EQ(resolve(json::object()).precision, at::kFloat);
+}
+
+TEST(TrainConfig, MixedPrecisionMistakesAreRefusedByName) {
+  EXPECT_EQ(error_of({{"bf16", {{"enabled", true}}}, {"data_types", {{"grad_accum_dtype", "fp16"}}}}),
+            "cfg.json: 'data_types.grad_accum_dtype' is \"fp16\" but the run computes in bf16; gradients accumulate in fp32 or in the "
+            "run's own 16-bit type (set fp16.enabled=true, or remove the key)");
+  EXPECT_EQ(error_of({{"data_types", {{"grad_accum_dtype", "int8"}}}}),
+            "cfg.json: 'data_types.grad_accum_dtype' must be \"fp32\", \"bf16\" or \"fp16\", got \"int8\"");
+  EXPECT_NE(error_of({{"fp16", {{"enabled", true}, {"auto_cast", true}}}}).find("'fp16.auto_cast'"), std::string::npos);
+  EXPECT_EQ(error_of({{"fp16", {{"enabled", true}, {"min_loss_scale", 0}}}}), "cfg.json: 'fp16.min_loss_scale' must be above 0");
+  EXPECT_NE(error_of({{"fp16", {{"enabled", true}, {"hysteresis", 0}}}}).find("'fp16.hysteresis'"), std::string::npos);
+}
+
 TEST(TrainConfig, AcceptedButUnimplementedKeysAreRefusedByName) {
   for (const auto& [user, key] : std::vector<std::pair<json, std::string>>{
            {{{"zero_optimization", {{"stage", 2}}}}, "zero_optimization.stage"},
-           {{{"bf16", {{"enabled", true}}}}, "bf16.enabled"},
-           {{{"fp16", {{"enabled", true}}}}, "fp16.enabled"},
+           {{{"activation_checkpointing", {{"cpu_checkpointing", true}}}}, "activation_checkpointing.cpu_checkpointing"},
            {{{"parallel", {{"tp", 2}}}}, "parallel.tp"},
            {{{"zero_optimization", {{"offload_optimizer", {{"device", "cpu"}}}}}}, "zero_optimization.offload_optimizer"},
        }) {

@@ -268,7 +268,7 @@ TEST(BadInput, EachMistakeExitsNonZeroNamingTheCulprit) {
   };
   const std::vector<Case> cases = {
       {{"--set", "train.stesp=3"}, "did you mean 'train.steps'"},
-      {{"--set", "bf16.enabled=true"}, "bf16.enabled"},
+      {{"--set", "bf16.enabled=true", "--set", "data_types.grad_accum_dtype=fp16"}, "'data_types.grad_accum_dtype' is \"fp16\""},
       {{"--set", "train_batch_size=10", "--set", "train_micro_batch_size_per_gpu=4", "--set", "gradient_accumulation_steps=1"},
        "train_batch_size (10)"},
       {{"--set", "data.source=text:/nonexistent/corpus.txt"}, "/nonexistent/corpus.txt"},
