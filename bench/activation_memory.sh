@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Activation checkpointing on the benchmark GPT (bench/gpt_bench.json), one rank x 2 threads: each
-# mode's peak resident memory and step time, beside what the activations should take by Korthikanti
-# et al.'s per-layer formula. Prints a table; raw logs stay in bench/out/activation_memory/.
+# Activation checkpointing on the benchmark GPT (bench/gpt_bench.json), one rank x 2 threads, in
+# fp32 and in bf16: each mode's peak resident memory and step time, beside what the activations
+# should take by Korthikanti et al.'s per-layer formula. Prints a table; raw logs stay in
+# bench/out/activation_memory/.
 # Usage: bench/activation_memory.sh [STEPS]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -12,12 +13,15 @@ out=bench/out/activation_memory
 rm -rf "$out"
 mkdir -p "$out"
 modes=(none selective every:2 full)
-for mode in "${modes[@]}"; do
-  name=${mode/:/}
-  echo "activation checkpointing $mode..." >&2
-  build/dtrain run --nproc-per-node 1 --no-sample --config bench/gpt_bench.json --set train.threads=2 \
-    --set train.steps="$steps" --set train.activation_checkpointing="$mode" --set train.run_dir="$out/$name" \
-    >"$out/$name.log" 2>&1
+for precision in fp32 bf16; do
+  for mode in "${modes[@]}"; do
+    name=${precision}_${mode/:/}
+    echo "$precision, activation checkpointing $mode..." >&2
+    build/dtrain run --nproc-per-node 1 --no-sample --config bench/gpt_bench.json --set train.threads=2 \
+      --set bf16.enabled=$([ "$precision" = bf16 ] && echo true || echo false) \
+      --set train.steps="$steps" --set train.activation_checkpointing="$mode" --set train.run_dir="$out/$name" \
+      >"$out/$name.log" 2>&1
+  done
 done
 /usr/bin/python3 - "$out" "$warmup" "${modes[@]}" <<'PY'
 import json, re, sys
@@ -30,21 +34,22 @@ s, b, h, a, layers = m["seq_len"], config["train_micro_batch_size_per_gpu"], m["
 full_formula = 2 * s * b * h * (34 + 5 * a * s / h) * layers / 2**20
 no_scores = 2 * s * b * h * 34 * layers / 2**20
 recompute_formula = 2 * 2 * s * b * h * layers / 2**20
-rows = []
-for mode in modes:
-    name = mode.replace(":", "")
-    log = open(f"{out}/{name}.log").read()
-    rss = int(re.search(r"peak RSS (\d+) MiB", log).group(1))
-    steps = [json.loads(l) for l in open(f"{out}/{name}/metrics.jsonl") if '"loss"' in l]
-    timed = [x["step_s"] for x in steps if x["step"] > warmup]
-    rows.append((mode, rss, sum(timed) / len(timed)))
-base_rss, base_step = rows[0][1], rows[0][2]
-full_rss = dict((r[0], r[1]) for r in rows).get("full", base_rss)
-print(f"model: {layers} layers, s={s}, b={b}, h={h}, a={a}; float32 activations")
-print(f"formula per run: {full_formula:.0f} MiB (with attention scores), {no_scores:.0f} MiB (fused attention), "
-      f"{recompute_formula:.0f} MiB with full recompute")
-print("| activation checkpointing | peak RSS (MiB) | above full recompute (MiB) | step (s) | step time vs none |")
-print("|---|---:|---:|---:|---:|")
-for mode, rss, step in rows:
-    print(f"| {mode} | {rss} | {rss - full_rss} | {step:.3f} | {step / base_step:.2f}x |")
+print(f"model: {layers} layers, s={s}, b={b}, h={h}, a={a}")
+print(f"formula per run in float32: {full_formula:.0f} MiB (with attention scores), {no_scores:.0f} MiB (fused attention), "
+      f"{recompute_formula:.0f} MiB with full recompute; half of each in 16-bit")
+print("| precision | activation checkpointing | peak RSS (MiB) | above full recompute (MiB) | step (s) | step time vs none |")
+print("|---|---|---:|---:|---:|---:|")
+for precision in ("fp32", "bf16"):
+    rows = []
+    for mode in modes:
+        name = precision + "_" + mode.replace(":", "")
+        log = open(f"{out}/{name}.log").read()
+        rss = int(re.search(r"peak RSS (\d+) MiB", log).group(1))
+        steps = [json.loads(l) for l in open(f"{out}/{name}/metrics.jsonl") if '"loss"' in l]
+        timed = [x["step_s"] for x in steps if x["step"] > warmup]
+        rows.append((mode, rss, sum(timed) / len(timed)))
+    base_step = rows[0][2]
+    full_rss = dict((r[0], r[1]) for r in rows).get("full", rows[0][1])
+    for mode, rss, step in rows:
+        print(f"| {precision} | {mode} | {rss} | {rss - full_rss} | {step:.3f} | {step / base_step:.2f}x |")
 PY

@@ -1,8 +1,10 @@
 """The PyTorch peer of dtrain's training benchmark: the same GPT (pre-LayerNorm, fused qkv, causal
 F.scaled_dot_product_attention as nanoGPT writes it, GELU-tanh, learned positions, tied embeddings,
-GPT-2 init), AdamW, fp32, DDP over Gloo. Started rank by rank
-with torchrun's env variables (bench/train.sh does it). Prints one JSON line from rank 0:
-tokens_per_s (global), step_s, and every rank's peak RSS in MiB."""
+GPT-2 init), AdamW, DDP over Gloo; fp32, or BENCH_PRECISION=bf16 for torch.autocast("cpu",
+dtype=torch.bfloat16) over forward and loss; BENCH_AC=full (torch.utils.checkpoint around each block)
+or selective (around the attention core alone). Started rank by rank with torchrun's env variables
+(bench/train.sh does it). Prints one JSON line from rank 0: tokens_per_s (global), step_s, and every
+rank's peak RSS in MiB."""
 import json
 import math
 import os
@@ -13,6 +15,13 @@ import torch
 import torch.distributed as dist
 import torch.nn as nn
 import torch.nn.functional as F
+import torch.utils.checkpoint as checkpoint
+
+AC = os.environ.get("BENCH_AC", "none")
+
+
+def attention_core(q, k, v):
+    return F.scaled_dot_product_attention(q, k, v, is_causal=True)
 
 
 class Block(nn.Module):
@@ -30,7 +39,11 @@ class Block(nn.Module):
         B, T, C = x.shape
         q, k, v = self.qkv(self.ln1(x)).split(C, dim=2)
         q, k, v = (t.view(B, T, self.heads, C // self.heads).transpose(1, 2) for t in (q, k, v))
-        y = F.scaled_dot_product_attention(q, k, v, is_causal=True).transpose(1, 2).reshape(B, T, C)
+        if AC == "selective":
+            y = checkpoint.checkpoint(attention_core, q, k, v, use_reentrant=False)
+        else:
+            y = attention_core(q, k, v)
+        y = y.transpose(1, 2).reshape(B, T, C)
         x = x + self.proj(y)
         return x + self.fc_proj(F.gelu(self.fc(self.ln2(x)), approximate="tanh"))
 
@@ -53,7 +66,7 @@ class GPT(nn.Module):
         B, T = idx.shape
         x = self.wte(idx) + self.wpe(torch.arange(T))
         for b in self.blocks:
-            x = b(x)
+            x = checkpoint.checkpoint(b, x, use_reentrant=False) if AC == "full" else b(x)
         logits = self.ln_f(x) @ self.wte.weight.t()
         return F.cross_entropy(logits.view(-1, logits.size(-1)), targets.reshape(-1))
 
@@ -62,7 +75,9 @@ def main():
     rank, world = int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1))
     torch.set_num_threads(int(os.environ.get("BENCH_THREADS", 1)))
     layers, heads, d, seq, vocab = 6, 6, 384, 256, 256
-    micro, steps, warmup = int(os.environ.get("BENCH_MICRO", 8)), int(os.environ.get("BENCH_STEPS", 20)), 3
+    micro, steps = int(os.environ.get("BENCH_MICRO", 8)), int(os.environ.get("BENCH_STEPS", 20))
+    warmup = int(os.environ.get("BENCH_WARMUP", 3))
+    bf16 = os.environ.get("BENCH_PRECISION", "fp32") == "bf16"
     torch.manual_seed(0)
     model = GPT(layers, heads, d, seq, vocab)
     if world > 1:
@@ -77,7 +92,8 @@ def main():
         if step == warmup:
             t0 = time.perf_counter()
         tokens = torch.randint(0, vocab, (micro, seq + 1), generator=gen)
-        loss = model(tokens[:, :-1], tokens[:, 1:])
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+            loss = model(tokens[:, :-1], tokens[:, 1:])
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)

@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# bf16 training, dtrain against PyTorch 2.11's torch.autocast("cpu", dtype=torch.bfloat16), on the
+# GPT of bench/train.sh (bench/gpt_bench.json, the same model bench/pytorch_gpt.py builds), with
+# activation checkpointing none, full and selective (PyTorch: torch.utils.checkpoint around each
+# block, or around the attention core). Layouts 1 rank x 2 threads and 2 ranks x 1 thread. dtrain
+# times STEPS steps after 3 warm-up steps; PyTorch's bf16 step is ~30x slower on CPUs without
+# AVX512-BF16, so it times PT_STEPS steps after 1 warm-up step. PyTorch runs as shipped and tuned
+# (glibc malloc keeping freed memory as dtrain does, plus OMP_WAIT_POLICY=PASSIVE: the settings of
+# bench/train.sh) without checkpointing, and tuned with it. dtrain's fp32 run without checkpointing
+# is the reference for the bf16 speed-up. Runs go one after another, never sharing the cores.
+# Usage: bench/train_bf16.sh [STEPS] [PT_STEPS]     Prints a table (outputs kept in bench/out/bf16).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+steps=${1:-10}
+pt_steps=${2:-1}
+warmup=3
+scripts/setup.sh --bench
+make -s build >/dev/null
+out=bench/out/bf16
+rm -rf "$out"
+mkdir -p "$out"
+tuned="MALLOC_MMAP_THRESHOLD_=33554432 MALLOC_TRIM_THRESHOLD_=17179869184 MALLOC_TOP_PAD_=268435456 OMP_WAIT_POLICY=PASSIVE"
+free_port() { /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+
+pytorch() {  # pytorch TAG SETTING AC RANKS THREADS
+  local tag=$1 setting=$2 ac=$3 ranks=$4 threads=$5 port pids=()
+  echo "PyTorch bf16 ($setting, AC $ac), $ranks rank(s) x $threads thread(s)..." >&2
+  port=$(free_port)
+  for ((r = 0; r < ranks; r++)); do
+    env $([ "$setting" = tuned ] && echo "$tuned") BENCH_PRECISION=bf16 BENCH_AC="$ac" BENCH_WARMUP=1 \
+      RANK=$r WORLD_SIZE=$ranks MASTER_ADDR=127.0.0.1 MASTER_PORT=$port BENCH_THREADS=$threads BENCH_STEPS=$pt_steps \
+      .venv/bin/python bench/pytorch_gpt.py >>"$out/pytorch_${setting}_${ac}_$tag.json" &
+    pids+=($!)
+  done
+  for pid in "${pids[@]}"; do wait "$pid"; done
+}
+
+for layout in "1 2" "2 1"; do
+  read -r ranks threads <<<"$layout"
+  tag="${ranks}x${threads}"
+  for run in "fp32 none" "bf16 none" "bf16 full" "bf16 selective"; do
+    read -r precision ac <<<"$run"
+    echo "dtrain $precision (AC $ac), $ranks rank(s) x $threads thread(s)..." >&2
+    build/dtrain run --nproc-per-node "$ranks" --no-sample --config bench/gpt_bench.json \
+      --set bf16.enabled=$([ "$precision" = bf16 ] && echo true || echo false) --set train.activation_checkpointing="$ac" \
+      --set train.threads="$threads" --set train.steps=$((steps + warmup)) --set train.run_dir="$out/dtrain_${precision}_${ac}_$tag" \
+      >"$out/dtrain_${precision}_${ac}_$tag.log" 2>&1
+  done
+  pytorch "$tag" shipped none "$ranks" "$threads"
+  for ac in none full selective; do pytorch "$tag" tuned "$ac" "$ranks" "$threads"; done
+done
+/usr/bin/python3 bench/train_bf16_table.py "$out" "$warmup"
