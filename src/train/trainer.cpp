@@ -49,6 +49,13 @@ std::string fixed(double v, int digits) {
   return s.str();
 }
 
+// A loss scale as the user wrote it: 65536, 0.5.
+std::string scale_text(double v) {
+  std::ostringstream s;
+  s << v;
+  return s.str();
+}
+
 std::string scientific(double v) {
   std::ostringstream s;
   s << std::scientific << std::setprecision(2) << v;
@@ -241,11 +248,11 @@ void Trainer::build_model() {
   setup_lines_.push_back("model: " + c_.model.describe() + " on " + world_->device().str() + ", activation checkpointing " +
                          c_.activation_checkpointing.describe() + ", precision " + precision.describe());
   if (scaler_)
-    setup_lines_.push_back(scaler_->dynamic() ? "fp16 loss scale: dynamic, from " + fixed(scaler_->scale(), 0) + " (window " +
+    setup_lines_.push_back(scaler_->dynamic() ? "fp16 loss scale: dynamic, from " + scale_text(scaler_->scale()) + " (window " +
                                                     std::to_string(c_.loss_scaler.window) + ", hysteresis " +
                                                     std::to_string(c_.loss_scaler.hysteresis) + ", minimum " +
-                                                    fixed(c_.loss_scaler.min_scale, 0) + ")"
-                                              : "fp16 loss scale: static " + fixed(scaler_->scale(), 0));
+                                                    scale_text(c_.loss_scaler.min_scale) + ")"
+                                              : "fp16 loss scale: static " + scale_text(scaler_->scale()));
   setup_lines_.push_back("data parallel: " + std::to_string(c_.dp) + " rank(s); " + std::to_string(flat_->numel()) +
             " trainable parameters in " + std::to_string(ddp_->buckets().size()) + " gradient bucket(s)" +
             (frozen_.empty() ? "" : "; " + std::to_string(frozen_count) + " frozen parameters in " +
@@ -266,7 +273,7 @@ void Trainer::restore_loss_scaler(const nlohmann::json& saved) {
   }
   if (saved.is_null()) {
     log_.info("the checkpoint holds no fp16 loss scale (it was saved in " + progress_.precision + "); the scale starts at " +
-              fixed(scaler_->scale(), 0));
+              scale_text(scaler_->scale()));
     return;
   }
   scaler_->load_state(saved);
@@ -402,8 +409,8 @@ void Trainer::report_step(int64_t step, const StepOutcome& out) {
   }
   if (!out.reason.empty()) log_.warn("step " + std::to_string(step + 1) + ": " + out.reason);
   if (out.overflow)
-    log_.info("step " + std::to_string(step + 1) + ": fp16 gradients overflowed at loss scale " + fixed(out.loss_scale, 0) +
-              "; step skipped, loss scale now " + fixed(scaler_->scale(), 0));
+    log_.info("step " + std::to_string(step + 1) + ": fp16 gradients overflowed at loss scale " + scale_text(out.loss_scale) +
+              "; step skipped, loss scale now " + scale_text(scaler_->scale()));
   const double tokens_per_s = double(c_.global_batch * c_.model.seq_len) / out.step_s;
   const double achieved = c_.model.train_flops_per_token() * tokens_per_s;
   if (peak_flops_ > 0 && achieved > peak_flops_ && steps_timed_ > 0) {
@@ -439,7 +446,7 @@ void Trainer::report_step(int64_t step, const StepOutcome& out) {
   std::string line = "step " + std::to_string(done) + "/" + std::to_string(c_.steps) + " | loss " + fixed(out.loss, 4) +
                      " | lr " + scientific(out.lr) + " | grad norm " + fixed(out.grad_norm, 3) + " | " + rate(tokens_per_s) +
                      " tok/s | " + fixed(achieved / 1e9, 1) + " GFLOP/s | MFU " + fixed(100 * mfu, 1) + "%";
-  if (scaler_) line += " | loss scale " + fixed(scaler_->scale(), 0);
+  if (scaler_) line += " | loss scale " + scale_text(scaler_->scale());
   if (c_.dp > 1 && comm_s_ > 0) line += " | comm hidden " + fixed(100 * hidden_s_ / comm_s_, 0) + "%";
   line += " | ETA " + format_duration(avg * double(c_.steps - done));
   log_.info(line);
@@ -592,7 +599,7 @@ int Trainer::train() {
     summary += ", gradient all-reduce " + fixed(comm_s_, 2) + " s of which " + fixed(100 * hidden_s_ / comm_s_, 0) + "% hidden behind backward";
   if (scaler_ && scaler_->skipped_steps())
     summary += ", " + std::to_string(scaler_->skipped_steps()) + " fp16 overflow step(s) skipped (loss scale now " +
-               fixed(scaler_->scale(), 0) + ")";
+               scale_text(scaler_->scale()) + ")";
   if (guard_->skipped_non_finite() || guard_->spikes())
     summary += ", " + std::to_string(guard_->skipped_non_finite()) + " non-finite step(s) skipped, " +
                std::to_string(guard_->spikes()) + " spike(s)";
