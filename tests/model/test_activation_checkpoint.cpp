@@ -36,13 +36,15 @@ int checkpoint_nodes(const at::Tensor& loss) {
 }
 
 // Two micro-batches accumulated, as a training step does. With `frozen_embeddings` the first
-// block's input requires no gradient, though its parameters do.
-Result step(const std::string& arch, const std::string& mode, bool frozen_embeddings = false) {
+// block's input requires no gradient, though its parameters do. In 16 bits the recomputation rounds
+// the same values in the same places, so it too must match bit for bit.
+Result step(const std::string& arch, const std::string& mode, bool frozen_embeddings, at::ScalarType precision) {
   TransformerConfig c = model_preset("tiny");
   c.arch = arch;
   if (arch == "llama") c.n_head = 4, c.n_kv_head = 2;
   Transformer m(c, 11);
   m->set_activation_checkpointing(ActivationCheckpointing::parse(mode));
+  m->set_precision(MixedPrecision::make(precision, at::Device(at::kCPU)));
   if (frozen_embeddings)
     for (auto& p : m->named_parameters())
       if (p.key().rfind("wte.", 0) == 0 || p.key().rfind("wpe.", 0) == 0) p.value().requires_grad_(false);
@@ -66,12 +68,21 @@ Result step(const std::string& arch, const std::string& mode, bool frozen_embedd
 class ActivationCheckpointingModes : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(ActivationCheckpointingModes, LossAndEveryGradientMatchKeepingAllActivationsBitForBit) {
-  for (const auto& [arch, frozen] : std::vector<std::pair<std::string, bool>>{{"gpt2", false}, {"llama", false}, {"gpt2", true}}) {
-    const Result kept = step(arch, "none", frozen), recomputed = step(arch, GetParam(), frozen);
+  struct Case {
+    std::string arch;
+    bool frozen;
+    at::ScalarType precision;
+  };
+  for (const auto& [arch, frozen, precision] : std::vector<Case>{{"gpt2", false, at::kFloat},
+                                                                 {"llama", false, at::kFloat},
+                                                                 {"gpt2", true, at::kFloat},
+                                                                 {"gpt2", false, at::kBFloat16},
+                                                                 {"llama", false, at::kHalf}}) {
+    const Result kept = step(arch, "none", frozen, precision), recomputed = step(arch, GetParam(), frozen, precision);
     // The tiny model has 2 blocks: full and selective recompute a segment in each, every:2 in block 0.
     EXPECT_EQ(kept.checkpointed_segments, 0);
     EXPECT_EQ(recomputed.checkpointed_segments, GetParam() == "every:2" ? 1 : 2) << arch;
-    EXPECT_TRUE(at::equal(kept.loss, recomputed.loss)) << arch << (frozen ? " frozen" : "");
+    EXPECT_TRUE(at::equal(kept.loss, recomputed.loss)) << arch << (frozen ? " frozen " : " ") << precision_name(precision);
     ASSERT_EQ(kept.grads.size(), recomputed.grads.size());
     for (size_t i = 0; i < kept.grads.size(); ++i) {
       ASSERT_TRUE(recomputed.grads[i].second.defined()) << arch << " " << kept.grads[i].first;
