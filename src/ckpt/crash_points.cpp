@@ -3,8 +3,9 @@
 #include <signal.h>
 
 #include <cstdlib>
-#include <sstream>
 #include <string>
+
+#include "common/env_list.h"
 
 namespace dtrain {
 
@@ -16,13 +17,8 @@ std::string env_or(const char* name, const char* fallback) {
 }  // namespace
 
 void crash_point(const char* point, int64_t step) {
-  static const std::string entries = env_or("DTRAIN_CRASH_AT", "");
-  if (entries.empty()) return;
   static const std::string here_suffix = ":" + env_or("DTRAIN_RESTART_COUNT", "0") + ":" + env_or("RANK", "0");
-  const std::string here = std::string(point) + ":" + std::to_string(step) + here_suffix;
-  std::istringstream list(entries);
-  for (std::string entry; std::getline(list, entry, ',');)
-    if (entry == here) ::raise(SIGKILL);
+  if (env_list_contains("DTRAIN_CRASH_AT", std::string(point) + ":" + std::to_string(step) + here_suffix)) ::raise(SIGKILL);
 }
 
 }  // namespace dtrain

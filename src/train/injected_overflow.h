@@ -1,6 +1,6 @@
 // Fault injection for the fp16 tests: DTRAIN_INJECT_OVERFLOW holds entries "step:rank" separated by
 // commas; the rank whose RANK matches scales that step's loss by infinity, so its gradients overflow
-// as a too-large loss scale would make them. Unset, it costs one getenv.
+// as a too-large loss scale would make them. Unset, a call costs a getenv and one short string.
 #pragma once
 #include <cstdint>
 
