@@ -21,12 +21,6 @@ double window_mean(const TrainingRun& run, const char* key, size_t from, size_t 
   return sum / double(count);
 }
 
-// Parameters equal bit for bit.
-void expect_same_parameters(const std::map<std::string, at::Tensor>& a, const std::map<std::string, at::Tensor>& b) {
-  ASSERT_EQ(a.size(), b.size());
-  for (const auto& [name, t] : a) EXPECT_TRUE(torch::equal(t, b.at(name))) << name;
-}
-
 const std::vector<std::string> kCurve = {"train.steps=300", "steps_per_print=100", "checkpoint.save_at_end=false",
                                          "scheduler={\"type\":\"cosine\",\"params\":{\"warmup_steps\":10}}"};
 

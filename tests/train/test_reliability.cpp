@@ -253,8 +253,7 @@ TEST(Resume, KillsAtRandomPointsEndLikeTheUninterruptedRun) {
     EXPECT_EQ(crashed.steps[i]["step"].get<int>(), i + 1);
     EXPECT_EQ(crashed.steps[i]["loss"].get<double>(), straight.steps[i]["loss"].get<double>()) << "step " << i + 1;
   }
-  const auto a = final_parameters(straight, 14), b = final_parameters(crashed, 14);
-  for (const auto& [name, t] : a) EXPECT_TRUE(torch::equal(t, b.at(name))) << name;
+  expect_same_parameters(final_parameters(straight, 14), final_parameters(crashed, 14));
 }
 
 TEST(RunLock, ARunOrCheckpointDirectoryThatIsAFileIsNamedByItsKey) {

@@ -193,8 +193,7 @@ TEST(Resume, StoppingAndResumingReproducesTheUninterruptedRun) {
   ASSERT_EQ(resumed.steps.size(), 6u);  // metrics.jsonl continues: 3 lines before the stop, 3 after
   for (int i = 0; i < 6; ++i)
     EXPECT_EQ(resumed.steps[i]["loss"].get<double>(), straight.steps[i]["loss"].get<double>()) << "step " << i + 1;
-  const auto a = final_parameters(straight, 6), b = final_parameters(resumed, 6);
-  for (const auto& [name, t] : a) EXPECT_TRUE(torch::equal(t, b.at(name))) << name;
+  expect_same_parameters(final_parameters(straight, 6), final_parameters(resumed, 6));
 }
 
 // The launcher's promise: a worker killed mid-run is noticed, the whole job restarts, resumes from
@@ -239,8 +238,7 @@ TEST(Resume, AKilledWorkerRestartsTheJobWhichResumesAndEndsLikeTheUninterruptedR
   ASSERT_EQ(straight.result.exit_code, 0) << straight.result.output;
   for (int i = 0; i < 20; ++i)
     EXPECT_EQ(faulty.steps[i]["loss"].get<double>(), straight.steps[i]["loss"].get<double>()) << "step " << i + 1;
-  const auto a = final_parameters(straight, 20), b = final_parameters(faulty, 20);
-  for (const auto& [name, t] : a) EXPECT_TRUE(torch::equal(t, b.at(name))) << name;
+  expect_same_parameters(final_parameters(straight, 20), final_parameters(faulty, 20));
 }
 
 TEST(Resume, ATruncatedCheckpointFallsBackToThePreviousOne) {

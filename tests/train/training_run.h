@@ -1,6 +1,7 @@
 // A training job through the real CLI (`dtrain run`), for the end-to-end tests: the tiny model with
 // everything fixed, and what the run leaves on disk read back.
 #pragma once
+#include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
 #include <cstdio>
@@ -52,6 +53,12 @@ inline std::map<std::string, at::Tensor> final_parameters(const TrainingRun& run
   char name[32];
   std::snprintf(name, sizeof name, "step-%08d", step);
   return read_safetensors(run.dir + "/ckpt/" + name + "/model.safetensors").tensors;
+}
+
+// Every parameter equal bit for bit, and none on one side only.
+inline void expect_same_parameters(const std::map<std::string, at::Tensor>& a, const std::map<std::string, at::Tensor>& b) {
+  ASSERT_EQ(a.size(), b.size());
+  for (const auto& [name, t] : a) EXPECT_TRUE(at::equal(t, b.at(name))) << name;
 }
 
 }  // namespace dtrain::test
