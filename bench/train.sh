@@ -20,9 +20,8 @@ make -s build >/dev/null
 out=bench/out
 rm -rf "$out"
 mkdir -p "$out"
-kept_malloc="MALLOC_MMAP_THRESHOLD_=33554432 MALLOC_TRIM_THRESHOLD_=17179869184 MALLOC_TOP_PAD_=268435456"
-declare -A settings=([shipped]="" [malloc]="$kept_malloc" [malloc+passive]="$kept_malloc OMP_WAIT_POLICY=PASSIVE")
-free_port() { /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+source bench/peer_settings.sh
+declare -A settings=([shipped]="" [malloc]="$kept_malloc" [malloc+passive]="$kept_malloc $passive_wait")
 
 for ((round = 1; round <= rounds; round++)); do
 for layout in "1 2" "2 1"; do

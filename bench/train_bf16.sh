@@ -19,8 +19,8 @@ make -s build >/dev/null
 out=bench/out/bf16
 rm -rf "$out"
 mkdir -p "$out"
-tuned="MALLOC_MMAP_THRESHOLD_=33554432 MALLOC_TRIM_THRESHOLD_=17179869184 MALLOC_TOP_PAD_=268435456 OMP_WAIT_POLICY=PASSIVE"
-free_port() { /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+source bench/peer_settings.sh
+tuned="$kept_malloc $passive_wait"
 
 pytorch() {  # pytorch TAG SETTING AC RANKS THREADS
   local tag=$1 setting=$2 ac=$3 ranks=$4 threads=$5 port pids=()
