@@ -51,12 +51,13 @@ void LaunchReport::record(const std::string& message) {
 void LaunchReport::flush() {
   if (!unwritten_ || !run_dir_exists()) return;
   unwritten_ = false;  // a failed write is warned about once, and tried again with the next entry
+  write_log();
+  // The verdict comes second, so whoever sees "running" finds the history it speaks of beside it.
   if (!started_) {
     started_ = true;
     // "running" with no agent left alive: the agent was killed before it could say more.
     write_verdict({{"outcome", "running"}, {"node_rank", node_rank_}, {"time", utc_now()}});
   }
-  write_log();
 }
 
 bool LaunchReport::write_log() {

@@ -333,8 +333,11 @@ TEST(LaunchReport, WithoutTheFlagTheTrainersRunDirectoryHoldsTheReport) {
   const bool started = wait_for([&] { return fs::exists(dir + "/config.json"); }, 90);
   const int agent = started ? launcher_pid("train.run_dir=" + dir) : 0;
   ASSERT_GT(agent, 0) << job.get().output;
-  EXPECT_TRUE(wait_for([&] { return read_json(dir + "/launch-node0.json").value("outcome", "") == "running"; }, 30));
-  EXPECT_TRUE(contains(read_text(dir + "/launch-node0.log"), "node 0 of 1, 2 workers"));
+  EXPECT_TRUE(wait_for([&] { return read_json(dir + "/launch-node0.json").value("outcome", "") == "running"; }, 30))
+      << read_text(dir + "/launch-node0.json");
+  // The log is written before the verdict that says "running".
+  EXPECT_TRUE(contains(read_text(dir + "/launch-node0.log"), "node 0 of 1, 2 workers"))
+      << "log: " << read_text(dir + "/launch-node0.log");
   ::kill(agent, SIGTERM);
   const auto r = job.get();
   EXPECT_EQ(r.exit_code, 143) << r.output;
