@@ -51,7 +51,8 @@ struct MixedLinear : public torch::autograd::Function<MixedLinear> {
     mp.native_gemm = ctx->saved_data["native"].toBool();
     mp.compute = at::ScalarType(ctx->saved_data["compute"].toInt());
     mp.round_gradients = ctx->saved_data["round"].toBool();
-    const at::Tensor g = grad_outputs[0].to(mp.compute);
+    // Widened once here (on that path) rather than inside each of the two GEMMs below.
+    const at::Tensor g = mp.operand(grad_outputs[0]);
     // {mp, x, working, weight[, bias]}; needs_input_grad counts the tensors alone.
     const bool has_bias = ctx->saved_data["bias"].toBool();
     variable_list grads(has_bias ? 5 : 4);
