@@ -20,7 +20,7 @@ std::string lower(std::string s) {
 }  // namespace
 
 void FlatOptimizer::check_state(const std::map<std::string, at::Tensor>& saved) const {
-  const auto expected = state();
+  const auto expected = state_layout();
   for (const auto& [name, t] : expected) {
     auto it = saved.find(name);
     if (it == saved.end()) throw std::runtime_error("optimizer state has no '" + name + "' (saved by another optimizer type?)");

@@ -147,7 +147,8 @@ void reject_unimplemented(const Reader& r) {
   auto refuse = [&](const std::string& what) {
     fail(r.origin(), what + " is accepted but not implemented yet in this version of dtrain; remove it or set it back to its default");
   };
-  if (r.integer("zero_optimization.stage", 0) != 0) refuse("zero_optimization.stage=" + printable_json(r.at("zero_optimization.stage")) + " (ZeRO sharding)");
+  if (r.integer("zero_optimization.stage", 0, 3) >= 2)
+    refuse("zero_optimization.stage=" + printable_json(r.at("zero_optimization.stage")) + " (ZeRO stages 2 and 3; stage 1 works)");
   if (!r.at("zero_optimization.offload_optimizer").empty()) refuse("zero_optimization.offload_optimizer");
   if (!r.at("zero_optimization.offload_param").empty()) refuse("zero_optimization.offload_param");
   for (const char* key : {"partition_activations", "cpu_checkpointing", "contiguous_memory_optimization"})
@@ -411,6 +412,7 @@ TrainConfig resolve_config(const json& user, int world_size, const std::string& 
   c.steps_per_print = r.integer("steps_per_print", 1);
   c.wall_clock_breakdown = r.boolean("wall_clock_breakdown");
   c.reduce_bucket_elements = r.integer("zero_optimization.reduce_bucket_size", 1);
+  c.zero_stage = int(r.integer("zero_optimization.stage", 0, 3));
   r.text("optimizer.type");  // read here so that a type that is no string is named, not a JSON type_error
   r.text("scheduler.type");
   c.optimizer = c.json["optimizer"];

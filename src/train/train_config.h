@@ -56,6 +56,7 @@ struct TrainConfig {
   int64_t steps_per_print = 10;
   bool wall_clock_breakdown = false;
   int64_t reduce_bucket_elements = 0;
+  int zero_stage = 0;  // 1: optimizer state sharded over dp (parallel/zero)
   nlohmann::json optimizer, scheduler;
   double base_lr = 0;  // the optimizer's learning rate, which schedules scale
 

@@ -28,6 +28,7 @@
 #include "optim/loss_scaler.h"
 #include "optim/lr_schedule.h"
 #include "parallel/ddp/data_parallel.h"
+#include "parallel/zero/zero_optimizer.h"
 #include "train/host_memory.h"
 #include "train/injected_overflow.h"
 #include "train/matmul_peak.h"
@@ -238,7 +239,16 @@ void Trainer::build_model() {
   model_->set_precision(precision);
   if (c_.precision == at::kHalf) scaler_ = std::make_unique<LossScaler>(c_.loss_scaler);
   flat_ = std::make_unique<FlatParameters>(named);
-  optimizer_ = make_flat_optimizer(c_.optimizer, flat_->data());
+  std::string zero_line;
+  if (c_.zero_stage == 1) {
+    const FlatShard shard(flat_->numel(), c_.dp, world_->rank());
+    optimizer_ = std::make_unique<ZeroOptimizer>(
+        make_flat_optimizer(c_.optimizer, at::empty({shard.local_len}, flat_->data().options())), shard, world_->world_group());
+    zero_line = "ZeRO stage 1: optimizer state sharded over " + std::to_string(c_.dp) + " rank(s), this rank's covers " +
+                std::to_string(shard.local_len) + " of " + std::to_string(shard.numel) + " parameters";
+  } else {
+    optimizer_ = make_flat_optimizer(c_.optimizer, flat_->data());
+  }
   schedule_ = std::make_unique<LrSchedule>(c_.scheduler, optimizer_->base_lr(), c_.steps);
   DataParallelOptions ddp_options;
   ddp_options.bucket_bytes = c_.reduce_bucket_elements * flat_->data().element_size();
@@ -257,6 +267,7 @@ void Trainer::build_model() {
             " trainable parameters in " + std::to_string(ddp_->buckets().size()) + " gradient bucket(s)" +
             (frozen_.empty() ? "" : "; " + std::to_string(frozen_count) + " frozen parameters in " +
                                         std::to_string(frozen_.size()) + " tensors, not communicated"));
+  if (!zero_line.empty()) setup_lines_.push_back(zero_line);
   setup_lines_.push_back("batch: " + std::to_string(c_.global_batch) + " = micro " + std::to_string(c_.micro_batch) + " x accumulation " +
             std::to_string(c_.accumulation) + " x dp " + std::to_string(c_.dp) + " (" +
             std::to_string(c_.global_batch * c_.model.seq_len) + " tokens per step)");
@@ -459,7 +470,7 @@ void Trainer::save(int64_t step) {
   const std::string dir = checkpoints_->save(step, seconds_since(start_) / 3600.0, health, [&](const std::string& tmp) {
     progress_.precision = precision_name(c_.precision);
     progress_.loss_scaler = scaler_ ? scaler_->state() : nlohmann::json();
-    save_training_state(tmp, world_->rank(), model_, *optimizer_, progress_, c_.json);
+    save_training_state(tmp, world_->rank(), model_, optimizer_->state(), progress_, c_.json);
   });
   log_.info("checkpoint: " + dir + " (" + fixed(seconds_since(t0), 2) + " s)" + (health.healthy ? "" : ", marked unhealthy"));
 }

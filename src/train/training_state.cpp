@@ -83,15 +83,16 @@ TrainerProgress read_progress(const std::string& dir) {
 
 }  // namespace
 
-void save_training_state(const std::string& dir, int rank, Transformer& model, const FlatOptimizer& optimizer,
-                         const TrainerProgress& progress, const nlohmann::json& config) {
+void save_training_state(const std::string& dir, int rank, Transformer& model,
+                         const std::map<std::string, at::Tensor>& optimizer_state, const TrainerProgress& progress,
+                         const nlohmann::json& config) {
   if (rank != 0) return;
   NamedTensors params;
   for (const auto& item : model->named_parameters()) params.emplace_back(item.key(), item.value());
   write_safetensors(dir + "/model.safetensors", params,
                     {{"format", "dtrain"}, {"model_config", to_json(model->config()).dump()}});
   NamedTensors opt;
-  for (const auto& [name, t] : optimizer.state()) opt.emplace_back(name, t);
+  for (const auto& [name, t] : optimizer_state) opt.emplace_back(name, t);
   write_safetensors(dir + "/optimizer.safetensors", opt, {{"type", config["optimizer"]["type"].get<std::string>()}});
   auto gen = at::detail::getDefaultCPUGenerator();
   write_safetensors(dir + "/rng.safetensors", {{"cpu", gen.get_state()}});

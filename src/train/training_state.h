@@ -25,8 +25,11 @@ struct TrainerProgress {
   nlohmann::json loss_scaler;      // fp16's loss scaler state; null in other precisions
 };
 
-void save_training_state(const std::string& dir, int rank, Transformer& model, const FlatOptimizer& optimizer,
-                         const TrainerProgress& progress, const nlohmann::json& config);
+// `optimizer_state` is FlatOptimizer::state(), taken on every rank (a sharded optimizer gathers it);
+// rank 0 writes.
+void save_training_state(const std::string& dir, int rank, Transformer& model,
+                         const std::map<std::string, at::Tensor>& optimizer_state, const TrainerProgress& progress,
+                         const nlohmann::json& config);
 
 // Loads into `model` and `optimizer` (already built from the same config) and returns the progress.
 // Everything is checked against the model and the manifest before anything is changed; throws

@@ -183,7 +183,7 @@ TEST(Resume, TrainerStateAndTensorsAreCheckedAgainstManifestAndModelBeforeAnythi
   TrainerProgress progress;
   progress.step = 20;
   const std::string step_dir = manager.save(20, 0, {true, ""}, [&](const std::string& tmp) {
-    save_training_state(tmp, 0, model, *optimizer, progress, config);
+    save_training_state(tmp, 0, model, optimizer->state(), progress, config);
   });
   {
     at::NoGradGuard no_grad;
