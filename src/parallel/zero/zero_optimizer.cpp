@@ -8,8 +8,9 @@ ZeroOptimizer::ZeroOptimizer(std::unique_ptr<FlatOptimizer> inner, FlatShard sha
     : inner_(std::move(inner)), shard_(shard), group_(std::move(group)) {}
 
 void ZeroOptimizer::gather_into(const at::Tensor& local, at::Tensor& whole, const std::string& label) const {
-  at::Tensor send = at::zeros({shard_.shard_len}, local.options());
+  at::Tensor send = at::empty({shard_.shard_len}, local.options());
   send.narrow(0, 0, shard_.local_len).copy_(local);
+  send.narrow(0, shard_.local_len, shard_.shard_len - shard_.local_len).zero_();  // the padding, never read back
   // Straight into `whole` when no padding is needed: no second copy of the buffer.
   if (shard_.padded() == shard_.numel) return all_gather(*group_, send, whole, label);
   at::Tensor padded = at::empty({shard_.padded()}, local.options());
