@@ -107,17 +107,21 @@ TEST(RunLock, ASecondRunOnTheSameDirectoryIsRefusedAndTheFirstIsUnharmed) {
   ProcessResult first;
   std::thread runner([&] { first = run_process(train_argv(7, 1000000), 120, {"OMP_NUM_THREADS=1"}); });
   std::vector<int> pids;
+  std::string lock_text;
   const bool locked = wait_for([&] {
     pids = processes_with_markers({std::string("\0train\0", 7), "train.run_dir=" + dir, "train.seed=7"});
     std::ifstream lock(dir + "/.dtrain.lock");
-    std::string text((std::istreambuf_iterator<char>(lock)), {});
-    return pids.size() == 1 && contains(text, "pid " + std::to_string(pids[0]) + " on host") &&
+    lock_text.assign(std::istreambuf_iterator<char>(lock), {});
+    return pids.size() == 1 && contains(lock_text, "pid " + std::to_string(pids[0]) + " on host") &&
            fs::exists(ckpt(dir, 1) + "/manifest.json");
   }, 60);
   if (!locked) {
+    std::string found;
+    for (int pid : pids) found += " " + std::to_string(pid);
     for (int pid : pids) ::kill(pid, SIGKILL);
     runner.join();
-    FAIL() << "the first run never took its lock:\n" << first.output;
+    FAIL() << "the first run never took its lock: processes found:" << (found.empty() ? " none" : found) << "; lock file: '"
+           << lock_text << "'; step 1 committed: " << fs::exists(ckpt(dir, 1) + "/manifest.json") << "\n" << first.output;
   }
   const std::string holder = "pid " + std::to_string(pids[0]);
   const ProcessResult second = run_process(train_argv(8, 5), 60, {"OMP_NUM_THREADS=1"});
