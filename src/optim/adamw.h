@@ -11,18 +11,19 @@ struct AdamWOptions {
   double weight_decay = 0.01;
 };
 
-class AdamW : public FlatOptimizer {
+class AdamW : public ElementwiseOptimizer {
  public:
   AdamW(AdamWOptions options, const at::Tensor& like);
-  void step(at::Tensor& params, const at::Tensor& grads, const at::Tensor& decay_mask, double lr) override;
+  void step_pieces(const std::vector<StatePiece>& pieces, double lr) override;
   std::map<std::string, at::Tensor> state() const override;
   void load_state(const std::map<std::string, at::Tensor>& state) override;
   double base_lr() const override { return options_.lr; }
+  int64_t resident_bytes() const override { return FlatOptimizer::resident_bytes() + int64_t(denom_.nbytes()); }
 
  private:
   AdamWOptions options_;
   at::Tensor exp_avg_, exp_avg_sq_;
-  at::Tensor denom_;  // scratch for sqrt(v)/sqrt(bias2) + eps
+  at::Tensor denom_;  // scratch for sqrt(v)/sqrt(bias2) + eps, one chunk of kDenomChunk elements
   int64_t steps_ = 0;
 };
 

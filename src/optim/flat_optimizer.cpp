@@ -33,7 +33,13 @@ void FlatOptimizer::check_state(const std::map<std::string, at::Tensor>& saved) 
     if (!expected.count(name)) throw std::runtime_error("optimizer state has an entry '" + name + "' this optimizer does not use");
 }
 
-std::unique_ptr<FlatOptimizer> make_flat_optimizer(const nlohmann::json& spec, const at::Tensor& like) {
+int64_t FlatOptimizer::resident_bytes() const {
+  int64_t bytes = 0;
+  for (const auto& [name, t] : state()) bytes += int64_t(t.nbytes());
+  return bytes;
+}
+
+std::unique_ptr<ElementwiseOptimizer> make_flat_optimizer(const nlohmann::json& spec, const at::Tensor& like) {
   const std::string type = spec.value("type", "AdamW");
   const nlohmann::json params = spec.value("params", nlohmann::json::object());
   const std::string t = lower(type);

@@ -9,6 +9,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "optim/flat_parameters.h"
 
@@ -31,10 +32,29 @@ class FlatOptimizer {
   virtual void load_state(const std::map<std::string, at::Tensor>& state) = 0;
   // The base learning rate (optimizer.params.lr) that schedules scale.
   virtual double base_lr() const = 0;
+  // Bytes this rank keeps between steps: its state and any scratch the update reuses.
+  virtual int64_t resident_bytes() const;
+};
+
+// A range of the parameters, its gradients and decay mask, and where it sits in the optimizer's state.
+struct StatePiece {
+  at::Tensor params, grads, decay_mask;
+  int64_t state_offset = 0;
+};
+
+// An optimizer whose update treats every element on its own (AdamW, SGD): any set of ranges of the
+// buffer can be updated with the matching ranges of the state. ZeRO relies on it to update the
+// scattered pieces a rank owns, one step counted for all of them.
+class ElementwiseOptimizer : public FlatOptimizer {
+ public:
+  void step(at::Tensor& params, const at::Tensor& grads, const at::Tensor& decay_mask, double lr) final {
+    step_pieces({{params, grads, decay_mask, 0}}, lr);
+  }
+  virtual void step_pieces(const std::vector<StatePiece>& pieces, double lr) = 0;
 };
 
 // Builds from `optimizer {type, params}` for a flat buffer like `like`. Throws naming the key at
 // fault (unknown type or param, out-of-range value).
-std::unique_ptr<FlatOptimizer> make_flat_optimizer(const nlohmann::json& spec, const at::Tensor& like);
+std::unique_ptr<ElementwiseOptimizer> make_flat_optimizer(const nlohmann::json& spec, const at::Tensor& like);
 
 }  // namespace dtrain

@@ -6,7 +6,7 @@
 
 namespace dtrain {
 
-FlatParameters::FlatParameters(const std::vector<std::pair<std::string, at::Tensor>>& named) {
+FlatParameters::FlatParameters(const std::vector<std::pair<std::string, at::Tensor>>& named, bool grad_buffer) {
   int64_t total = 0;
   for (auto it = named.rbegin(); it != named.rend(); ++it) {
     const at::Tensor& p = it->second;
@@ -17,7 +17,7 @@ FlatParameters::FlatParameters(const std::vector<std::pair<std::string, at::Tens
   if (entries_.empty()) throw std::invalid_argument("no trainable parameters: train.freeze froze every parameter");
   const auto options = entries_.front().param.options();
   data_ = at::empty({total}, options);
-  grad_ = at::zeros({total}, options);
+  if (grad_buffer) grad_ = at::zeros({total}, options);
   decay_mask_ = at::zeros({total}, options);
   at::NoGradGuard no_grad;
   for (auto& e : entries_) {
@@ -26,9 +26,17 @@ FlatParameters::FlatParameters(const std::vector<std::pair<std::string, at::Tens
     auto slot = data_.narrow(0, e.offset, e.numel);
     slot.copy_(e.param.detach().reshape({-1}));
     e.param.set_data(slot.view(e.param.sizes()));
-    e.param.mutable_grad() = grad_.narrow(0, e.offset, e.numel).view(e.param.sizes());
+    e.param.mutable_grad() = grad_buffer ? grad_.narrow(0, e.offset, e.numel).view(e.param.sizes()) : at::Tensor();
     if (e.decay) decay_mask_.narrow(0, e.offset, e.numel).fill_(1);
   }
+}
+
+void FlatParameters::zero_grad() {
+  if (grad_.defined()) {
+    grad_.zero_();
+    return;
+  }
+  for (auto& e : entries_) e.param.mutable_grad().reset();
 }
 
 }  // namespace dtrain

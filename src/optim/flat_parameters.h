@@ -1,7 +1,8 @@
 // The trainable parameters packed into one flat buffer, with their gradients in a second one.
 // Each parameter becomes a view into the flat data, and its .grad a view into the flat gradient,
 // so autograd accumulates straight into the buffer that the optimizer steps in one pass and that
-// data parallelism reduces in buckets. Order is reverse registration: the order backward produces
+// data parallelism reduces in buckets. Without the gradient buffer (ZeRO stage 2, which keeps only
+// a shard of the gradient) autograd gives each parameter a gradient of its own. Order is reverse registration: the order backward produces
 // gradients in, so a bucket fills front to back.
 #pragma once
 #include <ATen/ATen.h>
@@ -23,16 +24,17 @@ struct FlatEntry {
 class FlatParameters {
  public:
   // `named` in registration order; parameters with requires_grad false are skipped (frozen).
-  explicit FlatParameters(const std::vector<std::pair<std::string, at::Tensor>>& named);
+  explicit FlatParameters(const std::vector<std::pair<std::string, at::Tensor>>& named, bool grad_buffer = true);
 
   at::Tensor& data() { return data_; }
-  at::Tensor& grad() { return grad_; }
+  at::Tensor& grad() { return grad_; }  // undefined without the gradient buffer
   const std::vector<FlatEntry>& entries() const { return entries_; }
   int64_t numel() const { return data_.numel(); }
   // 1 where weight decay applies, 0 elsewhere; same shape and device as data().
   const at::Tensor& decay_mask() const { return decay_mask_; }
-  // Zeroes the flat gradient in place (the views stay attached; .grad is never reset to undefined).
-  void zero_grad() { grad_.zero_(); }
+  // Zeroes the flat gradient in place (the views stay attached; .grad is never reset to undefined);
+  // without the buffer, resets each parameter's gradient.
+  void zero_grad();
 
  private:
   std::vector<FlatEntry> entries_;

@@ -8,15 +8,19 @@ namespace dtrain {
 
 Sgd::Sgd(SgdOptions options, const at::Tensor& like) : options_(options), momentum_buffer_(at::zeros_like(like)) {}
 
-void Sgd::step(at::Tensor& params, const at::Tensor& grads, const at::Tensor& decay_mask, double lr) {
+void Sgd::step_pieces(const std::vector<StatePiece>& pieces, double lr) {
   at::NoGradGuard no_grad;
-  at::Tensor d = options_.weight_decay != 0 ? grads.addcmul(params, decay_mask, options_.weight_decay) : grads;
-  if (options_.momentum != 0) {
-    if (steps_ == 0) momentum_buffer_.copy_(d);  // torch starts the buffer at the first gradient
-    else momentum_buffer_.mul_(options_.momentum).add_(d, 1 - options_.dampening);
-    d = options_.nesterov ? d.add(momentum_buffer_, options_.momentum) : momentum_buffer_;
+  for (const auto& p : pieces) {
+    at::Tensor params = p.params;
+    at::Tensor d = options_.weight_decay != 0 ? p.grads.addcmul(params, p.decay_mask, options_.weight_decay) : p.grads;
+    if (options_.momentum != 0) {
+      at::Tensor buf = momentum_buffer_.narrow(0, p.state_offset, params.numel());
+      if (steps_ == 0) buf.copy_(d);  // torch starts the buffer at the first gradient
+      else buf.mul_(options_.momentum).add_(d, 1 - options_.dampening);
+      d = options_.nesterov ? d.add(buf, options_.momentum) : buf;
+    }
+    params.add_(d, -lr);
   }
-  params.add_(d, -lr);
   ++steps_;
 }
 

@@ -13,10 +13,10 @@ struct SgdOptions {
   bool nesterov = false;
 };
 
-class Sgd : public FlatOptimizer {
+class Sgd : public ElementwiseOptimizer {
  public:
   Sgd(SgdOptions options, const at::Tensor& like);
-  void step(at::Tensor& params, const at::Tensor& grads, const at::Tensor& decay_mask, double lr) override;
+  void step_pieces(const std::vector<StatePiece>& pieces, double lr) override;
   std::map<std::string, at::Tensor> state() const override;
   void load_state(const std::map<std::string, at::Tensor>& state) override;
   double base_lr() const override { return options_.lr; }

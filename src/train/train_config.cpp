@@ -147,8 +147,8 @@ void reject_unimplemented(const Reader& r) {
   auto refuse = [&](const std::string& what) {
     fail(r.origin(), what + " is accepted but not implemented yet in this version of dtrain; remove it or set it back to its default");
   };
-  if (r.integer("zero_optimization.stage", 0, 3) >= 2)
-    refuse("zero_optimization.stage=" + printable_json(r.at("zero_optimization.stage")) + " (ZeRO stages 2 and 3; stage 1 works)");
+  if (r.integer("zero_optimization.stage", 0, 3) == 3)
+    refuse("zero_optimization.stage=3 (parameter sharding; stages 1 and 2 work)");
   if (!r.at("zero_optimization.offload_optimizer").empty()) refuse("zero_optimization.offload_optimizer");
   if (!r.at("zero_optimization.offload_param").empty()) refuse("zero_optimization.offload_param");
   for (const char* key : {"partition_activations", "cpu_checkpointing", "contiguous_memory_optimization"})

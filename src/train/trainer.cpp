@@ -28,6 +28,7 @@
 #include "optim/loss_scaler.h"
 #include "optim/lr_schedule.h"
 #include "parallel/ddp/data_parallel.h"
+#include "parallel/zero/reduce_scatter_grads.h"
 #include "parallel/zero/zero_optimizer.h"
 #include "train/host_memory.h"
 #include "train/injected_overflow.h"
@@ -77,6 +78,7 @@ struct StepOutcome {
   std::string reason;      // why the guard did not simply apply it
   bool overflow = false;   // fp16: the gradients overflowed, so the step was skipped
   double loss_scale = 0;   // fp16: the scale this step's loss was multiplied by
+  double comm_s = 0, hidden_s = 0;  // gradient reduction, over every synchronised micro-batch
 };
 
 class Trainer {
@@ -120,7 +122,7 @@ class Trainer {
   std::unique_ptr<FlatParameters> flat_;
   std::unique_ptr<FlatOptimizer> optimizer_;
   std::unique_ptr<LrSchedule> schedule_;
-  std::unique_ptr<DataParallel> ddp_;
+  std::unique_ptr<BucketedGradSync> grad_sync_;
   std::unique_ptr<StabilityGuard> guard_;
   std::unique_ptr<LossScaler> scaler_;  // fp16 only
   std::unique_ptr<CheckpointManager> checkpoints_;
@@ -238,22 +240,27 @@ void Trainer::build_model() {
   precision.round_gradients = c_.grad_accum_16bit;
   model_->set_precision(precision);
   if (c_.precision == at::kHalf) scaler_ = std::make_unique<LossScaler>(c_.loss_scaler);
-  flat_ = std::make_unique<FlatParameters>(named);
+  // Stage 2 keeps no whole gradient: autograd's per-parameter gradients go into reduce-scatter buckets.
+  flat_ = std::make_unique<FlatParameters>(named, c_.zero_stage < 2);
+  DataParallelOptions ddp_options;
+  ddp_options.bucket_bytes = c_.reduce_bucket_elements * flat_->data().element_size();
+  if (c_.grad_accum_16bit) ddp_options.wire_dtype = c_.precision;
+  if (c_.zero_stage >= 2) grad_sync_ = std::make_unique<ReduceScatterGrads>(*flat_, world_->world_group(), ddp_options);
+  else grad_sync_ = std::make_unique<DataParallel>(*flat_, world_->world_group(), ddp_options);
   std::string zero_line;
-  if (c_.zero_stage == 1) {
-    const FlatShard shard(flat_->numel(), c_.dp, world_->rank());
-    optimizer_ = std::make_unique<ZeroOptimizer>(
-        make_flat_optimizer(c_.optimizer, at::empty({shard.local_len}, flat_->data().options())), shard, world_->world_group());
-    zero_line = "ZeRO stage 1: optimizer state sharded over " + std::to_string(c_.dp) + " rank(s), this rank's covers " +
-                std::to_string(shard.local_len) + " of " + std::to_string(shard.numel) + " parameters";
+  if (c_.zero_stage >= 1) {
+    BucketShards shards(grad_sync_->buckets(), c_.dp, world_->rank());
+    zero_line = "ZeRO stage " + std::to_string(c_.zero_stage) + ": optimizer state" + (c_.zero_stage >= 2 ? " and gradients" : "") +
+                " sharded over " + std::to_string(c_.dp) + " rank(s), this rank owns " + std::to_string(shards.owned_numel()) +
+                " of " + std::to_string(shards.numel()) + " parameters";
+    auto inner = make_flat_optimizer(c_.optimizer, at::empty({shards.shard_numel()}, flat_->data().options()));
+    optimizer_ = std::make_unique<ZeroOptimizer>(std::move(inner), std::move(shards),
+                                                 c_.zero_stage >= 2 ? ZeroOptimizer::Gradients::Shard : ZeroOptimizer::Gradients::Whole,
+                                                 world_->world_group());
   } else {
     optimizer_ = make_flat_optimizer(c_.optimizer, flat_->data());
   }
   schedule_ = std::make_unique<LrSchedule>(c_.scheduler, optimizer_->base_lr(), c_.steps);
-  DataParallelOptions ddp_options;
-  ddp_options.bucket_bytes = c_.reduce_bucket_elements * flat_->data().element_size();
-  if (c_.grad_accum_16bit) ddp_options.wire_dtype = c_.precision;
-  ddp_ = std::make_unique<DataParallel>(*flat_, world_->world_group(), ddp_options);
   guard_ = std::make_unique<StabilityGuard>(c_.stability);
   setup_lines_.push_back("model: " + c_.model.describe() + " on " + world_->device().str() + ", activation checkpointing " +
                          c_.activation_checkpointing.describe() + ", precision " + precision.describe());
@@ -264,10 +271,16 @@ void Trainer::build_model() {
                                                     scale_text(c_.loss_scaler.min_scale) + ")"
                                               : "fp16 loss scale: static " + scale_text(scaler_->scale()));
   setup_lines_.push_back("data parallel: " + std::to_string(c_.dp) + " rank(s); " + std::to_string(flat_->numel()) +
-            " trainable parameters in " + std::to_string(ddp_->buckets().size()) + " gradient bucket(s)" +
+            " trainable parameters in " + std::to_string(grad_sync_->buckets().size()) + " gradient bucket(s)" +
             (frozen_.empty() ? "" : "; " + std::to_string(frozen_count) + " frozen parameters in " +
                                         std::to_string(frozen_.size()) + " tensors, not communicated"));
   if (!zero_line.empty()) setup_lines_.push_back(zero_line);
+  const auto mib = [](int64_t bytes) { return fixed(double(bytes) / (1 << 20), 1); };
+  const int64_t param_bytes = flat_->data().nbytes(), grad_bytes = grad_sync_->grads().nbytes(),
+                optimizer_bytes = optimizer_->resident_bytes();
+  setup_lines_.push_back("model states on this rank: parameters " + mib(param_bytes) + " MiB, gradients " + mib(grad_bytes) +
+                         " MiB, optimizer " + mib(optimizer_bytes) + " MiB (" + mib(param_bytes + grad_bytes + optimizer_bytes) +
+                         " MiB)");
   setup_lines_.push_back("batch: " + std::to_string(c_.global_batch) + " = micro " + std::to_string(c_.micro_batch) + " x accumulation " +
             std::to_string(c_.accumulation) + " x dp " + std::to_string(c_.dp) + " (" +
             std::to_string(c_.global_batch * c_.model.seq_len) + " tokens per step)");
@@ -337,7 +350,7 @@ void Trainer::resume_or_start() {
                    ? "; it was saved by a " + progress_.precision + " run, and its fp32 weights continue in " + precision_name(c_.precision)
                    : ""));
   }
-  ddp_->broadcast_parameters(frozen_);
+  grad_sync_->broadcast_parameters(frozen_);
 }
 
 std::optional<double> Trainer::evaluate() {
@@ -363,16 +376,16 @@ std::optional<double> Trainer::evaluate() {
 void Trainer::train_step(int64_t step) {
   const auto t0 = Clock::now();
   model_->refresh_working_copy();
-  flat_->zero_grad();
+  grad_sync_->zero_grad();
   StepOutcome out;
   const bool inject = scaler_ && overflow_injected(step + 1);
   out.loss_scale = scaler_ ? scaler_->scale() : 0;
   double loss_sum = 0;
   const auto device = world_->device();
   for (int64_t k = 0; k < c_.accumulation; ++k) {
-    const bool last = k + 1 == c_.accumulation;
-    ddp_->set_sync(last);
-    if (last) ddp_->begin_backward();
+    const bool sync = k + 1 == c_.accumulation || grad_sync_->reduces_every_micro_batch();
+    grad_sync_->set_sync(sync);
+    if (sync) grad_sync_->begin_backward();
     auto [x, y] = stream_->next();
     auto loss = model_->loss(x.to(device), y.to(device));
     if (scaler_) {
@@ -381,25 +394,31 @@ void Trainer::train_step(int64_t step) {
       (loss / double(c_.accumulation)).backward();
     }
     // 16-bit accumulation rounds the running sum after every micro-batch; the all-reduce rounds the last.
-    if (c_.grad_accum_16bit && !last) flat_->grad().copy_(flat_->grad().to(c_.precision));
+    if (c_.grad_accum_16bit && !sync) flat_->grad().copy_(flat_->grad().to(c_.precision));
+    if (sync) {
+      grad_sync_->finish_gradient_sync();
+      out.comm_s += grad_sync_->last_overlap().comm_s;
+      out.hidden_s += grad_sync_->last_overlap().hidden_s;
+    }
     loss_sum += loss.item<double>();
   }
-  ddp_->finish_gradient_sync();
-  // Clipping, the guard and the norm in the metrics all see the true gradients.
-  if (scaler_) flat_->grad().div_(out.loss_scale);
+  // This rank's reduced gradients: the whole of them, or its ZeRO-2 shard. Clipping, the guard and
+  // the norm in the metrics all see the true gradients, the norm summed over the shards.
+  at::Tensor& grads = grad_sync_->grads();
+  if (scaler_) grads.div_(out.loss_scale);
   auto loss_t = at::tensor({loss_sum / double(c_.accumulation)}, at::kDouble).to(device);
   all_reduce(*world_->world_group(), loss_t, ReduceOp::Avg, "loss");
   out.loss = loss_t.item<double>();
-  out.grad_norm = global_grad_norm(flat_->grad());
-  // The gradients are all-reduced, so an overflow on any rank is one on every rank: all skip together.
+  out.grad_norm = global_grad_norm(grads, grad_sync_->shard_group());
+  // The norm is the same on every rank, so an overflow on any rank is one on every rank: all skip together.
   out.overflow = scaler_ && !std::isfinite(out.grad_norm);
   if (scaler_) scaler_->update(out.overflow);
   if (!out.overflow) out.verdict = guard_->check(out.loss, out.grad_norm, &out.reason);
   out.lr = schedule_->lr(step) * progress_.lr_scale;
   if (!out.reason.empty()) last_unhealthy_reason_ = "step " + std::to_string(step + 1) + ": " + out.reason;
   if (out.verdict == StepVerdict::Apply && !out.overflow) {
-    clip_grads(flat_->grad(), out.grad_norm, c_.gradient_clipping);
-    optimizer_->step(flat_->data(), flat_->grad(), flat_->decay_mask(), out.lr);
+    clip_grads(grads, out.grad_norm, c_.gradient_clipping);
+    optimizer_->step(flat_->data(), grads, flat_->decay_mask(), out.lr);
   } else {
     ++progress_.skipped_steps;
   }
@@ -411,9 +430,9 @@ void Trainer::train_step(int64_t step) {
 }
 
 void Trainer::report_step(int64_t step, const StepOutcome& out) {
-  const auto& overlap = ddp_->last_overlap();
-  comm_s_ += overlap.comm_s;
-  hidden_s_ += overlap.hidden_s;
+  const auto& overlap = grad_sync_->last_overlap();
+  comm_s_ += out.comm_s;
+  hidden_s_ += out.hidden_s;
   if (step > 0 || c_.steps == 1) {  // the first step warms caches and allocators
     step_seconds_sum_ += out.step_s;
     ++steps_timed_;
@@ -440,8 +459,8 @@ void Trainer::report_step(int64_t step, const StepOutcome& out) {
     else if (out.verdict != StepVerdict::Apply) m["skipped"] = out.verdict == StepVerdict::SkipNonFinite ? "non_finite" : "spike";
     if (scaler_) m["loss_scale"] = out.loss_scale;
     if (c_.dp > 1) {
-      m["comm_ms"] = overlap.comm_s * 1e3;
-      m["comm_hidden_ms"] = overlap.hidden_s * 1e3;
+      m["comm_ms"] = out.comm_s * 1e3;
+      m["comm_hidden_ms"] = out.hidden_s * 1e3;
     }
     if (c_.wall_clock_breakdown) {
       m["first_bucket_launch_ms"] = overlap.first_launch_s * 1e3;
@@ -607,7 +626,7 @@ int Trainer::train() {
   std::string summary = "done: " + std::to_string(c_.steps - first) + " steps in " + format_duration(elapsed) + ", " +
                         rate(double((c_.steps - first) * c_.global_batch * c_.model.seq_len) / elapsed) + " tok/s";
   if (c_.dp > 1 && comm_s_ > 0)
-    summary += ", gradient all-reduce " + fixed(comm_s_, 2) + " s of which " + fixed(100 * hidden_s_ / comm_s_, 0) + "% hidden behind backward";
+    summary += ", gradient reduction " + fixed(comm_s_, 2) + " s of which " + fixed(100 * hidden_s_ / comm_s_, 0) + "% hidden behind backward";
   if (scaler_ && scaler_->skipped_steps())
     summary += ", " + std::to_string(scaler_->skipped_steps()) + " fp16 overflow step(s) skipped (loss scale now " +
                scale_text(scaler_->scale()) + ")";

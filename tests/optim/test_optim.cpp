@@ -72,6 +72,34 @@ TEST(AdamW, MatchesAPerTensorReferenceIncludingDecayMask) {
     EXPECT_TRUE(torch::allclose(named[i].second, reference[i].second, 1e-6, 1e-7)) << named[i].first;
 }
 
+// ZeRO updates the scattered pieces a rank owns with state kept elsewhere: pieces whose state sits
+// in another order must update exactly like the whole buffer, also across AdamW's denominator
+// chunks (the buffer is longer than one).
+TEST(ElementwiseOptimizer, PiecesWithTheirStateAnywhereUpdateLikeTheWhole) {
+  const int64_t n = (1 << 20) + 3001, a = 1000;
+  for (const nlohmann::json spec : {nlohmann::json{{"type", "AdamW"}}, nlohmann::json{{"type", "SGD"}, {"params", {{"momentum", 0.9}}}}}) {
+    torch::manual_seed(3);
+    at::Tensor whole = torch::randn({n}), pieces = whole.clone(), mask = (torch::rand({n}) > 0.5).to(at::kFloat);
+    auto a_opt = make_flat_optimizer(spec, whole), b_opt = make_flat_optimizer(spec, pieces);
+    for (int step = 0; step < 3; ++step) {
+      const at::Tensor g = torch::randn({n});
+      a_opt->step(whole, g, mask, 0.01);
+      // The first a elements keep their state at the end, the rest at the start: a rotation.
+      b_opt->step_pieces({{pieces.narrow(0, 0, a), g.narrow(0, 0, a), mask.narrow(0, 0, a), n - a},
+                          {pieces.narrow(0, a, n - a), g.narrow(0, a, n - a), mask.narrow(0, a, n - a), 0}},
+                         0.01);
+    }
+    EXPECT_TRUE(torch::equal(whole, pieces)) << spec.dump();
+    for (const auto& [name, t] : a_opt->state()) {
+      if (t.dim() == 0) {
+        EXPECT_TRUE(torch::equal(t, b_opt->state().at(name))) << name;
+        continue;
+      }
+      EXPECT_TRUE(torch::equal(torch::roll(t, -a), b_opt->state().at(name))) << spec.dump() << " " << name;
+    }
+  }
+}
+
 TEST(Sgd, MomentumAndNesterovMatchTheReference) {
   for (bool nesterov : {false, true}) {
     auto p = torch::tensor({1.0, -2.0});

@@ -91,7 +91,7 @@ TEST(TrainConfig, MixedPrecisionMistakesAreRefusedByName) {
 
 TEST(TrainConfig, AcceptedButUnimplementedKeysAreRefusedByName) {
   for (const auto& [user, key] : std::vector<std::pair<json, std::string>>{
-           {{{"zero_optimization", {{"stage", 2}}}}, "zero_optimization.stage"},
+           {{{"zero_optimization", {{"stage", 3}}}}, "zero_optimization.stage"},
            {{{"activation_checkpointing", {{"cpu_checkpointing", true}}}}, "activation_checkpointing.cpu_checkpointing"},
            {{{"parallel", {{"tp", 2}}}}, "parallel.tp"},
            {{{"zero_optimization", {{"offload_optimizer", {{"device", "cpu"}}}}}}, "zero_optimization.offload_optimizer"},

@@ -97,24 +97,32 @@ TEST(MixedPrecision, BfloatDataParallelTrainsLikeOneRank) {
                                                     "data_types.grad_accum_dtype=bf16"}));
   EXPECT_TRUE(contains(accumulated.result.output, "precision bf16 (fp32 master weights, bf16 gradients")) << accumulated.result.output;
   compare(accumulated);
+  // ZeRO stage 2 sends bf16 gradients and sums the micro-batches into its fp32 shard.
+  compare(train(scratch_dir("bf16_2x4x2_zero2"), 2,
+                with(bf16, {"train_micro_batch_size_per_gpu=4", "gradient_accumulation_steps=2", "data_types.grad_accum_dtype=bf16",
+                            "zero_optimization.stage=2"})));
 }
 
 // An overflow on rank 1 alone (rank 0 saves the checkpoints) skips the step on both: the parameters
-// after step 3 are those after step 2, and with hysteresis 1 the scale halves at once.
+// after step 3 are those after step 2, and with hysteresis 1 the scale halves at once. Under ZeRO
+// stage 2 the overflow lands in one rank's gradient shard, and the norm summed over the shards
+// carries it to every rank.
 TEST(MixedPrecision, AnOverflowOnOneRankSkipsTheStepOnEveryRank) {
-  const std::vector<std::string> fp16 = {"fp16.enabled=true", "fp16.hysteresis=1"};
-  const TrainingRun two = train(scratch_dir("fp16_two_steps"), 2, with(fp16, {"train.steps=2"}));
-  const TrainingRun injected = train(scratch_dir("fp16_overflow"), 2, with(fp16, {"train.steps=3"}), {}, {"DTRAIN_INJECT_OVERFLOW=3:1"});
-  ASSERT_EQ(two.result.exit_code, 0) << two.result.output;
-  ASSERT_EQ(injected.result.exit_code, 0) << injected.result.output;
-  ASSERT_EQ(injected.steps.size(), 3u);
-  EXPECT_EQ(injected.steps[2]["skipped"], "overflow");
-  EXPECT_EQ(injected.steps[2]["loss_scale"].get<double>(), 65536);
-  EXPECT_FALSE(injected.steps[1].contains("skipped"));
-  EXPECT_TRUE(contains(injected.result.output, "step 3: fp16 gradients overflowed at loss scale 65536; step skipped, loss scale now 32768"))
-      << injected.result.output;
-  EXPECT_TRUE(contains(injected.result.output, "1 fp16 overflow step(s) skipped (loss scale now 32768)")) << injected.result.output;
-  expect_same_parameters(final_parameters(injected, 3), final_parameters(two, 2));
+  for (const std::string stage : {"0", "2"}) {
+    const std::vector<std::string> fp16 = {"fp16.enabled=true", "fp16.hysteresis=1", "zero_optimization.stage=" + stage};
+    const TrainingRun two = train(scratch_dir("fp16_two_steps"), 2, with(fp16, {"train.steps=2"}));
+    const TrainingRun injected = train(scratch_dir("fp16_overflow"), 2, with(fp16, {"train.steps=3"}), {}, {"DTRAIN_INJECT_OVERFLOW=3:1"});
+    ASSERT_EQ(two.result.exit_code, 0) << two.result.output;
+    ASSERT_EQ(injected.result.exit_code, 0) << injected.result.output;
+    ASSERT_EQ(injected.steps.size(), 3u);
+    EXPECT_EQ(injected.steps[2]["skipped"], "overflow") << "stage " << stage;
+    EXPECT_EQ(injected.steps[2]["loss_scale"].get<double>(), 65536);
+    EXPECT_FALSE(injected.steps[1].contains("skipped"));
+    EXPECT_TRUE(contains(injected.result.output, "step 3: fp16 gradients overflowed at loss scale 65536; step skipped, loss scale now 32768"))
+        << injected.result.output;
+    EXPECT_TRUE(contains(injected.result.output, "1 fp16 overflow step(s) skipped (loss scale now 32768)")) << injected.result.output;
+    expect_same_parameters(final_parameters(injected, 3), final_parameters(two, 2));
+  }
 }
 
 // At the minimum scale, another overflow stops the run with DeepSpeed's message.

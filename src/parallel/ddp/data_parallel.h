@@ -1,23 +1,11 @@
-// Data parallelism (DDP): every rank holds the whole model, parameters start equal (broadcast from
-// rank 0), and gradients are averaged across the group during backward. A hook on each
-// parameter's gradient accumulator counts gradients into their bucket; once a bucket is complete
-// (and every bucket before it, so all ranks launch in the same order) its all-reduce starts
-// asynchronously while backward goes on. finish_gradient_sync() then waits for what is left.
-// For gradient accumulation, set_sync(false) on all but the last micro-step (PyTorch's no_sync):
-// gradients then only accumulate locally.
+// Data parallelism (DDP): every rank holds the whole model and the whole gradient, which is
+// averaged across the group bucket by bucket during backward (BucketedGradSync), each bucket one
+// all-reduce of a contiguous slice of the flat gradient. For gradient accumulation, set_sync(false)
+// on all but the last micro-step (PyTorch's no_sync): gradients then only accumulate locally.
 #pragma once
-#include <chrono>
-#include <memory>
 #include <optional>
-#include <vector>
 
-#include "comm/collectives.h"
-#include "optim/flat_parameters.h"
-#include "parallel/ddp/completion_watcher.h"
-#include "parallel/ddp/grad_bucket.h"
-#include "parallel/ddp/overlap_tracker.h"
-
-namespace torch::autograd { struct Node; }
+#include "parallel/ddp/bucketed_grad_sync.h"
 
 namespace dtrain {
 
@@ -28,45 +16,21 @@ struct DataParallelOptions {
   std::optional<at::ScalarType> wire_dtype;
 };
 
-class DataParallel {
+class DataParallel : public BucketedGradSync {
  public:
   DataParallel(FlatParameters& params, std::shared_ptr<Group> group, DataParallelOptions options);
-  ~DataParallel();
-  DataParallel(const DataParallel&) = delete;
-  DataParallel& operator=(const DataParallel&) = delete;
 
-  // Makes every rank's parameters rank 0's: the flat buffer and `others` (e.g. frozen parameters).
-  void broadcast_parameters(const std::vector<at::Tensor>& others);
-
-  // Whether the next backward reduces gradients (true) or only accumulates them (no_sync).
-  void set_sync(bool sync) { sync_ = sync; }
-  // Call before a synchronising backward: starts the step's trace.
-  void begin_backward();
-  // Launches buckets backward did not complete (unused parameters), waits for every all-reduce,
-  // and returns when the flat gradient holds the group average.
-  void finish_gradient_sync();
-
-  const std::vector<GradBucket>& buckets() const { return buckets_; }
-  // The trace of the last synchronised backward.
-  const StepOverlap& last_overlap() const { return tracker_.last(); }
+  bool reduces_every_micro_batch() const override { return false; }
+  void zero_grad() override { params_.zero_grad(); }
+  at::Tensor& grads() override { return params_.grad(); }
+  Group* shard_group() override { return nullptr; }
 
  private:
-  void on_grad_ready(int entry);
-  void launch_ready_buckets();
-  void launch(int bucket);
+  CommHandle reduce(int bucket) override;
+  void all_reduced() override;
 
-  FlatParameters& params_;
-  std::shared_ptr<Group> group_;
-  std::vector<GradBucket> buckets_;
-  std::vector<int> bucket_of_entry_;
-  std::vector<int> ready_in_bucket_;
-  std::vector<std::shared_ptr<torch::autograd::Node>> accumulators_;  // kept alive: they hold our hooks
   std::optional<at::ScalarType> wire_dtype_;
   std::vector<at::Tensor> wire_;  // per bucket, in wire_dtype_: what was sent, reduced in place
-  int next_bucket_ = 0;
-  bool sync_ = true;
-  OverlapTracker tracker_;
-  CompletionWatcher watcher_;  // last member: its thread stops before the tracker goes
 };
 
 }  // namespace dtrain

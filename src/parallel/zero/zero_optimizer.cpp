@@ -4,25 +4,40 @@
 
 namespace dtrain {
 
-ZeroOptimizer::ZeroOptimizer(std::unique_ptr<FlatOptimizer> inner, FlatShard shard, std::shared_ptr<Group> group)
-    : inner_(std::move(inner)), shard_(shard), group_(std::move(group)) {}
+ZeroOptimizer::ZeroOptimizer(std::unique_ptr<ElementwiseOptimizer> inner, BucketShards shards, Gradients gradients,
+                             std::shared_ptr<Group> group)
+    : inner_(std::move(inner)), shards_(std::move(shards)), gradients_(gradients), group_(std::move(group)) {}
 
-void ZeroOptimizer::gather_into(const at::Tensor& local, at::Tensor& whole, const std::string& label) const {
-  at::Tensor send = at::empty({shard_.shard_len}, local.options());
-  send.narrow(0, 0, shard_.local_len).copy_(local);
-  send.narrow(0, shard_.local_len, shard_.shard_len - shard_.local_len).zero_();  // the padding, never read back
-  // Straight into `whole` when no padding is needed: no second copy of the buffer.
-  if (shard_.padded() == shard_.numel) return all_gather(*group_, send, whole, label);
-  at::Tensor padded = at::empty({shard_.padded()}, local.options());
-  all_gather(*group_, send, padded, label);
-  whole.copy_(padded.narrow(0, 0, shard_.numel));
+template <typename PieceOf>
+void ZeroOptimizer::gather_into(PieceOf piece_of, at::Tensor& whole, const std::string& label) const {
+  for (const auto& p : shards_.pieces()) {
+    at::Tensor bucket = whole.narrow(0, p.bucket_offset, p.bucket_numel);
+    // Straight into the buffer when the bucket divides evenly: no second copy.
+    at::Tensor out = p.padded_numel == p.bucket_numel ? bucket : at::empty({p.padded_numel}, whole.options());
+    all_gather(*group_, piece_of(p), out, label);
+    if (!out.is_same(bucket)) bucket.copy_(out.narrow(0, 0, p.bucket_numel));
+  }
 }
 
 void ZeroOptimizer::step(at::Tensor& params, const at::Tensor& grads, const at::Tensor& decay_mask, double lr) {
   at::NoGradGuard no_grad;
-  at::Tensor mine = params.narrow(0, shard_.begin, shard_.local_len);
-  inner_->step(mine, grads.narrow(0, shard_.begin, shard_.local_len), decay_mask.narrow(0, shard_.begin, shard_.local_len), lr);
-  gather_into(mine, params, "zero-1 parameter all-gather");
+  std::vector<StatePiece> mine;
+  for (const auto& p : shards_.pieces()) {
+    const int64_t g = gradients_ == Gradients::Whole ? p.begin : p.shard_offset;
+    mine.push_back({params.narrow(0, p.begin, p.local), grads.narrow(0, g, p.local), decay_mask.narrow(0, p.begin, p.local),
+                    p.shard_offset});
+  }
+  inner_->step_pieces(mine, lr);
+  // The send buffer is a copy: the all-gather writes the region this rank's piece lives in.
+  at::Tensor send = at::empty({0}, params.options());
+  gather_into(
+      [&](const ShardPiece& p) {
+        send.resize_({p.piece});
+        send.narrow(0, 0, p.local).copy_(params.narrow(0, p.begin, p.local));
+        send.narrow(0, p.local, p.piece - p.local).zero_();
+        return send;
+      },
+      params, "zero parameter all-gather");
 }
 
 std::map<std::string, at::Tensor> ZeroOptimizer::state() const {
@@ -32,15 +47,17 @@ std::map<std::string, at::Tensor> ZeroOptimizer::state() const {
       whole[name] = t;
       continue;
     }
-    whole[name] = at::empty({shard_.numel}, t.options());
-    gather_into(t, whole[name], "zero-1 optimizer state '" + name + "'");
+    whole[name] = at::empty({shards_.numel()}, t.options());
+    // The state's padding is never updated, so it is still zero.
+    gather_into([&](const ShardPiece& p) { return t.narrow(0, p.shard_offset, p.piece); }, whole[name],
+                "zero optimizer state '" + name + "'");
   }
   return whole;
 }
 
 std::map<std::string, at::Tensor> ZeroOptimizer::state_layout() const {
   std::map<std::string, at::Tensor> whole;
-  for (const auto& [name, t] : inner_->state()) whole[name] = sharded(t) ? at::empty({shard_.numel}, t.options()) : t;
+  for (const auto& [name, t] : inner_->state()) whole[name] = sharded(t) ? at::empty({shards_.numel()}, t.options()) : t;
   return whole;
 }
 
@@ -49,8 +66,13 @@ void ZeroOptimizer::load_state(const std::map<std::string, at::Tensor>& state) {
   const auto local = inner_->state();
   for (const auto& [name, t] : state) {
     auto it = local.find(name);
-    const bool shard_it = it != local.end() && sharded(it->second) && t.dim() == 1 && t.numel() == shard_.numel;
-    mine[name] = shard_it ? t.narrow(0, shard_.begin, shard_.local_len) : t;
+    if (it == local.end() || !sharded(it->second) || t.dim() != 1 || t.numel() != shards_.numel()) {
+      mine[name] = t;
+      continue;
+    }
+    at::Tensor shard = at::zeros({shards_.shard_numel()}, t.options());
+    for (const auto& p : shards_.pieces()) shard.narrow(0, p.shard_offset, p.local).copy_(t.narrow(0, p.begin, p.local));
+    mine[name] = shard;
   }
   inner_->load_state(mine);
 }

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# ZeRO's memory per rank on GPT-2 124M (fp32, AdamW, short sequences so that the model states
+# dominate): for no ZeRO and each stage built, with 2 and 4 ranks, the model-state bytes each rank
+# holds (parameters, gradients, optimizer state, as the run reports them) beside the fp32 formula,
+# and rank 0's peak RSS. Prints a table; raw logs stay in bench/out/zero_memory/.
+# Usage: bench/zero_memory.sh [STEPS]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+steps=${1:-3}
+make -s build >/dev/null
+out=bench/out/zero_memory
+rm -rf "$out"
+mkdir -p "$out"
+stages=(0 1 2)
+for nproc in 2 4; do
+  for stage in "${stages[@]}"; do
+    name=dp${nproc}_stage$stage
+    echo "$nproc ranks, ZeRO stage $stage..." >&2
+    build/dtrain run --nproc-per-node "$nproc" --no-sample --set model.preset=gpt2-124m --set model.seq_len=64 \
+      --set train_micro_batch_size_per_gpu=1 --set train_batch_size="$nproc" --set train.steps="$steps" \
+      --set train.eval_every=0 --set checkpoint.save_at_end=false --set zero_optimization.stage="$stage" \
+      --set train.run_dir="$out/$name" >"$out/$name.log" 2>&1
+  done
+done
+/usr/bin/python3 - "$out" "${stages[@]}" <<'PY'
+import re, sys
+out, stages = sys.argv[1], [int(s) for s in sys.argv[2:]]
+# fp32 model states per rank, in bytes per trainable parameter (docs/training.md, "ZeRO"):
+# 4 parameters + 4 gradients + 8 for AdamW's two moments, sharded as each stage says.
+formula = {0: lambda dp: 16, 1: lambda dp: 8 + 8 / dp, 2: lambda dp: 4 + 12 / dp}
+print("| ranks | ZeRO stage | parameters (MiB) | gradients (MiB) | optimizer (MiB) | model states (MiB) | formula (MiB) | "
+      "states / formula | peak RSS rank 0 (MiB) | RSS - states (MiB) |")
+print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+for dp in (2, 4):
+    for stage in stages:
+        log = open(f"{out}/dp{dp}_stage{stage}.log").read()
+        psi = int(re.search(r"(\d+) trainable parameters", log).group(1))
+        p, g, o, total = (float(x) for x in re.search(
+            r"model states on this rank: parameters ([\d.]+) MiB, gradients ([\d.]+) MiB, optimizer ([\d.]+) MiB \(([\d.]+) MiB\)", log).groups())
+        rss = int(re.search(r"peak RSS (\d+) MiB", log).group(1))
+        f = formula[stage](dp) * psi / 2**20
+        print(f"| {dp} | {stage} | {p:.0f} | {g:.0f} | {o:.0f} | {total:.0f} | {f:.0f} | {total / f:.3f} | {rss} | {rss - total:.0f} |")
+PY

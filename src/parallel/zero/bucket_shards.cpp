@@ -1,0 +1,29 @@
+#include "parallel/zero/bucket_shards.h"
+
+#include <algorithm>
+#include <stdexcept>
+#include <string>
+
+namespace dtrain {
+
+BucketShards::BucketShards(const std::vector<GradBucket>& buckets, int ranks, int rank) : ranks_(ranks) {
+  if (ranks < 1 || rank < 0 || rank >= ranks)
+    throw std::invalid_argument("BucketShards: rank " + std::to_string(rank) + " of " + std::to_string(ranks) + " ranks");
+  for (const auto& b : buckets) {
+    ShardPiece p;
+    p.bucket_offset = b.offset;
+    p.bucket_numel = b.numel;
+    p.piece = (b.numel + ranks - 1) / ranks;
+    p.padded_numel = p.piece * ranks;
+    const int64_t start = std::min(b.numel, p.piece * rank);
+    p.begin = b.offset + start;
+    p.local = std::clamp<int64_t>(b.numel - start, 0, p.piece);
+    p.shard_offset = shard_numel_;
+    shard_numel_ += p.piece;
+    owned_numel_ += p.local;
+    numel_ = std::max(numel_, b.offset + b.numel);
+    pieces_.push_back(p);
+  }
+}
+
+}  // namespace dtrain
