@@ -2,7 +2,9 @@
 F.scaled_dot_product_attention as nanoGPT writes it, GELU-tanh, learned positions, tied embeddings,
 GPT-2 init), AdamW, DDP over Gloo; fp32, or BENCH_PRECISION=bf16 for torch.autocast("cpu",
 dtype=torch.bfloat16) over forward and loss; BENCH_AC=full (torch.utils.checkpoint around each block)
-or selective (around the attention core alone). Started rank by rank with torchrun's env variables
+or selective (around the attention core alone); BENCH_SHARDING=zero1 (DDP with ZeroRedundancyOptimizer),
+fsdp_grad_op (FSDP2 fully_shard per block and at the root with reshard_after_forward=False: ZeRO-2's
+sharding) or fsdp_full (fully_shard: ZeRO-3) instead of DDP. Started rank by rank with torchrun's env variables
 (bench/train.sh does it). Prints one JSON line from rank 0: tokens_per_s (global), step_s, and every
 rank's peak RSS in MiB."""
 import json
@@ -80,13 +82,27 @@ def main():
     bf16 = os.environ.get("BENCH_PRECISION", "fp32") == "bf16"
     torch.manual_seed(0)
     model = GPT(layers, heads, d, seq, vocab)
+    sharding = os.environ.get("BENCH_SHARDING", "ddp")
     if world > 1:
         dist.init_process_group("gloo", rank=rank, world_size=world)
-        model = nn.parallel.DistributedDataParallel(model)
+        if sharding.startswith("fsdp"):
+            from torch.distributed.device_mesh import init_device_mesh
+            from torch.distributed.fsdp import fully_shard
+            mesh = init_device_mesh("cpu", (world,))
+            reshard = sharding == "fsdp_full"
+            for b in model.blocks:
+                fully_shard(b, mesh=mesh, reshard_after_forward=reshard)
+            fully_shard(model, mesh=mesh, reshard_after_forward=reshard)
+        else:
+            model = nn.parallel.DistributedDataParallel(model)
     decay = [p for p in model.parameters() if p.dim() >= 2]
     no_decay = [p for p in model.parameters() if p.dim() < 2]
-    opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": no_decay, "weight_decay": 0.0}],
-                            lr=3e-4, betas=(0.9, 0.95), eps=1e-8)
+    groups = [{"params": decay, "weight_decay": 0.1}, {"params": no_decay, "weight_decay": 0.0}]
+    if sharding == "zero1" and world > 1:
+        from torch.distributed.optim import ZeroRedundancyOptimizer
+        opt = ZeroRedundancyOptimizer(groups, optimizer_class=torch.optim.AdamW, lr=3e-4, betas=(0.9, 0.95), eps=1e-8)
+    else:
+        opt = torch.optim.AdamW(groups, lr=3e-4, betas=(0.9, 0.95), eps=1e-8)
     gen = torch.Generator().manual_seed(rank)
     for step in range(warmup + steps):
         if step == warmup:
