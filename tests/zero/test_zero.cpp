@@ -13,7 +13,7 @@ namespace dtrain::test {
 namespace {
 
 TEST(BucketShards, EveryRankOwnsAnEqualPaddedPieceOfEveryBucket) {
-  for (const std::vector<int64_t> sizes : {std::vector<int64_t>{1}, {7, 8, 9}, {100, 1, 1001, 64}})
+  for (const std::vector<int64_t>& sizes : {std::vector<int64_t>{1}, {7, 8, 9}, {100, 1, 1001, 64}})
     for (int ranks = 1; ranks <= 4; ++ranks) {
       std::vector<GradBucket> buckets;
       int64_t offset = 0;

@@ -6,8 +6,10 @@
 
 namespace dtrain {
 
-BucketedGradSync::BucketedGradSync(FlatParameters& params, std::shared_ptr<Group> group, std::vector<GradBucket> buckets)
-    : params_(params), group_(std::move(group)), buckets_(std::move(buckets)) {
+BucketedGradSync::BucketedGradSync(FlatParameters& params, std::shared_ptr<Group> group, int64_t bucket_bytes)
+    : params_(params),
+      group_(std::move(group)),
+      buckets_(make_grad_buckets(params_.entries(), params_.data().element_size(), bucket_bytes)) {
   const auto& entries = params_.entries();
   bucket_of_entry_.resize(entries.size());
   for (int b = 0; b < int(buckets_.size()); ++b)
@@ -68,7 +70,7 @@ void BucketedGradSync::finish_gradient_sync() {
   // anyway (their gradient is whatever accumulated, zero if none), in order, as every rank does.
   while (next_bucket_ < int(buckets_.size())) launch(next_bucket_++);
   watcher_.drain();
-  all_reduced();
+  every_bucket_reduced();
   tracker_.finished();
 }
 

@@ -21,7 +21,8 @@ namespace dtrain {
 
 class BucketedGradSync {
  public:
-  BucketedGradSync(FlatParameters& params, std::shared_ptr<Group> group, std::vector<GradBucket> buckets);
+  // Buckets of about `bucket_bytes` (make_grad_buckets).
+  BucketedGradSync(FlatParameters& params, std::shared_ptr<Group> group, int64_t bucket_bytes);
   virtual ~BucketedGradSync();
   BucketedGradSync(const BucketedGradSync&) = delete;
   BucketedGradSync& operator=(const BucketedGradSync&) = delete;
@@ -57,7 +58,7 @@ class BucketedGradSync {
   // Runs on the watcher thread once `bucket`'s reduction is complete.
   virtual void reduced(int /*bucket*/) {}
   // Runs on the owner's thread once every reduction of a backward is complete.
-  virtual void all_reduced() {}
+  virtual void every_bucket_reduced() {}
 
   FlatParameters& params_;
   std::shared_ptr<Group> group_;

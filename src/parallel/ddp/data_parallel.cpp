@@ -3,8 +3,7 @@
 namespace dtrain {
 
 DataParallel::DataParallel(FlatParameters& params, std::shared_ptr<Group> group, DataParallelOptions options)
-    : BucketedGradSync(params, std::move(group),
-                       make_grad_buckets(params.entries(), params.data().element_size(), options.bucket_bytes)),
+    : BucketedGradSync(params, std::move(group), options.bucket_bytes),
       wire_dtype_(options.wire_dtype) {
   wire_.resize(buckets_.size());
 }
@@ -16,7 +15,7 @@ CommHandle DataParallel::reduce(int bucket) {
   return all_reduce_async(*group_, grads, ReduceOp::Avg, "ddp:bucket " + std::to_string(bucket));
 }
 
-void DataParallel::all_reduced() {
+void DataParallel::every_bucket_reduced() {
   if (!wire_dtype_) return;
   for (size_t i = 0; i < buckets_.size(); ++i) params_.grad().narrow(0, buckets_[i].offset, buckets_[i].numel).copy_(wire_[i]);
 }

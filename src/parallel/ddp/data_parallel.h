@@ -27,7 +27,7 @@ class DataParallel : public BucketedGradSync {
 
  private:
   CommHandle reduce(int bucket) override;
-  void all_reduced() override;
+  void every_bucket_reduced() override;
 
   std::optional<at::ScalarType> wire_dtype_;
   std::vector<at::Tensor> wire_;  // per bucket, in wire_dtype_: what was sent, reduced in place

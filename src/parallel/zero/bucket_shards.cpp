@@ -6,7 +6,7 @@
 
 namespace dtrain {
 
-BucketShards::BucketShards(const std::vector<GradBucket>& buckets, int ranks, int rank) : ranks_(ranks) {
+BucketShards::BucketShards(const std::vector<GradBucket>& buckets, int ranks, int rank) {
   if (ranks < 1 || rank < 0 || rank >= ranks)
     throw std::invalid_argument("BucketShards: rank " + std::to_string(rank) + " of " + std::to_string(ranks) + " ranks");
   for (const auto& b : buckets) {

@@ -26,14 +26,12 @@ class BucketShards {
  public:
   BucketShards(const std::vector<GradBucket>& buckets, int ranks, int rank);
   const std::vector<ShardPiece>& pieces() const { return pieces_; }
-  int ranks() const { return ranks_; }
   int64_t numel() const { return numel_; }               // the whole flat buffer
   int64_t shard_numel() const { return shard_numel_; }   // this rank's shard, padding included (equal on every rank)
   int64_t owned_numel() const { return owned_numel_; }   // the elements of the buffer this rank owns
 
  private:
   std::vector<ShardPiece> pieces_;
-  int ranks_ = 1;
   int64_t numel_ = 0, shard_numel_ = 0, owned_numel_ = 0;
 };
 

@@ -5,8 +5,7 @@
 namespace dtrain {
 
 ReduceScatterGrads::ReduceScatterGrads(FlatParameters& params, std::shared_ptr<Group> group, DataParallelOptions options)
-    : BucketedGradSync(params, std::move(group),
-                       make_grad_buckets(params.entries(), params.data().element_size(), options.bucket_bytes)),
+    : BucketedGradSync(params, std::move(group), options.bucket_bytes),
       shards_(buckets_, group_->size(), group_->rank()),
       wire_dtype_(options.wire_dtype) {
   TORCH_CHECK(!params_.grad().defined(), "ReduceScatterGrads needs parameters without a whole gradient buffer");

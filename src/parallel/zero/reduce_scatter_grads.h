@@ -27,12 +27,11 @@ class ReduceScatterGrads : public BucketedGradSync {
   void zero_grad() override;
   at::Tensor& grads() override { return shard_grad_; }
   Group* shard_group() override { return group_.get(); }
-  const BucketShards& shards() const { return shards_; }
 
  private:
   CommHandle reduce(int bucket) override;
   void reduced(int bucket) override;
-  void all_reduced() override { accumulate_ = true; }
+  void every_bucket_reduced() override { accumulate_ = true; }
 
   BucketShards shards_;
   std::optional<at::ScalarType> wire_dtype_;
