@@ -11,7 +11,7 @@ make -s build >/dev/null
 out=bench/out/zero_memory
 rm -rf "$out"
 mkdir -p "$out"
-stages=(0 1 2)
+stages=(0 1 2 3)
 for nproc in 2 4; do
   for stage in "${stages[@]}"; do
     name=dp${nproc}_stage$stage
@@ -27,7 +27,7 @@ import re, sys
 out, stages = sys.argv[1], [int(s) for s in sys.argv[2:]]
 # fp32 model states per rank, in bytes per trainable parameter (docs/training.md, "ZeRO"):
 # 4 parameters + 4 gradients + 8 for AdamW's two moments, sharded as each stage says.
-formula = {0: lambda dp: 16, 1: lambda dp: 8 + 8 / dp, 2: lambda dp: 4 + 12 / dp}
+formula = {0: lambda dp: 16, 1: lambda dp: 8 + 8 / dp, 2: lambda dp: 4 + 12 / dp, 3: lambda dp: 16 / dp}
 print("| ranks | ZeRO stage | parameters (MiB) | gradients (MiB) | optimizer (MiB) | model states (MiB) | formula (MiB) | "
       "states / formula | peak RSS rank 0 (MiB) | RSS - states (MiB) |")
 print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")

@@ -4,7 +4,7 @@
 # ZeroRedundancyOptimizer (stage 1), FSDP2 fully_shard(reshard_after_forward=False) (stage 2's
 # sharding) and fully_shard (stage 3), over Gloo. PyTorch runs as shipped and tuned (glibc malloc
 # keeping freed memory as dtrain does, and OMP_WAIT_POLICY=PASSIVE: bench/peer_settings.sh), and
-"tuned" in the table is the faster of the two. Each run
+# "tuned" in the table is the faster of the two. Each run
 # times STEPS steps after 3 warm-up steps, one after another so they never share the cores; ROUNDS
 # rounds interleave and each row reports its best. Prints a table; raw logs stay in bench/out/zero_speed/.
 # Usage: bench/zero_speed.sh [STEPS] [ROUNDS]
@@ -21,7 +21,7 @@ mkdir -p "$out"
 source bench/peer_settings.sh
 declare -A settings=([shipped]="" [tuned]="$kept_malloc $passive_wait")
 for ((round = 1; round <= rounds; round++)); do
-  for stage in 0 1 2; do
+  for stage in 0 1 2 3; do
     echo "round $round: dtrain, ZeRO stage $stage..." >&2
     build/dtrain run --nproc-per-node 2 --no-sample --config bench/gpt_bench.json --set train.threads=1 \
       --set train.steps=$((steps + warmup)) --set zero_optimization.stage=$stage \
@@ -72,11 +72,8 @@ for stage, name in ((0, "none (DDP)"), (1, "ZeRO stage 1"), (2, "ZeRO stage 2"),
     shipped, _ = pytorch(peer, "shipped")
     tuned, prss = pytorch(peer, "tuned")
     tuned = max(tuned, shipped)  # "tuned" is the faster of the two, as in bench/train.sh
-    if stage <= 2:
-        tps, rss = dtrain(stage)
-        mine = f"{tps:.0f} | {tps / base:.3f}x | {'/'.join(map(str, rss))}"
-        ratio = f"{tps / tuned:.2f}x"
-    else:
-        mine, ratio = "not built | | ", ""
+    tps, rss = dtrain(stage)
+    mine = f"{tps:.0f} | {tps / base:.3f}x | {'/'.join(map(str, rss))}"
+    ratio = f"{tps / tuned:.2f}x"
     print(f"| {name} | {mine} | {peer} | {shipped:.0f} | {tuned:.0f} | {ratio} | {'/'.join(map(str, prss))} |")
 PY

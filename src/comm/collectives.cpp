@@ -1,5 +1,7 @@
 #include "comm/collectives.h"
 
+#include <ATen/core/grad_mode.h>
+
 #include <chrono>
 #include <stdexcept>
 
@@ -224,6 +226,15 @@ CommHandle broadcast_async(Group& g, at::Tensor t, int root, const std::string& 
 
 void broadcast(Group& g, at::Tensor& t, int root, const std::string& label) {
   broadcast_start(g, t, root, label, false).wait();
+}
+
+void broadcast(Group& g, const std::vector<at::Tensor>& tensors, int root, const std::string& label) {
+  at::NoGradGuard no_grad;
+  for (const at::Tensor& t : tensors) {
+    at::Tensor contiguous = t.contiguous();
+    broadcast(g, contiguous, root, label);
+    if (!contiguous.is_same(t)) const_cast<at::Tensor&>(t).copy_(contiguous);
+  }
 }
 
 CommHandle send_async(Group& g, const at::Tensor& t, int dst, const std::string& label) {

@@ -9,6 +9,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "comm/group.h"
 
@@ -47,6 +48,8 @@ CommHandle reduce_scatter_async(Group& g, const at::Tensor& in, at::Tensor out, 
                                 const std::string& label = "");
 
 void broadcast(Group& g, at::Tensor& t, int root, const std::string& label = "");
+// Each of `tensors` in turn, contiguous or not (a strided one goes through a contiguous copy).
+void broadcast(Group& g, const std::vector<at::Tensor>& tensors, int root, const std::string& label = "");
 CommHandle broadcast_async(Group& g, at::Tensor t, int root, const std::string& label = "");
 
 void send(Group& g, const at::Tensor& t, int dst, const std::string& label = "");

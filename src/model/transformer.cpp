@@ -4,6 +4,7 @@
 #include <torch/nn/functional/loss.h>
 
 #include <cmath>
+#include <functional>
 
 namespace dtrain {
 
@@ -154,16 +155,25 @@ at::Tensor TransformerImpl::forward(const at::Tensor& tokens) {
   const int64_t T = tokens.size(1);
   TORCH_CHECK(T <= c_.seq_len, "sequence of ", T, " tokens is longer than model.seq_len ", c_.seq_len);
   prepare_rope(T, tokens.device());
-  auto x = at::embedding(wte->weight, tokens);
-  if (wpe) x = x + wpe->weight.narrow(0, 0, T);
+  // Around each part, outside its activation checkpoint: a recomputation in backward is not a new part.
+  auto part = [this](int index, const std::function<at::Tensor()>& run) {
+    if (hooks_) hooks_->before_part(index);
+    at::Tensor out = run();
+    if (hooks_) hooks_->after_part(index, out);
+    return out;
+  };
+  auto x = part(0, [&] {
+    auto e = at::embedding(wte->weight, tokens);
+    return wpe ? e + wpe->weight.narrow(0, 0, T) : e;
+  });
   for (int i = 0; i < c_.n_layer; ++i) {
     auto* block = (*blocks_)[i]->as<BlockImpl>();
     auto whole = [block, cos = rope_cos_, sin = rope_sin_](const std::vector<at::Tensor>& in) {
       return block->forward(in[0], cos, sin);
     };
-    x = ac_.whole_block(i) ? checkpoint(whole, {x}) : whole({x});
+    x = part(i + 1, [&] { return ac_.whole_block(i) ? checkpoint(whole, {x}) : whole({x}); });
   }
-  return (c_.tie_embeddings ? wte : lm_head)->linear(mp_, norm(c_, x, ln_f->weight, ln_f->bias));
+  return part(c_.n_layer + 1, [&] { return (c_.tie_embeddings ? wte : lm_head)->linear(mp_, norm(c_, x, ln_f->weight, ln_f->bias)); });
 }
 
 at::Tensor TransformerImpl::loss(const at::Tensor& tokens, const at::Tensor& targets) {

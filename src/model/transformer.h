@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "model/activation_checkpoint.h"
+#include "model/forward_part_hooks.h"
 #include "model/mixed_precision.h"
 #include "model/transformer_config.h"
 
@@ -70,6 +71,8 @@ class TransformerImpl : public torch::nn::Module {
   const MixedPrecision& precision() const { return mp_; }
   // Rounds the parameters into their 16-bit working copies: once per optimizer step.
   void refresh_working_copy();
+  // Called around each part of every forward pass (null: none). The hooks outlive the model's use.
+  void set_part_hooks(ForwardPartHooks* hooks) { hooks_ = hooks; }
 
  private:
   void initialise(uint64_t seed);
@@ -81,6 +84,7 @@ class TransformerImpl : public torch::nn::Module {
   at::Tensor rope_cos_, rope_sin_;  // built lazily for the sequence length in use
   ActivationCheckpointing ac_;
   MixedPrecision mp_;
+  ForwardPartHooks* hooks_ = nullptr;
 };
 TORCH_MODULE(Transformer);
 

@@ -16,6 +16,8 @@ FlatParameters::FlatParameters(const std::vector<std::pair<std::string, at::Tens
   }
   if (entries_.empty()) throw std::invalid_argument("no trainable parameters: train.freeze froze every parameter");
   const auto options = entries_.front().param.options();
+  numel_ = total;
+  options_ = options;
   data_ = at::empty({total}, options);
   if (grad_buffer) grad_ = at::zeros({total}, options);
   decay_mask_ = at::zeros({total}, options);
@@ -29,6 +31,11 @@ FlatParameters::FlatParameters(const std::vector<std::pair<std::string, at::Tens
     e.param.mutable_grad() = grad_buffer ? grad_.narrow(0, e.offset, e.numel).view(e.param.sizes()) : at::Tensor();
     if (e.decay) decay_mask_.narrow(0, e.offset, e.numel).fill_(1);
   }
+}
+
+void FlatParameters::release_data() {
+  data_ = at::Tensor();
+  decay_mask_ = at::Tensor();
 }
 
 void FlatParameters::zero_grad() {

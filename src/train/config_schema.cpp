@@ -38,7 +38,8 @@ const nlohmann::json& config_defaults() {
               "skip_spikes": false, "divergence_steps": 10, "on_divergence": "stop", "rollback_lr_factor": 0.5,
               "max_rollbacks": 3, "peak_flops": 0.0},
     "parallel": {"dp": "auto", "tp": 1, "pp": 1, "cp": 1, "sequence_parallel": false, "pipeline_schedule": "1f1b",
-                 "micro_batches": "auto"},
+                 "micro_batches": "auto", "fsdp": {"sharding_strategy": null, "reshard_after_forward": null,
+                 "shard_group_size": "auto"}},
     "checkpoint": {"dir": "", "every_steps": 0, "every_hours": 0.0, "keep": 2, "save_at_end": true, "async": false},
     "dist": {"backend": "auto", "timeout_s": 300}
   })");

@@ -14,6 +14,7 @@
 #include "common/range_words.h"
 #include "common/regular_file.h"
 #include "common/wait_limit.h"
+#include "model/mixed_precision.h"
 #include "optim/flat_optimizer.h"
 #include "optim/lr_schedule.h"
 #include "train/config_schema.h"
@@ -147,8 +148,6 @@ void reject_unimplemented(const Reader& r) {
   auto refuse = [&](const std::string& what) {
     fail(r.origin(), what + " is accepted but not implemented yet in this version of dtrain; remove it or set it back to its default");
   };
-  if (r.integer("zero_optimization.stage", 0, 3) == 3)
-    refuse("zero_optimization.stage=3 (parameter sharding; stages 1 and 2 work)");
   if (!r.at("zero_optimization.offload_optimizer").empty()) refuse("zero_optimization.offload_optimizer");
   if (!r.at("zero_optimization.offload_param").empty()) refuse("zero_optimization.offload_param");
   for (const char* key : {"partition_activations", "cpu_checkpointing", "contiguous_memory_optimization"})
@@ -159,6 +158,52 @@ void reject_unimplemented(const Reader& r) {
   if (r.boolean("parallel.sequence_parallel")) refuse("parallel.sequence_parallel");
   if (r.boolean("checkpoint.async")) refuse("checkpoint.async");
   if (!r.is_auto("parallel.micro_batches")) refuse("parallel.micro_batches (pipeline parallelism)");
+}
+
+// zero_optimization.stage and FSDP's words for the same thing: parallel.fsdp.sharding_strategy
+// full_shard is stage 3, shard_grad_op stage 3 keeping parameters whole from forward to backward,
+// no_shard plain data parallelism. Either may be given; both only when they agree.
+void resolve_sharding(const Reader& r, TrainConfig& c) {
+  c.zero_stage = int(r.integer("zero_optimization.stage", 0, 3));
+  const bool strategy_set = !r.is_null("parallel.fsdp.sharding_strategy");
+  const std::string strategy = strategy_set ? r.text("parallel.fsdp.sharding_strategy") : "";
+  if (strategy_set) {
+    int stage = 0;
+    if (strategy == "full_shard" || strategy == "shard_grad_op" || strategy == "hybrid_shard") stage = 3;
+    else if (strategy != "no_shard")
+      fail(r.origin(), "'parallel.fsdp.sharding_strategy' must be \"full_shard\", \"shard_grad_op\", \"hybrid_shard\" or "
+                       "\"no_shard\", got " + printable_json(r.at("parallel.fsdp.sharding_strategy")));
+    if (c.zero_stage != 0 && c.zero_stage != stage)
+      fail(r.origin(), "'parallel.fsdp.sharding_strategy' " + strategy + " shards as ZeRO stage " + std::to_string(stage) +
+                       " does, but 'zero_optimization.stage' is " + std::to_string(c.zero_stage) + "; set one of them");
+    c.zero_stage = stage;
+  }
+  c.reshard_after_forward = strategy != "shard_grad_op";
+  if (!r.is_auto("parallel.fsdp.shard_group_size")) {
+    if (strategy != "hybrid_shard")
+      fail(r.origin(), "'parallel.fsdp.shard_group_size' applies to parallel.fsdp.sharding_strategy hybrid_shard, and this run "
+                       "does not use it");
+    c.shard_group_size = r.small_integer("parallel.fsdp.shard_group_size", 1);
+    if (c.dp % c.shard_group_size != 0)
+      fail(r.origin(), "'parallel.fsdp.shard_group_size' is " + std::to_string(c.shard_group_size) + ", which does not divide the " +
+                           std::to_string(c.dp) + " data-parallel ranks");
+  } else if (strategy == "hybrid_shard") {
+    c.shard_group_size = TrainConfig::kShardGroupPerNode;
+  }
+  if (!r.is_null("parallel.fsdp.reshard_after_forward")) {
+    const bool reshard = r.boolean("parallel.fsdp.reshard_after_forward");
+    if (c.zero_stage != 3)
+      fail(r.origin(), "'parallel.fsdp.reshard_after_forward' applies to sharded parameters (zero_optimization.stage 3 or "
+                       "parallel.fsdp.sharding_strategy full_shard), and this run does not shard them");
+    if (strategy == "shard_grad_op" && reshard)
+      fail(r.origin(), "'parallel.fsdp.reshard_after_forward' true contradicts sharding_strategy shard_grad_op, which keeps "
+                       "parameters whole from forward to backward");
+    c.reshard_after_forward = reshard;
+  }
+  if (c.zero_stage == 3 && c.precision != at::kFloat)
+    fail(r.origin(), "ZeRO stage 3 with " + precision_name(c.precision) +
+                         " is accepted but not implemented yet in this version of dtrain: parameter sharding trains in fp32; "
+                         "use zero_optimization.stage 2 for " + precision_name(c.precision));
 }
 
 // bf16.*, fp16.* and data_types.grad_accum_dtype.
@@ -412,7 +457,7 @@ TrainConfig resolve_config(const json& user, int world_size, const std::string& 
   c.steps_per_print = r.integer("steps_per_print", 1);
   c.wall_clock_breakdown = r.boolean("wall_clock_breakdown");
   c.reduce_bucket_elements = r.integer("zero_optimization.reduce_bucket_size", 1);
-  c.zero_stage = int(r.integer("zero_optimization.stage", 0, 3));
+  resolve_sharding(r, c);
   r.text("optimizer.type");  // read here so that a type that is no string is named, not a JSON type_error
   r.text("scheduler.type");
   c.optimizer = c.json["optimizer"];

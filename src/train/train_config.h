@@ -56,7 +56,12 @@ struct TrainConfig {
   int64_t steps_per_print = 10;
   bool wall_clock_breakdown = false;
   int64_t reduce_bucket_elements = 0;
-  int zero_stage = 0;  // 1: optimizer state sharded over dp (parallel/zero)
+  int zero_stage = 0;  // 1: optimizer state sharded over dp; 2: gradients too; 3: parameters too (parallel/zero)
+  bool reshard_after_forward = true;  // stage 3: a block's parameters are freed between its forward and backward
+  // Stage 3's hybrid sharding: ranks per shard group, replicated across groups. 0: no hybrid (one
+  // group of every dp rank); kShardGroupPerNode: the ranks of a node.
+  int shard_group_size = 0;
+  static constexpr int kShardGroupPerNode = -1;
   nlohmann::json optimizer, scheduler;
   double base_lr = 0;  // the optimizer's learning rate, which schedules scale
 

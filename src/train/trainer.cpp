@@ -20,6 +20,7 @@
 #include "ckpt/directory_lock.h"
 #include "ckpt/durable_file.h"
 #include "comm/collectives.h"
+#include "comm/device_mesh.h"
 #include "common/printable.h"
 #include "data/micro_batch_stream.h"
 #include "data/token_source.h"
@@ -28,6 +29,8 @@
 #include "optim/loss_scaler.h"
 #include "optim/lr_schedule.h"
 #include "parallel/ddp/data_parallel.h"
+#include "parallel/zero/fully_sharded_parameters.h"
+#include "parallel/zero/parameter_units.h"
 #include "parallel/zero/reduce_scatter_grads.h"
 #include "parallel/zero/zero_optimizer.h"
 #include "train/host_memory.h"
@@ -104,7 +107,7 @@ class Trainer {
   void load_checkpoint(const std::string& dir);
   void train_step(int64_t step);
   std::optional<double> evaluate();
-  bool parameters_finite() const;
+  bool parameters_finite();
   bool recover_from_divergence(int64_t step, const std::string& why);
   void save(int64_t step);
   void report_step(int64_t step, const StepOutcome& outcome);
@@ -123,6 +126,8 @@ class Trainer {
   std::unique_ptr<FlatOptimizer> optimizer_;
   std::unique_ptr<LrSchedule> schedule_;
   std::unique_ptr<BucketedGradSync> grad_sync_;
+  std::unique_ptr<FullyShardedParameters> sharded_;  // ZeRO stage 3 only
+  std::unique_ptr<DeviceMesh> hybrid_mesh_;           // hybrid sharding only: replicate x shard
   std::unique_ptr<StabilityGuard> guard_;
   std::unique_ptr<LossScaler> scaler_;  // fp16 only
   std::unique_ptr<CheckpointManager> checkpoints_;
@@ -240,23 +245,48 @@ void Trainer::build_model() {
   precision.round_gradients = c_.grad_accum_16bit;
   model_->set_precision(precision);
   if (c_.precision == at::kHalf) scaler_ = std::make_unique<LossScaler>(c_.loss_scaler);
-  // Stage 2 keeps no whole gradient: autograd's per-parameter gradients go into reduce-scatter buckets.
+  // Stages 2 and 3 keep no whole gradient: autograd's per-parameter gradients go into reduce-scatter buckets.
   flat_ = std::make_unique<FlatParameters>(named, c_.zero_stage < 2);
   DataParallelOptions ddp_options;
-  ddp_options.bucket_bytes = c_.reduce_bucket_elements * flat_->data().element_size();
+  ddp_options.bucket_bytes = c_.reduce_bucket_elements * flat_->options().dtype().itemsize();
   if (c_.grad_accum_16bit) ddp_options.wire_dtype = c_.precision;
-  if (c_.zero_stage >= 2) grad_sync_ = std::make_unique<ReduceScatterGrads>(*flat_, world_->world_group(), ddp_options);
-  else grad_sync_ = std::make_unique<DataParallel>(*flat_, world_->world_group(), ddp_options);
+  // Hybrid sharding shards within a group of ranks (a node) and replicates across the groups.
+  auto group = world_->world_group();
+  if (c_.shard_group_size != 0) {
+    const int size = c_.shard_group_size == TrainConfig::kShardGroupPerNode ? world_->env().local_world_size : c_.shard_group_size;
+    if (size < 1 || c_.dp % size != 0)
+      throw ConfigError("parallel.fsdp.shard_group_size: a node's " + std::to_string(size) + " rank(s) do not divide the " +
+                        std::to_string(c_.dp) + " data-parallel ranks; give the size");
+    hybrid_mesh_ = std::make_unique<DeviceMesh>(*world_, std::vector<std::pair<std::string, int>>{{"replicate", c_.dp / size}, {"shard", size}});
+    group = hybrid_mesh_->group("shard");
+  }
+  if (c_.zero_stage == 3) {
+    const auto units = make_unit_buckets(flat_->entries(), c_.model.n_layer);
+    auto reduce_scatter = std::make_unique<ReduceScatterGrads>(*flat_, group, ddp_options, units);
+    if (hybrid_mesh_) reduce_scatter->average_across(hybrid_mesh_->group("replicate"));
+    sharded_ = std::make_unique<FullyShardedParameters>(*flat_, units, c_.model.n_layer, group, c_.reshard_after_forward);
+    reduce_scatter->on_gradients_taken([this](int unit) { sharded_->gradients_taken(unit); });
+    grad_sync_ = std::move(reduce_scatter);
+    model_->set_part_hooks(sharded_.get());
+  } else if (c_.zero_stage == 2) {
+    grad_sync_ = std::make_unique<ReduceScatterGrads>(*flat_, group, ddp_options);
+  } else {
+    grad_sync_ = std::make_unique<DataParallel>(*flat_, group, ddp_options);
+  }
   std::string zero_line;
   if (c_.zero_stage >= 1) {
-    BucketShards shards(grad_sync_->buckets(), c_.dp, world_->rank());
-    zero_line = "ZeRO stage " + std::to_string(c_.zero_stage) + ": optimizer state" + (c_.zero_stage >= 2 ? " and gradients" : "") +
-                " sharded over " + std::to_string(c_.dp) + " rank(s), this rank owns " + std::to_string(shards.owned_numel()) +
-                " of " + std::to_string(shards.numel()) + " parameters";
-    auto inner = make_flat_optimizer(c_.optimizer, at::empty({shards.shard_numel()}, flat_->data().options()));
-    optimizer_ = std::make_unique<ZeroOptimizer>(std::move(inner), std::move(shards),
-                                                 c_.zero_stage >= 2 ? ZeroOptimizer::Gradients::Shard : ZeroOptimizer::Gradients::Whole,
-                                                 world_->world_group());
+    BucketShards shards = sharded_ ? sharded_->shards() : BucketShards(grad_sync_->buckets(), group->size(), group->rank());
+    const std::string what = c_.zero_stage == 3 ? "parameters, gradients and optimizer state"
+                             : c_.zero_stage == 2 ? "optimizer state and gradients" : "optimizer state";
+    zero_line = "ZeRO stage " + std::to_string(c_.zero_stage) + ": " + what + " sharded over " + std::to_string(group->size()) +
+                " rank(s)" + (hybrid_mesh_ ? " and replicated over " + std::to_string(hybrid_mesh_->size("replicate")) + " such groups (hybrid)" : "") +
+                ", this rank owns " + std::to_string(shards.owned_numel()) + " of " + std::to_string(shards.numel()) +
+                " parameters";
+    if (sharded_)
+      zero_line += "; " + std::to_string(grad_sync_->buckets().size()) + " units gathered one at a time with the next prefetched, " +
+                   (c_.reshard_after_forward ? "blocks freed between forward and backward" : "kept whole from forward to backward");
+    auto inner = make_flat_optimizer(c_.optimizer, at::empty({shards.shard_numel()}, flat_->options()));
+    optimizer_ = std::make_unique<ZeroOptimizer>(std::move(inner), std::move(shards), c_.zero_stage, group);
   } else {
     optimizer_ = make_flat_optimizer(c_.optimizer, flat_->data());
   }
@@ -276,7 +306,7 @@ void Trainer::build_model() {
                                         std::to_string(frozen_.size()) + " tensors, not communicated"));
   if (!zero_line.empty()) setup_lines_.push_back(zero_line);
   const auto mib = [](int64_t bytes) { return fixed(double(bytes) / (1 << 20), 1); };
-  const int64_t param_bytes = flat_->data().nbytes(), grad_bytes = grad_sync_->grads().nbytes(),
+  const int64_t param_bytes = sharded_ ? sharded_->shard().nbytes() : flat_->data().nbytes(), grad_bytes = grad_sync_->grads().nbytes(),
                 optimizer_bytes = optimizer_->resident_bytes();
   setup_lines_.push_back("model states on this rank: parameters " + mib(param_bytes) + " MiB, gradients " + mib(grad_bytes) +
                          " MiB, optimizer " + mib(optimizer_bytes) + " MiB (" + mib(param_bytes + grad_bytes + optimizer_bytes) +
@@ -350,7 +380,12 @@ void Trainer::resume_or_start() {
                    ? "; it was saved by a " + progress_.precision + " run, and its fp32 weights continue in " + precision_name(c_.precision)
                    : ""));
   }
-  grad_sync_->broadcast_parameters(frozen_);
+  // Every rank starts from rank 0's parameters.
+  std::vector<at::Tensor> parameters = frozen_;
+  if (sharded_) parameters.insert(parameters.end(), sharded_->unit_buffers().begin(), sharded_->unit_buffers().end());
+  else parameters.push_back(flat_->data());
+  broadcast(*world_->world_group(), parameters, 0, "broadcast parameters");
+  if (sharded_) sharded_->reshard();
 }
 
 std::optional<double> Trainer::evaluate() {
@@ -375,6 +410,7 @@ std::optional<double> Trainer::evaluate() {
 
 void Trainer::train_step(int64_t step) {
   const auto t0 = Clock::now();
+  if (sharded_ && c_.wall_clock_breakdown) sharded_->start_trace();
   model_->refresh_working_copy();
   grad_sync_->zero_grad();
   StepOutcome out;
@@ -384,7 +420,7 @@ void Trainer::train_step(int64_t step) {
   const auto device = world_->device();
   for (int64_t k = 0; k < c_.accumulation; ++k) {
     const bool sync = k + 1 == c_.accumulation || grad_sync_->reduces_every_micro_batch();
-    grad_sync_->set_sync(sync);
+    grad_sync_->set_sync(sync, k + 1 == c_.accumulation);
     if (sync) grad_sync_->begin_backward();
     auto [x, y] = stream_->next();
     auto loss = model_->loss(x.to(device), y.to(device));
@@ -418,7 +454,8 @@ void Trainer::train_step(int64_t step) {
   if (!out.reason.empty()) last_unhealthy_reason_ = "step " + std::to_string(step + 1) + ": " + out.reason;
   if (out.verdict == StepVerdict::Apply && !out.overflow) {
     clip_grads(grads, out.grad_norm, c_.gradient_clipping);
-    optimizer_->step(flat_->data(), grads, flat_->decay_mask(), out.lr);
+    if (sharded_) optimizer_->step(sharded_->shard(), grads, sharded_->shard_decay_mask(), out.lr);
+    else optimizer_->step(flat_->data(), grads, flat_->decay_mask(), out.lr);
   } else {
     ++progress_.skipped_steps;
   }
@@ -467,6 +504,10 @@ void Trainer::report_step(int64_t step, const StepOutcome& out) {
       m["last_grad_ms"] = overlap.last_grad_s * 1e3;
       m["backward_end_ms"] = overlap.backward_end_s * 1e3;
       m["grad_sync_wait_ms"] = overlap.wait_s * 1e3;
+      if (sharded_) {
+        m["unit_trace"] = nlohmann::json::array();
+        for (const auto& e : sharded_->trace()) m["unit_trace"].push_back({e.what, e.index, e.ms});
+      }
     }
     metrics_->write(m);
   }
@@ -486,16 +527,24 @@ void Trainer::save(int64_t step) {
   const auto t0 = Clock::now();
   // every_hours must trigger on every rank at once: rank 0's clock decides.
   const CheckpointHealth health{guard_->last_step_healthy(), guard_->last_step_healthy() ? "" : last_unhealthy_reason_};
+  if (sharded_) sharded_->gather_all();
   const std::string dir = checkpoints_->save(step, seconds_since(start_) / 3600.0, health, [&](const std::string& tmp) {
     progress_.precision = precision_name(c_.precision);
     progress_.loss_scaler = scaler_ ? scaler_->state() : nlohmann::json();
     save_training_state(tmp, world_->rank(), model_, optimizer_->state(), progress_, c_.json);
   });
+  if (sharded_) sharded_->release_all();
   log_.info("checkpoint: " + dir + " (" + fixed(seconds_since(t0), 2) + " s)" + (health.healthy ? "" : ", marked unhealthy"));
 }
 
-// Every rank holds the same replicated parameters, so every rank reaches the same answer.
-bool Trainer::parameters_finite() const { return flat_->data().isfinite().all().item<bool>(); }
+// Every rank reaches the same answer: the replicated parameters are the same on every rank, and
+// shards are agreed on.
+bool Trainer::parameters_finite() {
+  if (!sharded_) return flat_->data().isfinite().all().item<bool>();
+  auto finite = at::scalar_tensor(sharded_->shard().isfinite().all().item<bool>() ? 1.0 : 0.0, at::kDouble).reshape({1}).to(world_->device());
+  all_reduce(*world_->world_group(), finite, ReduceOp::Min, "parameters finite");
+  return finite.item<double>() == 1.0;
+}
 
 // After divergence: with train.on_divergence=rollback (and rollbacks left), reloads the newest
 // healthy checkpoint, lowers the learning rate and returns true; otherwise says where the last good
@@ -504,6 +553,7 @@ bool Trainer::recover_from_divergence(int64_t step, const std::string& why) {
   log_.warn("training diverged at step " + std::to_string(step) + ": " + why);
   if (c_.on_divergence == "rollback" && progress_.rollbacks < c_.max_rollbacks) {
     const TrainerProgress before = progress_;
+    if (sharded_) sharded_->gather_all();  // a checkpoint loads into whole parameters
     const std::string dir = agree("trainer/rollback/" + std::to_string(before.rollbacks), [&] {
       std::vector<std::string> warnings;
       const auto found =
@@ -511,8 +561,9 @@ bool Trainer::recover_from_divergence(int64_t step, const std::string& why) {
       for (const auto& w : warnings) log_.warn(w);
       return found ? found->dir : "";
     });
+    if (!dir.empty()) load_checkpoint(dir);
+    if (sharded_) sharded_->reshard();
     if (!dir.empty()) {
-      load_checkpoint(dir);
       progress_.lr_scale = before.lr_scale * c_.rollback_lr_factor;
       progress_.rollbacks = before.rollbacks + 1;
       guard_->restart();

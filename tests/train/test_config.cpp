@@ -91,7 +91,7 @@ TEST(TrainConfig, MixedPrecisionMistakesAreRefusedByName) {
 
 TEST(TrainConfig, AcceptedButUnimplementedKeysAreRefusedByName) {
   for (const auto& [user, key] : std::vector<std::pair<json, std::string>>{
-           {{{"zero_optimization", {{"stage", 3}}}}, "zero_optimization.stage"},
+           {{{"zero_optimization", {{"stage", 3}}}, {"bf16", {{"enabled", true}}}}, "ZeRO stage 3 with bf16"},
            {{{"activation_checkpointing", {{"cpu_checkpointing", true}}}}, "activation_checkpointing.cpu_checkpointing"},
            {{{"parallel", {{"tp", 2}}}}, "parallel.tp"},
            {{{"zero_optimization", {{"offload_optimizer", {{"device", "cpu"}}}}}}, "zero_optimization.offload_optimizer"},
@@ -102,6 +102,36 @@ TEST(TrainConfig, AcceptedButUnimplementedKeysAreRefusedByName) {
   }
   // Their defaults are fine: a DeepSpeed config that spells them out still loads.
   EXPECT_NO_THROW(resolve({{"zero_optimization", {{"stage", 0}, {"overlap_comm", true}}}, {"bf16", {{"enabled", false}}}}));
+}
+
+TEST(TrainConfig, FsdpShardingStrategiesAreZeroStages) {
+  auto fsdp = [](json keys) { return json{{"parallel", {{"fsdp", keys}}}}; };
+  EXPECT_EQ(resolve(fsdp({{"sharding_strategy", "full_shard"}})).zero_stage, 3);
+  EXPECT_TRUE(resolve(fsdp({{"sharding_strategy", "full_shard"}})).reshard_after_forward);
+  const auto grad_op = resolve(fsdp({{"sharding_strategy", "shard_grad_op"}}));
+  EXPECT_EQ(grad_op.zero_stage, 3);
+  EXPECT_FALSE(grad_op.reshard_after_forward);
+  EXPECT_FALSE(resolve(fsdp({{"sharding_strategy", "full_shard"}, {"reshard_after_forward", false}})).reshard_after_forward);
+  EXPECT_EQ(resolve(fsdp({{"sharding_strategy", "no_shard"}})).zero_stage, 0);
+  EXPECT_EQ(resolve(fsdp({{"sharding_strategy", "full_shard"}})).shard_group_size, 0);
+  const auto hybrid = resolve(fsdp({{"sharding_strategy", "hybrid_shard"}}));
+  EXPECT_EQ(hybrid.zero_stage, 3);
+  EXPECT_EQ(hybrid.shard_group_size, TrainConfig::kShardGroupPerNode);
+  EXPECT_EQ(resolve(fsdp({{"sharding_strategy", "hybrid_shard"}, {"shard_group_size", 2}}), 4).shard_group_size, 2);
+  EXPECT_EQ(error_of(fsdp({{"sharding_strategy", "hybrid_shard"}, {"shard_group_size", 3}}), 4),
+            "cfg.json: 'parallel.fsdp.shard_group_size' is 3, which does not divide the 4 data-parallel ranks");
+  EXPECT_NE(error_of(fsdp({{"shard_group_size", 2}})).find("applies to parallel.fsdp.sharding_strategy hybrid_shard"), std::string::npos);
+  auto both = fsdp({{"sharding_strategy", "full_shard"}});
+  both["zero_optimization"] = {{"stage", 3}};
+  EXPECT_EQ(resolve(both).zero_stage, 3);
+  both["zero_optimization"] = {{"stage", 1}};
+  EXPECT_EQ(error_of(both), "cfg.json: 'parallel.fsdp.sharding_strategy' full_shard shards as ZeRO stage 3 does, but "
+                            "'zero_optimization.stage' is 1; set one of them");
+  EXPECT_NE(error_of(fsdp({{"sharding_strategy", "everything"}})).find("must be \"full_shard\""), std::string::npos);
+  EXPECT_NE(error_of(fsdp({{"reshard_after_forward", true}})).find("'parallel.fsdp.reshard_after_forward' applies to sharded parameters"),
+            std::string::npos);
+  EXPECT_NE(error_of(fsdp({{"sharding_strategy", "shard_grad_op"}, {"reshard_after_forward", true}})).find("contradicts"),
+            std::string::npos);
 }
 
 TEST(TrainConfig, ModelPresetsAndOverridesResolve) {

@@ -7,9 +7,10 @@
 namespace dtrain {
 
 BucketedGradSync::BucketedGradSync(FlatParameters& params, std::shared_ptr<Group> group, int64_t bucket_bytes)
-    : params_(params),
-      group_(std::move(group)),
-      buckets_(make_grad_buckets(params_.entries(), params_.data().element_size(), bucket_bytes)) {
+    : BucketedGradSync(params, std::move(group), make_grad_buckets(params.entries(), params.options().dtype().itemsize(), bucket_bytes)) {}
+
+BucketedGradSync::BucketedGradSync(FlatParameters& params, std::shared_ptr<Group> group, std::vector<GradBucket> buckets)
+    : params_(params), group_(std::move(group)), buckets_(std::move(buckets)) {
   const auto& entries = params_.entries();
   bucket_of_entry_.resize(entries.size());
   for (int b = 0; b < int(buckets_.size()); ++b)
@@ -27,16 +28,6 @@ BucketedGradSync::BucketedGradSync(FlatParameters& params, std::shared_ptr<Group
 }
 
 BucketedGradSync::~BucketedGradSync() = default;
-
-void BucketedGradSync::broadcast_parameters(const std::vector<at::Tensor>& others) {
-  at::NoGradGuard no_grad;
-  broadcast(*group_, params_.data(), 0, "ddp:broadcast_parameters");
-  for (auto t : others) {
-    at::Tensor contiguous = t.contiguous();
-    broadcast(*group_, contiguous, 0, "ddp:broadcast_parameters");
-    if (!contiguous.is_same(t)) t.copy_(contiguous);
-  }
-}
 
 void BucketedGradSync::begin_backward() {
   next_bucket_ = 0;

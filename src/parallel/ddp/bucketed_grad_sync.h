@@ -1,6 +1,5 @@
-// What data parallelism and ZeRO's gradient sharding share: parameters start equal (broadcast from
-// rank 0), and a hook on each parameter's gradient accumulator counts gradients into their bucket;
-// once a bucket is complete (and every bucket before it, so all ranks launch in the same order) its
+// What data parallelism and ZeRO's gradient sharding share: a hook on each parameter's gradient
+// accumulator counts gradients into their bucket; once a bucket is complete (and every bucket before it, so all ranks launch in the same order) its
 // reduction starts asynchronously while backward goes on. finish_gradient_sync() launches what
 // backward left incomplete and waits for the rest. Subclasses say what reducing a bucket means:
 // an all-reduce of the flat gradient (DataParallel) or a reduce-scatter into this rank's shard
@@ -23,17 +22,20 @@ class BucketedGradSync {
  public:
   // Buckets of about `bucket_bytes` (make_grad_buckets).
   BucketedGradSync(FlatParameters& params, std::shared_ptr<Group> group, int64_t bucket_bytes);
+  // These buckets: consecutive runs of params.entries() that cover them all.
+  BucketedGradSync(FlatParameters& params, std::shared_ptr<Group> group, std::vector<GradBucket> buckets);
   virtual ~BucketedGradSync();
   BucketedGradSync(const BucketedGradSync&) = delete;
   BucketedGradSync& operator=(const BucketedGradSync&) = delete;
 
-  // Makes every rank's parameters rank 0's: the flat buffer and `others` (e.g. frozen parameters).
-  void broadcast_parameters(const std::vector<at::Tensor>& others);
-
   // True when every micro-batch's backward must be reduced: nothing whole is kept to accumulate in.
   virtual bool reduces_every_micro_batch() const = 0;
-  // Whether the next backward reduces gradients (true) or only accumulates them (no_sync).
-  void set_sync(bool sync) { sync_ = sync; }
+  // Whether the next backward reduces gradients (true) or only accumulates them (no_sync), and
+  // whether it is the optimizer step's last.
+  void set_sync(bool sync, bool ends_step = true) {
+    sync_ = sync;
+    ends_step_ = ends_step;
+  }
   // Call before a synchronising backward: starts its trace.
   void begin_backward();
   // Call after a synchronising backward: launches buckets backward did not complete (unused
@@ -63,6 +65,7 @@ class BucketedGradSync {
   FlatParameters& params_;
   std::shared_ptr<Group> group_;
   std::vector<GradBucket> buckets_;
+  bool ends_step_ = true;
 
  private:
   void on_grad_ready(int entry);

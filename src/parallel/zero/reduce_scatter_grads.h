@@ -10,6 +10,7 @@
 // the micro-batches in the gradients' own type; data_types.grad_accum_dtype only sets the type on
 // the wire.
 #pragma once
+#include <functional>
 #include <optional>
 
 #include "parallel/ddp/bucketed_grad_sync.h"
@@ -20,8 +21,14 @@ namespace dtrain {
 
 class ReduceScatterGrads : public BucketedGradSync {
  public:
-  // `params` built without a gradient buffer.
-  ReduceScatterGrads(FlatParameters& params, std::shared_ptr<Group> group, DataParallelOptions options);
+  // `params` built without a gradient buffer; buckets of options.bucket_bytes, or `units` (ZeRO-3's).
+  ReduceScatterGrads(FlatParameters& params, std::shared_ptr<Group> group, DataParallelOptions options,
+                     std::vector<GradBucket> units = {});
+  // Hybrid sharding: `group` is one shard group, and these ranks, holding the same shard in the
+  // other groups, average it once the step's last backward is reduced.
+  void average_across(std::shared_ptr<Group> replicas) { replicas_ = std::move(replicas); }
+  // Called with a bucket's index once its gradients are in the send buffer (ZeRO-3 frees the unit).
+  void on_gradients_taken(std::function<void(int)> callback) { gradients_taken_ = std::move(callback); }
 
   bool reduces_every_micro_batch() const override { return true; }
   void zero_grad() override;
@@ -31,7 +38,7 @@ class ReduceScatterGrads : public BucketedGradSync {
  private:
   CommHandle reduce(int bucket) override;
   void reduced(int bucket) override;
-  void every_bucket_reduced() override { accumulate_ = true; }
+  void every_bucket_reduced() override;
 
   BucketShards shards_;
   std::optional<at::ScalarType> wire_dtype_;
@@ -40,6 +47,8 @@ class ReduceScatterGrads : public BucketedGradSync {
   // it cannot land in shard_grad_ directly (a later micro-batch, or a 16-bit wire type).
   std::vector<at::Tensor> send_, received_;
   bool accumulate_ = false;  // shard_grad_ holds an earlier micro-batch of this step
+  std::function<void(int)> gradients_taken_;
+  std::shared_ptr<Group> replicas_;
 };
 
 }  // namespace dtrain

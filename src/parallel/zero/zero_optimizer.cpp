@@ -4,9 +4,9 @@
 
 namespace dtrain {
 
-ZeroOptimizer::ZeroOptimizer(std::unique_ptr<ElementwiseOptimizer> inner, BucketShards shards, Gradients gradients,
+ZeroOptimizer::ZeroOptimizer(std::unique_ptr<ElementwiseOptimizer> inner, BucketShards shards, int stage,
                              std::shared_ptr<Group> group)
-    : inner_(std::move(inner)), shards_(std::move(shards)), gradients_(gradients), group_(std::move(group)) {}
+    : inner_(std::move(inner)), shards_(std::move(shards)), stage_(stage), group_(std::move(group)) {}
 
 template <typename PieceOf>
 void ZeroOptimizer::gather_into(PieceOf piece_of, at::Tensor& whole, const std::string& label) const {
@@ -21,9 +21,13 @@ void ZeroOptimizer::gather_into(PieceOf piece_of, at::Tensor& whole, const std::
 
 void ZeroOptimizer::step(at::Tensor& params, const at::Tensor& grads, const at::Tensor& decay_mask, double lr) {
   at::NoGradGuard no_grad;
+  if (stage_ == 3) {
+    inner_->step(params, grads, decay_mask, lr);
+    return;
+  }
   std::vector<StatePiece> mine;
   for (const auto& p : shards_.pieces()) {
-    const int64_t g = gradients_ == Gradients::Whole ? p.begin : p.shard_offset;
+    const int64_t g = stage_ == 1 ? p.begin : p.shard_offset;
     mine.push_back({params.narrow(0, p.begin, p.local), grads.narrow(0, g, p.local), decay_mask.narrow(0, p.begin, p.local),
                     p.shard_offset});
   }

@@ -1,9 +1,11 @@
-// The sharded optimizer of ZeRO stages 1 and 2: each rank of the data-parallel group keeps the
-// optimizer state of its shard alone (BucketShards: 1/dp of every gradient bucket) and updates only
-// those parameters; one all-gather per bucket then gives every rank the whole updated buffer.
+// The sharded optimizer of ZeRO: each rank of the data-parallel group keeps the optimizer state of
+// its shard alone (BucketShards: 1/dp of every gradient bucket) and updates only those parameters.
 // Adam's two moments shrink from 8 bytes per parameter on every rank to 8/dp (docs/training.md,
-// "ZeRO"). At stage 1 step() receives the whole all-reduced gradient and reads its pieces of it; at
-// stage 2 it receives this rank's gradient shard, which ReduceScatterGrads filled.
+// "ZeRO"). At stage 1 step() receives the whole parameters and the whole all-reduced gradient and
+// reads its pieces of them; at stage 2 the gradient is this rank's shard, which ReduceScatterGrads
+// filled. At both, one all-gather per bucket then gives every rank the whole updated buffer. At stage
+// 3 the parameters, gradients and decay mask are all this rank's shard, updated in one pass and not
+// gathered: FullyShardedParameters gathers each unit when the next forward needs it.
 //
 // Checkpoints stay whole: state() gathers the shards (a collective every rank must call) and
 // load_state() takes whole tensors and keeps this rank's pieces, so a checkpoint written under any
@@ -19,11 +21,9 @@ namespace dtrain {
 
 class ZeroOptimizer : public FlatOptimizer {
  public:
-  enum class Gradients { Whole, Shard };  // what step() receives
   // `inner` has state for a buffer of shards.shard_numel() elements: make_flat_optimizer with a
-  // shard-sized `like`.
-  ZeroOptimizer(std::unique_ptr<ElementwiseOptimizer> inner, BucketShards shards, Gradients gradients,
-                std::shared_ptr<Group> group);
+  // shard-sized `like`. `stage` (1, 2 or 3) says what step() receives, as above.
+  ZeroOptimizer(std::unique_ptr<ElementwiseOptimizer> inner, BucketShards shards, int stage, std::shared_ptr<Group> group);
   void step(at::Tensor& params, const at::Tensor& grads, const at::Tensor& decay_mask, double lr) override;
   // Whole tensors, gathered from every rank: a collective.
   std::map<std::string, at::Tensor> state() const override;
@@ -41,7 +41,7 @@ class ZeroOptimizer : public FlatOptimizer {
 
   std::unique_ptr<ElementwiseOptimizer> inner_;
   BucketShards shards_;
-  Gradients gradients_;
+  int stage_;
   std::shared_ptr<Group> group_;
 };
 

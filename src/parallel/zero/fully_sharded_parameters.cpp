@@ -1,0 +1,147 @@
+#include "parallel/zero/fully_sharded_parameters.h"
+
+#include <ATen/core/grad_mode.h>
+
+#include <chrono>
+
+#include "parallel/zero/parameter_units.h"
+
+namespace dtrain {
+
+namespace {
+
+// A tensor's storage emptied or refilled in place, through the allocator of its device: every view
+// of it, and every tensor autograd saved from one, shares the storage object.
+void empty_storage(const at::Tensor& t) {
+  c10::StorageImpl* s = t.storage().unsafeGetStorageImpl();
+  s->set_data_ptr_noswap(s->allocator()->allocate(0));
+  s->set_nbytes(0);
+}
+
+void fill_storage(const at::Tensor& t) {
+  c10::StorageImpl* s = t.storage().unsafeGetStorageImpl();
+  s->set_data_ptr_noswap(s->allocator()->allocate(t.nbytes()));
+  s->set_nbytes(t.nbytes());
+}
+
+double now_ms() {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+}  // namespace
+
+FullyShardedParameters::FullyShardedParameters(FlatParameters& params, std::vector<GradBucket> units, int n_layer,
+                                               std::shared_ptr<Group> group, bool reshard_after_forward)
+    : group_(std::move(group)),
+      units_(std::move(units)),
+      shards_(units_, group_->size(), group_->rank()),
+      n_layer_(n_layer),
+      reshard_after_forward_(reshard_after_forward) {
+  const auto& options = params.options();
+  shard_ = at::zeros({shards_.shard_numel()}, options);
+  shard_decay_mask_ = at::zeros({shards_.shard_numel()}, options);
+  units_of_part_.resize(size_t(n_layer_ + 2));
+  at::NoGradGuard no_grad;
+  for (int u = 0; u < int(units_.size()); ++u) {
+    const GradBucket& b = units_[u];
+    const ShardPiece& p = shards_.pieces()[u];
+    whole_.push_back(at::zeros({p.padded_numel}, options));
+    for (int i = b.first_entry; i < b.first_entry + b.entries; ++i) {
+      const FlatEntry& e = params.entries()[i];
+      at::Tensor slot = whole_[u].narrow(0, e.offset - b.offset, e.numel);
+      slot.copy_(params.data().narrow(0, e.offset, e.numel));
+      e.param.set_data(slot.view(e.param.sizes()));
+    }
+    shard_decay_mask_.narrow(0, p.shard_offset, p.local).copy_(params.decay_mask().narrow(0, p.begin, p.local));
+    part_of_unit_.push_back(forward_part_of(params.entries()[b.first_entry].name, n_layer_));
+    units_of_part_[size_t(part_of_unit_.back())].push_back(u);
+  }
+  state_.assign(units_.size(), State::Whole);
+  gathering_.resize(units_.size());
+  params.release_data();
+}
+
+void FullyShardedParameters::note(const char* what, int part) { trace_.push_back({what, part, now_ms() - trace_start_}); }
+
+void FullyShardedParameters::start_trace() {
+  trace_.clear();
+  trace_start_ = now_ms();
+}
+
+void FullyShardedParameters::gather(int unit) {
+  if (state_[unit] != State::Free) return;
+  note("gather", part_of_unit_[unit]);
+  const ShardPiece& p = shards_.pieces()[unit];
+  fill_storage(whole_[unit]);
+  gathering_[unit] = all_gather_async(*group_, shard_.narrow(0, p.shard_offset, p.piece), whole_[unit],
+                                      "zero-3:all-gather unit " + std::to_string(unit));
+  state_[unit] = State::Gathering;
+}
+
+void FullyShardedParameters::wait(int unit) {
+  gather(unit);
+  if (state_[unit] != State::Gathering) return;
+  gathering_[unit].wait();
+  gathering_[unit] = CommHandle();
+  state_[unit] = State::Whole;
+  note("gathered", part_of_unit_[unit]);
+}
+
+void FullyShardedParameters::release(int unit) {
+  if (state_[unit] == State::Free) return;
+  wait(unit);  // a collective in flight writes into the storage
+  empty_storage(whole_[unit]);
+  state_[unit] = State::Free;
+  note("free", part_of_unit_[unit]);
+}
+
+void FullyShardedParameters::gather_all() {
+  for (int u = 0; u < int(units_.size()); ++u) gather(u);
+  for (int u = 0; u < int(units_.size()); ++u) wait(u);
+}
+
+void FullyShardedParameters::reshard() {
+  at::NoGradGuard no_grad;
+  for (int u = 0; u < int(units_.size()); ++u) {
+    TORCH_CHECK(state_[u] == State::Whole, "FullyShardedParameters::reshard: unit ", u, " is not whole");
+    const ShardPiece& p = shards_.pieces()[u];
+    shard_.narrow(0, p.shard_offset, p.local).copy_(whole_[u].narrow(0, p.begin - p.bucket_offset, p.local));
+    release(u);
+  }
+}
+
+void FullyShardedParameters::release_all() {
+  for (int u = 0; u < int(units_.size()); ++u) release(u);
+}
+
+void FullyShardedParameters::before_part(int part) {
+  note("begin", part);
+  for (int u : units_of_part_[size_t(part)]) wait(u);
+  if (part + 1 < int(units_of_part_.size()))
+    for (int u : units_of_part_[size_t(part + 1)]) gather(u);
+}
+
+void FullyShardedParameters::after_part(int part, const at::Tensor& output) {
+  note("end", part);
+  const bool backward_follows = at::GradMode::is_enabled() && output.requires_grad();
+  if (!backward_follows) {
+    // Nothing will need the part again: a block goes now, the rest once the pass is over.
+    if (is_block(part)) {
+      for (int u : units_of_part_[size_t(part)]) release(u);
+    } else if (part == n_layer_ + 1) {
+      release_all();
+    }
+    return;
+  }
+  if (!reshard_after_forward_ || !is_block(part)) return;
+  if (part < n_layer_)  // the last block's backward comes first: freeing it would only gather it again
+    for (int u : units_of_part_[size_t(part)]) release(u);
+  output.register_hook([this, part](const at::Tensor&) {
+    note("backward", part);
+    for (int u : units_of_part_[size_t(part)]) wait(u);
+    if (is_block(part - 1))
+      for (int u : units_of_part_[size_t(part - 1)]) gather(u);
+  });
+}
+
+}  // namespace dtrain

@@ -1,0 +1,88 @@
+// ZeRO stage 3 / FSDP's parameters: between uses each rank keeps only its shard of every unit
+// (parameter_units.h; BucketShards gives it 1/dp of each unit, padded), and a unit is made whole by
+// one all-gather just before its part of the forward pass runs, and freed after. The next part's
+// all-gather is launched before this part computes (prefetch), so it overlaps compute. With
+// reshard_after_forward a block's unit is freed as soon as its forward ends and gathered again when
+// its backward begins (a hook on the block's output gradient), prefetching the block before it; the
+// last block, whose backward comes first, and the embedding and head units, used at both ends of the
+// pass, stay whole until their backward. Without
+// it (FSDP's SHARD_GRAD_OP) every unit stays whole from its forward to its backward. A unit is freed
+// for good once ReduceScatterGrads has taken its gradients.
+//
+// The module's parameters stay the tensors autograd knows; each is a view into its unit's buffer,
+// whose storage is allocated on gather and emptied on free (what autograd saved for backward sees
+// the storage refilled by the next gather).
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "comm/collectives.h"
+#include "model/forward_part_hooks.h"
+#include "optim/flat_parameters.h"
+#include "parallel/zero/bucket_shards.h"
+
+namespace dtrain {
+
+class FullyShardedParameters : public ForwardPartHooks {
+ public:
+  // `params`: freshly built, without a gradient buffer; `units`: make_unit_buckets(params.entries()).
+  // The parameters move into whole unit buffers (params.data() is released) and stay whole until
+  // reshard(), so a checkpoint can be loaded into them and rank 0's broadcast.
+  FullyShardedParameters(FlatParameters& params, std::vector<GradBucket> units, int n_layer, std::shared_ptr<Group> group,
+                         bool reshard_after_forward);
+
+  const BucketShards& shards() const { return shards_; }
+  at::Tensor& shard() { return shard_; }  // this rank's pieces of every unit end to end; the padding stays zero
+  const at::Tensor& shard_decay_mask() const { return shard_decay_mask_; }
+  // The unit buffers, for a broadcast while they are whole.
+  const std::vector<at::Tensor>& unit_buffers() const { return whole_; }
+
+  // Every unit whole, in order (a collective).
+  void gather_all();
+  // Takes this rank's pieces from the whole units (a load or a broadcast may have changed them) and frees them.
+  void reshard();
+  // Frees every unit without reading it.
+  void release_all();
+
+  void before_part(int part) override;
+  void after_part(int part, const at::Tensor& output) override;
+  // ReduceScatterGrads has taken `unit`'s gradients: its backward is over.
+  void gradients_taken(int unit) { release(unit); }
+
+  // What the passes since start_trace() did, in order: "begin"/"end" of a part's forward, "backward"
+  // when its backward begins, "gather" (launched), "gathered" (waited for) and "free" of its
+  // parameters, each with the part's index and ms since start_trace(). For wall_clock_breakdown and
+  // the prefetch test.
+  struct Event {
+    std::string what;
+    int index;
+    double ms;
+  };
+  void start_trace();
+  const std::vector<Event>& trace() const { return trace_; }
+
+ private:
+  enum class State { Free, Gathering, Whole };
+  void gather(int unit);  // launches the all-gather (nothing if the unit is not free)
+  void wait(int unit);    // gathers if needed and waits until whole
+  void release(int unit);
+  void note(const char* what, int part);
+  bool is_block(int part) const { return part >= 1 && part <= n_layer_; }
+
+  std::shared_ptr<Group> group_;
+  std::vector<GradBucket> units_;
+  BucketShards shards_;
+  int n_layer_;
+  bool reshard_after_forward_;
+  at::Tensor shard_, shard_decay_mask_;
+  std::vector<at::Tensor> whole_;  // per unit: its padded buffer, storage empty while free
+  std::vector<State> state_;
+  std::vector<CommHandle> gathering_;
+  std::vector<std::vector<int>> units_of_part_;
+  std::vector<int> part_of_unit_;
+  std::vector<Event> trace_;
+  double trace_start_ = 0;
+};
+
+}  // namespace dtrain
