@@ -6,7 +6,7 @@
 
 namespace dtrain {
 
-FlatParameters::FlatParameters(const std::vector<std::pair<std::string, at::Tensor>>& named, bool grad_buffer) {
+FlatParameters::FlatParameters(const std::vector<std::pair<std::string, at::Tensor>>& named, Buffers buffers) {
   int64_t total = 0;
   for (auto it = named.rbegin(); it != named.rend(); ++it) {
     const at::Tensor& p = it->second;
@@ -18,24 +18,22 @@ FlatParameters::FlatParameters(const std::vector<std::pair<std::string, at::Tens
   const auto options = entries_.front().param.options();
   numel_ = total;
   options_ = options;
+  for (const auto& e : entries_)
+    TORCH_CHECK(e.param.options().dtype() == options.dtype() && e.param.device() == options.device(),
+                "parameter ", e.name, " differs in dtype or device from the others");
+  if (buffers == Buffers::None) return;
+  const bool grad_buffer = buffers == Buffers::ParametersAndGradients;
   data_ = at::empty({total}, options);
   if (grad_buffer) grad_ = at::zeros({total}, options);
   decay_mask_ = at::zeros({total}, options);
   at::NoGradGuard no_grad;
   for (auto& e : entries_) {
-    TORCH_CHECK(e.param.options().dtype() == options.dtype() && e.param.device() == options.device(),
-                "parameter ", e.name, " differs in dtype or device from the others");
     auto slot = data_.narrow(0, e.offset, e.numel);
     slot.copy_(e.param.detach().reshape({-1}));
     e.param.set_data(slot.view(e.param.sizes()));
     e.param.mutable_grad() = grad_buffer ? grad_.narrow(0, e.offset, e.numel).view(e.param.sizes()) : at::Tensor();
     if (e.decay) decay_mask_.narrow(0, e.offset, e.numel).fill_(1);
   }
-}
-
-void FlatParameters::release_data() {
-  data_ = at::Tensor();
-  decay_mask_ = at::Tensor();
 }
 
 void FlatParameters::zero_grad() {

@@ -2,8 +2,9 @@
 // Each parameter becomes a view into the flat data, and its .grad a view into the flat gradient,
 // so autograd accumulates straight into the buffer that the optimizer steps in one pass and that
 // data parallelism reduces in buckets. Without the gradient buffer (ZeRO stages 2 and 3, which keep
-// only a shard of the gradient) autograd gives each parameter a gradient of its own. Order is
-// reverse registration: the order backward produces gradients in, so a bucket fills front to back.
+// only a shard of the gradient) autograd gives each parameter a gradient of its own; without either
+// (stage 3, whose parameters live in per-unit buffers) only the layout is made. Order is reverse
+// registration: the order backward produces gradients in, so a bucket fills front to back.
 #pragma once
 #include <ATen/ATen.h>
 
@@ -23,22 +24,21 @@ struct FlatEntry {
 
 class FlatParameters {
  public:
+  enum class Buffers { ParametersAndGradients, Parameters, None };
   // `named` in registration order; parameters with requires_grad false are skipped (frozen).
-  explicit FlatParameters(const std::vector<std::pair<std::string, at::Tensor>>& named, bool grad_buffer = true);
+  explicit FlatParameters(const std::vector<std::pair<std::string, at::Tensor>>& named,
+                          Buffers buffers = Buffers::ParametersAndGradients);
 
-  at::Tensor& data() { return data_; }  // undefined after release_data()
+  at::Tensor& data() { return data_; }  // undefined with Buffers::None
   at::Tensor& grad() { return grad_; }  // undefined without the gradient buffer
   const std::vector<FlatEntry>& entries() const { return entries_; }
   int64_t numel() const { return numel_; }
   const at::TensorOptions& options() const { return options_; }
-  // 1 where weight decay applies, 0 elsewhere; same shape and device as data().
+  // 1 where weight decay applies, 0 elsewhere; same shape and device as data() (undefined with it).
   const at::Tensor& decay_mask() const { return decay_mask_; }
   // Zeroes the flat gradient in place (the views stay attached; .grad is never reset to undefined);
   // without the buffer, resets each parameter's gradient.
   void zero_grad();
-  // For ZeRO stage 3, once the parameters have moved into per-unit buffers and this rank's shard:
-  // the flat buffer and decay mask go (the entries stay).
-  void release_data();
 
  private:
   std::vector<FlatEntry> entries_;

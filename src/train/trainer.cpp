@@ -245,8 +245,11 @@ void Trainer::build_model() {
   precision.round_gradients = c_.grad_accum_16bit;
   model_->set_precision(precision);
   if (c_.precision == at::kHalf) scaler_ = std::make_unique<LossScaler>(c_.loss_scaler);
-  // Stages 2 and 3 keep no whole gradient: autograd's per-parameter gradients go into reduce-scatter buckets.
-  flat_ = std::make_unique<FlatParameters>(named, c_.zero_stage < 2);
+  // Stages 2 and 3 keep no whole gradient: autograd's per-parameter gradients go into reduce-scatter
+  // buckets. Stage 3 keeps no whole parameters either: they move into per-unit buffers.
+  flat_ = std::make_unique<FlatParameters>(named, c_.zero_stage == 3   ? FlatParameters::Buffers::None
+                                                  : c_.zero_stage == 2 ? FlatParameters::Buffers::Parameters
+                                                                       : FlatParameters::Buffers::ParametersAndGradients);
   DataParallelOptions ddp_options;
   ddp_options.bucket_bytes = c_.reduce_bucket_elements * flat_->options().dtype().itemsize();
   if (c_.grad_accum_16bit) ddp_options.wire_dtype = c_.precision;

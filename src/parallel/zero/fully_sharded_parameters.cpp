@@ -2,6 +2,7 @@
 
 #include <ATen/core/grad_mode.h>
 
+#include <algorithm>
 #include <chrono>
 
 #include "parallel/zero/parameter_units.h"
@@ -49,16 +50,17 @@ FullyShardedParameters::FullyShardedParameters(FlatParameters& params, std::vect
     for (int i = b.first_entry; i < b.first_entry + b.entries; ++i) {
       const FlatEntry& e = params.entries()[i];
       at::Tensor slot = whole_[u].narrow(0, e.offset - b.offset, e.numel);
-      slot.copy_(params.data().narrow(0, e.offset, e.numel));
+      slot.copy_(e.param.detach().reshape({-1}));
       e.param.set_data(slot.view(e.param.sizes()));
+      // The part of the entry this rank owns decays or not as the entry does.
+      const int64_t from = std::max(e.offset, p.begin), to = std::min(e.offset + e.numel, p.begin + p.local);
+      if (e.decay && from < to) shard_decay_mask_.narrow(0, p.shard_offset + from - p.begin, to - from).fill_(1);
     }
-    shard_decay_mask_.narrow(0, p.shard_offset, p.local).copy_(params.decay_mask().narrow(0, p.begin, p.local));
     part_of_unit_.push_back(forward_part_of(params.entries()[b.first_entry].name, n_layer_));
     units_of_part_[size_t(part_of_unit_.back())].push_back(u);
   }
   state_.assign(units_.size(), State::Whole);
   gathering_.resize(units_.size());
-  params.release_data();
 }
 
 void FullyShardedParameters::note(const char* what, int part) { trace_.push_back({what, part, now_ms() - trace_start_}); }

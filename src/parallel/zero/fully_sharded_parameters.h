@@ -26,9 +26,9 @@ namespace dtrain {
 
 class FullyShardedParameters : public ForwardPartHooks {
  public:
-  // `params`: freshly built, without a gradient buffer; `units`: make_unit_buckets(params.entries()).
-  // The parameters move into whole unit buffers (params.data() is released) and stay whole until
-  // reshard(), so a checkpoint can be loaded into them and rank 0's broadcast.
+  // `params`: the layout alone (FlatParameters::Buffers::None); `units`: make_unit_buckets(params.entries()).
+  // The parameters move into whole unit buffers and stay whole until reshard(), so a checkpoint can
+  // be loaded into them and rank 0's broadcast.
   FullyShardedParameters(FlatParameters& params, std::vector<GradBucket> units, int n_layer, std::shared_ptr<Group> group,
                          bool reshard_after_forward);
 
