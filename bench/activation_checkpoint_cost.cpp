@@ -106,7 +106,7 @@ int main(int argc, char** argv) {
       loss.backward();
       const double norm = dtrain::global_grad_norm(flat.grad());
       if (config.gradient_clipping > 0) dtrain::clip_grads(flat.grad(), norm, config.gradient_clipping);
-      optimizer->step(flat.data(), flat.grad(), flat.decay_mask(), optimizer->base_lr());
+      optimizer->step(flat.data(), flat.grad(), flat.decay_spans(), optimizer->base_lr());
       if (device.is_cuda()) torch::cuda::synchronize();
       const auto t2 = std::chrono::steady_clock::now();
       if (round >= warmup) {

@@ -31,7 +31,11 @@ void AdamW::step_pieces(const std::vector<StatePiece>& pieces, double lr) {
     at::Tensor params = p.params;
     const int64_t n = params.numel();
     at::Tensor m = exp_avg_.narrow(0, p.state_offset, n), v = exp_avg_sq_.narrow(0, p.state_offset, n);
-    if (options_.weight_decay != 0) params.addcmul_(params, p.decay_mask, -lr * options_.weight_decay);
+    if (options_.weight_decay != 0)
+      for (const Span& s : p.decay) {
+        at::Tensor decayed = params.narrow(0, s.offset, s.numel);
+        decayed.add_(decayed, -lr * options_.weight_decay);
+      }
     m.lerp_(p.grads, 1 - options_.beta1);
     v.mul_(options_.beta2).addcmul_(p.grads, p.grads, 1 - options_.beta2);
     for (int64_t from = 0; from < n; from += denom_.numel()) {

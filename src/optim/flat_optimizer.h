@@ -1,7 +1,7 @@
 // Optimizers that step a whole flat parameter buffer with a handful of vectorised ops instead of
 // a loop of small per-tensor kernels. `optimizer {type, params}` keeps DeepSpeed's meaning:
 // AdamW / Adam (decoupled weight decay, as DeepSpeed's adam_w_mode) and SGD with momentum.
-// Weight decay skips biases and norm weights (FlatParameters::decay_mask).
+// Weight decay applies where FlatParameters::decay_spans() says (not to biases and norm weights).
 #pragma once
 #include <ATen/ATen.h>
 #include <nlohmann/json.hpp>
@@ -19,7 +19,7 @@ class FlatOptimizer {
  public:
   virtual ~FlatOptimizer() = default;
   // One update of `params` from `grads` at learning rate `lr`.
-  virtual void step(at::Tensor& params, const at::Tensor& grads, const at::Tensor& decay_mask, double lr) = 0;
+  virtual void step(at::Tensor& params, const at::Tensor& grads, const Spans& decay, double lr) = 0;
   // The state a checkpoint saves, as named flat tensors (the step count as a 0-d tensor).
   virtual std::map<std::string, at::Tensor> state() const = 0;
   // Tensors of state()'s names, sizes and dtypes, without gathering their values (a sharded
@@ -36,9 +36,11 @@ class FlatOptimizer {
   virtual int64_t resident_bytes() const;
 };
 
-// A range of the parameters, its gradients and decay mask, and where it sits in the optimizer's state.
+// A range of the parameters, its gradients, where in it weight decay applies, and where it sits in
+// the optimizer's state.
 struct StatePiece {
-  at::Tensor params, grads, decay_mask;
+  at::Tensor params, grads;
+  Spans decay;
   int64_t state_offset = 0;
 };
 
@@ -47,8 +49,8 @@ struct StatePiece {
 // scattered pieces a rank owns, one step counted for all of them.
 class ElementwiseOptimizer : public FlatOptimizer {
  public:
-  void step(at::Tensor& params, const at::Tensor& grads, const at::Tensor& decay_mask, double lr) final {
-    step_pieces({{params, grads, decay_mask, 0}}, lr);
+  void step(at::Tensor& params, const at::Tensor& grads, const Spans& decay, double lr) final {
+    step_pieces({{params, grads, decay, 0}}, lr);
   }
   virtual void step_pieces(const std::vector<StatePiece>& pieces, double lr) = 0;
 };

@@ -18,21 +18,23 @@ FlatParameters::FlatParameters(const std::vector<std::pair<std::string, at::Tens
   const auto options = entries_.front().param.options();
   numel_ = total;
   options_ = options;
-  for (const auto& e : entries_)
+  for (const auto& e : entries_) {
     TORCH_CHECK(e.param.options().dtype() == options.dtype() && e.param.device() == options.device(),
                 "parameter ", e.name, " differs in dtype or device from the others");
+    if (!e.decay) continue;
+    if (!decay_spans_.empty() && decay_spans_.back().offset + decay_spans_.back().numel == e.offset) decay_spans_.back().numel += e.numel;
+    else decay_spans_.push_back({e.offset, e.numel});
+  }
   if (buffers == Buffers::None) return;
   const bool grad_buffer = buffers == Buffers::ParametersAndGradients;
   data_ = at::empty({total}, options);
   if (grad_buffer) grad_ = at::zeros({total}, options);
-  decay_mask_ = at::zeros({total}, options);
   at::NoGradGuard no_grad;
   for (auto& e : entries_) {
     auto slot = data_.narrow(0, e.offset, e.numel);
     slot.copy_(e.param.detach().reshape({-1}));
     e.param.set_data(slot.view(e.param.sizes()));
     e.param.mutable_grad() = grad_buffer ? grad_.narrow(0, e.offset, e.numel).view(e.param.sizes()) : at::Tensor();
-    if (e.decay) decay_mask_.narrow(0, e.offset, e.numel).fill_(1);
   }
 }
 

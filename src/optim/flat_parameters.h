@@ -12,6 +12,8 @@
 #include <utility>
 #include <vector>
 
+#include "optim/decay_spans.h"
+
 namespace dtrain {
 
 struct FlatEntry {
@@ -34,8 +36,8 @@ class FlatParameters {
   const std::vector<FlatEntry>& entries() const { return entries_; }
   int64_t numel() const { return numel_; }
   const at::TensorOptions& options() const { return options_; }
-  // 1 where weight decay applies, 0 elsewhere; same shape and device as data() (undefined with it).
-  const at::Tensor& decay_mask() const { return decay_mask_; }
+  // Where weight decay applies (matrices and embeddings), in the buffer's coordinates.
+  const Spans& decay_spans() const { return decay_spans_; }
   // Zeroes the flat gradient in place (the views stay attached; .grad is never reset to undefined);
   // without the buffer, resets each parameter's gradient.
   void zero_grad();
@@ -44,7 +46,8 @@ class FlatParameters {
   std::vector<FlatEntry> entries_;
   int64_t numel_ = 0;
   at::TensorOptions options_;
-  at::Tensor data_, grad_, decay_mask_;
+  Spans decay_spans_;
+  at::Tensor data_, grad_;
 };
 
 }  // namespace dtrain

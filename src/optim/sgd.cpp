@@ -12,7 +12,11 @@ void Sgd::step_pieces(const std::vector<StatePiece>& pieces, double lr) {
   at::NoGradGuard no_grad;
   for (const auto& p : pieces) {
     at::Tensor params = p.params;
-    at::Tensor d = options_.weight_decay != 0 ? p.grads.addcmul(params, p.decay_mask, options_.weight_decay) : p.grads;
+    at::Tensor d = p.grads;
+    if (options_.weight_decay != 0 && !p.decay.empty()) {
+      d = p.grads.clone();
+      for (const Span& s : p.decay) d.narrow(0, s.offset, s.numel).add_(params.narrow(0, s.offset, s.numel), options_.weight_decay);
+    }
     if (options_.momentum != 0) {
       at::Tensor buf = momentum_buffer_.narrow(0, p.state_offset, params.numel());
       if (steps_ == 0) buf.copy_(d);  // torch starts the buffer at the first gradient

@@ -99,6 +99,7 @@ class Trainer {
   void build_data();
   void build_model();
   void resume_or_start();
+  bool may_resume() const;
   std::string choose_checkpoint();
   // Loads a checkpoint into the model, optimizer and progress_ (every check first).
   void read_checkpoint(const std::string& dir);
@@ -265,9 +266,13 @@ void Trainer::build_model() {
   }
   if (c_.zero_stage == 3) {
     const auto units = make_unit_buckets(flat_->entries(), c_.model.n_layer);
+    // Sharded before anything else of the model's size is allocated: a whole model beside the
+    // sharded state would be this rank's peak. Every rank starts from rank 0's parameters.
+    sharded_ = std::make_unique<FullyShardedParameters>(*flat_, units, c_.model.n_layer, group, c_.reshard_after_forward);
+    broadcast(*world_->world_group(), sharded_->unit_buffers(), 0, "broadcast parameters");
+    sharded_->reshard();
     auto reduce_scatter = std::make_unique<ReduceScatterGrads>(*flat_, group, ddp_options, units);
     if (hybrid_mesh_) reduce_scatter->average_across(hybrid_mesh_->group("replicate"));
-    sharded_ = std::make_unique<FullyShardedParameters>(*flat_, units, c_.model.n_layer, group, c_.reshard_after_forward);
     reduce_scatter->on_gradients_taken([this](int unit) { sharded_->gradients_taken(unit); });
     grad_sync_ = std::move(reduce_scatter);
     model_->set_part_hooks(sharded_.get());
@@ -374,6 +379,9 @@ void Trainer::resume_or_start() {
   checkpoints_ = std::make_unique<CheckpointManager>(c_.checkpoint, world_->rank(),
                                                      [this] { barrier(*world_->world_group(), "checkpoint"); });
   if (world_->rank() == 0) checkpoints_->remove_interrupted_saves();
+  // At stage 3 a checkpoint loads into whole parameters, gathered only when there may be one.
+  const bool gathered = sharded_ && agree("trainer/may_resume", [this] { return may_resume() ? "yes" : "no"; }) == "yes";
+  if (gathered) sharded_->gather_all();
   const std::string from = agree("trainer/resume", [this] { return choose_checkpoint(); });
   if (!from.empty()) {
     load_checkpoint(from);
@@ -385,10 +393,20 @@ void Trainer::resume_or_start() {
   }
   // Every rank starts from rank 0's parameters.
   std::vector<at::Tensor> parameters = frozen_;
-  if (sharded_) parameters.insert(parameters.end(), sharded_->unit_buffers().begin(), sharded_->unit_buffers().end());
-  else parameters.push_back(flat_->data());
+  if (!sharded_) parameters.push_back(flat_->data());
+  if (gathered) parameters.insert(parameters.end(), sharded_->unit_buffers().begin(), sharded_->unit_buffers().end());
   broadcast(*world_->world_group(), parameters, 0, "broadcast parameters");
-  if (sharded_) sharded_->reshard();
+  if (gathered) sharded_->reshard();
+}
+
+// Rank 0's view: whether train.resume may find a checkpoint to load (choose_checkpoint decides which).
+bool Trainer::may_resume() const {
+  if (c_.resume == "never") return false;
+  if (c_.resume != "auto") return true;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(c_.checkpoint.dir, ec))
+    if (entry.path().filename().string().rfind("step-", 0) == 0) return true;
+  return false;
 }
 
 std::optional<double> Trainer::evaluate() {
@@ -457,8 +475,8 @@ void Trainer::train_step(int64_t step) {
   if (!out.reason.empty()) last_unhealthy_reason_ = "step " + std::to_string(step + 1) + ": " + out.reason;
   if (out.verdict == StepVerdict::Apply && !out.overflow) {
     clip_grads(grads, out.grad_norm, c_.gradient_clipping);
-    if (sharded_) optimizer_->step(sharded_->shard(), grads, sharded_->shard_decay_mask(), out.lr);
-    else optimizer_->step(flat_->data(), grads, flat_->decay_mask(), out.lr);
+    if (sharded_) optimizer_->step(sharded_->shard(), grads, sharded_->shard_decay(), out.lr);
+    else optimizer_->step(flat_->data(), grads, flat_->decay_spans(), out.lr);
   } else {
     ++progress_.skipped_steps;
   }

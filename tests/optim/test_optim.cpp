@@ -38,7 +38,7 @@ TEST(FlatParameters, ParametersBecomeViewsAndBackwardAccumulatesIntoTheFlatGradi
   EXPECT_TRUE(torch::equal(flat.grad().narrow(0, e.offset, e.numel), torch::full({12}, 2.0)));
   flat.data().add_(1.0);
   EXPECT_TRUE(torch::allclose(named[0].second, w0 + 1));
-  EXPECT_EQ(flat.decay_mask().sum().item<double>(), 22);  // w and v decay; the bias does not
+  EXPECT_EQ(flat.decay_spans(), (Spans{{0, 10}, {13, 12}}));  // v and w decay; the bias between them does not
 }
 
 // torch.optim.AdamW's single-tensor update, tensor by tensor.
@@ -66,7 +66,7 @@ TEST(AdamW, MatchesAPerTensorReferenceIncludingDecayMask) {
       const double bc1 = 1 - std::pow(b1, step), bc2 = 1 - std::pow(b2, step);
       p.addcdiv_(m, (v.sqrt() / std::sqrt(bc2)).add_(eps), -lr / bc1);
     }
-    opt->step(flat.data(), flat.grad(), flat.decay_mask(), lr);
+    opt->step(flat.data(), flat.grad(), flat.decay_spans(), lr);
   }
   for (size_t i = 0; i < named.size(); ++i)
     EXPECT_TRUE(torch::allclose(named[i].second, reference[i].second, 1e-6, 1e-7)) << named[i].first;
@@ -77,16 +77,17 @@ TEST(AdamW, MatchesAPerTensorReferenceIncludingDecayMask) {
 // chunks (the buffer is longer than one).
 TEST(ElementwiseOptimizer, PiecesWithTheirStateAnywhereUpdateLikeTheWhole) {
   const int64_t n = (1 << 20) + 3001, a = 1000;
-  for (const nlohmann::json spec : {nlohmann::json{{"type", "AdamW"}}, nlohmann::json{{"type", "SGD"}, {"params", {{"momentum", 0.9}}}}}) {
+  for (const nlohmann::json spec : {nlohmann::json{{"type", "AdamW"}}, nlohmann::json{{"type", "SGD"}, {"params", {{"momentum", 0.9}, {"weight_decay", 0.1}}}}}) {
     torch::manual_seed(3);
-    at::Tensor whole = torch::randn({n}), pieces = whole.clone(), mask = (torch::rand({n}) > 0.5).to(at::kFloat);
+    at::Tensor whole = torch::randn({n}), pieces = whole.clone();
+    const Spans decay = {{0, 500}, {700, 301}, {1001, 5}, {2000, n - 2050}};
     auto a_opt = make_flat_optimizer(spec, whole), b_opt = make_flat_optimizer(spec, pieces);
     for (int step = 0; step < 3; ++step) {
       const at::Tensor g = torch::randn({n});
-      a_opt->step(whole, g, mask, 0.01);
+      a_opt->step(whole, g, decay, 0.01);
       // The first a elements keep their state at the end, the rest at the start: a rotation.
-      b_opt->step_pieces({{pieces.narrow(0, 0, a), g.narrow(0, 0, a), mask.narrow(0, 0, a), n - a},
-                          {pieces.narrow(0, a, n - a), g.narrow(0, a, n - a), mask.narrow(0, a, n - a), 0}},
+      b_opt->step_pieces({{pieces.narrow(0, 0, a), g.narrow(0, 0, a), spans_within(decay, 0, a), n - a},
+                          {pieces.narrow(0, a, n - a), g.narrow(0, a, n - a), spans_within(decay, a, n - a), 0}},
                          0.01);
     }
     EXPECT_TRUE(torch::equal(whole, pieces)) << spec.dump();
@@ -100,17 +101,24 @@ TEST(ElementwiseOptimizer, PiecesWithTheirStateAnywhereUpdateLikeTheWhole) {
   }
 }
 
+TEST(DecaySpans, ClippedToARangeAndMadeRelativeToIt) {
+  const Spans spans = {{0, 10}, {13, 12}, {40, 5}};
+  EXPECT_EQ(spans_within(spans, 0, 100), spans);
+  EXPECT_EQ(spans_within(spans, 5, 20), (Spans{{0, 5}, {8, 12}}));
+  EXPECT_EQ(spans_within(spans, 25, 15), Spans{});
+  EXPECT_EQ(spans_within(spans, 42, 1), (Spans{{0, 1}}));
+}
+
 TEST(Sgd, MomentumAndNesterovMatchTheReference) {
   for (bool nesterov : {false, true}) {
     auto p = torch::tensor({1.0, -2.0});
-    auto flat_mask = torch::ones({2});
     auto opt = make_flat_optimizer({{"type", "SGD"}, {"params", {{"lr", 0.1}, {"momentum", 0.9}, {"nesterov", nesterov}}}}, p);
     auto ref = p.clone(), buf = torch::zeros({2});
     for (int step = 0; step < 4; ++step) {
       auto g = torch::tensor({0.5 * (step + 1), -1.0});
       buf = step == 0 ? g.clone() : buf * 0.9 + g;
       ref -= 0.1 * (nesterov ? g + 0.9 * buf : buf);
-      opt->step(p, g, flat_mask, 0.1);
+      opt->step(p, g, Spans{{0, 2}}, 0.1);
     }
     EXPECT_TRUE(torch::allclose(p, ref, 1e-6, 1e-7)) << "nesterov=" << nesterov;
   }
@@ -135,7 +143,7 @@ TEST(FlatOptimizer, BadParamsNameTheKey) {
 TEST(OptimizerState, RoundTripsAndRejectsAnotherModelSize) {
   auto p = torch::randn({6});
   auto opt = make_flat_optimizer({{"type", "AdamW"}}, p);
-  opt->step(p, torch::ones({6}), torch::ones({6}), 0.1);
+  opt->step(p, torch::ones({6}), Spans{{0, 6}}, 0.1);
   auto restored = make_flat_optimizer({{"type", "AdamW"}}, p);
   restored->load_state(opt->state());
   EXPECT_TRUE(torch::equal(restored->state().at("exp_avg"), opt->state().at("exp_avg")));

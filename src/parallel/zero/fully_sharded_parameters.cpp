@@ -2,7 +2,6 @@
 
 #include <ATen/core/grad_mode.h>
 
-#include <algorithm>
 #include <chrono>
 
 #include "parallel/zero/parameter_units.h"
@@ -40,7 +39,6 @@ FullyShardedParameters::FullyShardedParameters(FlatParameters& params, std::vect
       reshard_after_forward_(reshard_after_forward) {
   const auto& options = params.options();
   shard_ = at::zeros({shards_.shard_numel()}, options);
-  shard_decay_mask_ = at::zeros({shards_.shard_numel()}, options);
   units_of_part_.resize(size_t(n_layer_ + 2));
   at::NoGradGuard no_grad;
   for (int u = 0; u < int(units_.size()); ++u) {
@@ -52,10 +50,8 @@ FullyShardedParameters::FullyShardedParameters(FlatParameters& params, std::vect
       at::Tensor slot = whole_[u].narrow(0, e.offset - b.offset, e.numel);
       slot.copy_(e.param.detach().reshape({-1}));
       e.param.set_data(slot.view(e.param.sizes()));
-      // The part of the entry this rank owns decays or not as the entry does.
-      const int64_t from = std::max(e.offset, p.begin), to = std::min(e.offset + e.numel, p.begin + p.local);
-      if (e.decay && from < to) shard_decay_mask_.narrow(0, p.shard_offset + from - p.begin, to - from).fill_(1);
     }
+    for (Span s : spans_within(params.decay_spans(), p.begin, p.local)) shard_decay_.push_back({p.shard_offset + s.offset, s.numel});
     part_of_unit_.push_back(forward_part_of(params.entries()[b.first_entry].name, n_layer_));
     units_of_part_[size_t(part_of_unit_.back())].push_back(u);
   }

@@ -34,7 +34,7 @@ class FullyShardedParameters : public ForwardPartHooks {
 
   const BucketShards& shards() const { return shards_; }
   at::Tensor& shard() { return shard_; }  // this rank's pieces of every unit end to end; the padding stays zero
-  const at::Tensor& shard_decay_mask() const { return shard_decay_mask_; }
+  const Spans& shard_decay() const { return shard_decay_; }  // where weight decay applies in shard()
   // The unit buffers, for a broadcast while they are whole.
   const std::vector<at::Tensor>& unit_buffers() const { return whole_; }
 
@@ -75,7 +75,8 @@ class FullyShardedParameters : public ForwardPartHooks {
   BucketShards shards_;
   int n_layer_;
   bool reshard_after_forward_;
-  at::Tensor shard_, shard_decay_mask_;
+  at::Tensor shard_;
+  Spans shard_decay_;
   std::vector<at::Tensor> whole_;  // per unit: its padded buffer, storage empty while free
   std::vector<State> state_;
   std::vector<CommHandle> gathering_;

@@ -19,16 +19,16 @@ void ZeroOptimizer::gather_into(PieceOf piece_of, at::Tensor& whole, const std::
   }
 }
 
-void ZeroOptimizer::step(at::Tensor& params, const at::Tensor& grads, const at::Tensor& decay_mask, double lr) {
+void ZeroOptimizer::step(at::Tensor& params, const at::Tensor& grads, const Spans& decay, double lr) {
   at::NoGradGuard no_grad;
   if (stage_ == 3) {
-    inner_->step(params, grads, decay_mask, lr);
+    inner_->step(params, grads, decay, lr);
     return;
   }
   std::vector<StatePiece> mine;
   for (const auto& p : shards_.pieces()) {
     const int64_t g = stage_ == 1 ? p.begin : p.shard_offset;
-    mine.push_back({params.narrow(0, p.begin, p.local), grads.narrow(0, g, p.local), decay_mask.narrow(0, p.begin, p.local),
+    mine.push_back({params.narrow(0, p.begin, p.local), grads.narrow(0, g, p.local), spans_within(decay, p.begin, p.local),
                     p.shard_offset});
   }
   inner_->step_pieces(mine, lr);

@@ -24,7 +24,7 @@ class ZeroOptimizer : public FlatOptimizer {
   // `inner` has state for a buffer of shards.shard_numel() elements: make_flat_optimizer with a
   // shard-sized `like`. `stage` (1, 2 or 3) says what step() receives, as above.
   ZeroOptimizer(std::unique_ptr<ElementwiseOptimizer> inner, BucketShards shards, int stage, std::shared_ptr<Group> group);
-  void step(at::Tensor& params, const at::Tensor& grads, const at::Tensor& decay_mask, double lr) override;
+  void step(at::Tensor& params, const at::Tensor& grads, const Spans& decay, double lr) override;
   // Whole tensors, gathered from every rank: a collective.
   std::map<std::string, at::Tensor> state() const override;
   std::map<std::string, at::Tensor> state_layout() const override;
