@@ -123,10 +123,15 @@ void TransformerImpl::set_precision(const MixedPrecision& mp) {
   refresh_working_copy();
 }
 
+std::vector<ParamGroup> TransformerImpl::matmul_groups() const {
+  std::vector<ParamGroup> groups = {c_.tie_embeddings ? wte : lm_head};
+  for (const auto& block : *blocks_)
+    for (const auto& group : block->as<BlockImpl>()->matmul_groups()) groups.push_back(group);
+  return groups;
+}
+
 void TransformerImpl::refresh_working_copy() {
-  (c_.tie_embeddings ? wte : lm_head)->refresh_working_copy(mp_);
-  for (auto& block : *blocks_)
-    for (auto& group : block->as<BlockImpl>()->matmul_groups()) group->refresh_working_copy(mp_);
+  for (auto& group : matmul_groups()) group->refresh_working_copy(mp_);
 }
 
 void TransformerImpl::initialise(uint64_t seed) {

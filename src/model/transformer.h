@@ -71,6 +71,8 @@ class TransformerImpl : public torch::nn::Module {
   const MixedPrecision& precision() const { return mp_; }
   // Rounds the parameters into their 16-bit working copies: once per optimizer step.
   void refresh_working_copy();
+  // The groups whose weights are matmul operands, which mixed precision keeps working copies of.
+  std::vector<ParamGroup> matmul_groups() const;
   // Called around each part of every forward pass (null: none). The hooks outlive the model's use.
   void set_part_hooks(ForwardPartHooks* hooks) { hooks_ = hooks; }
 

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <climits>
 #include <cmath>
@@ -14,7 +15,6 @@
 #include "common/range_words.h"
 #include "common/regular_file.h"
 #include "common/wait_limit.h"
-#include "model/mixed_precision.h"
 #include "optim/flat_optimizer.h"
 #include "optim/lr_schedule.h"
 #include "train/config_schema.h"
@@ -148,8 +148,6 @@ void reject_unimplemented(const Reader& r) {
   auto refuse = [&](const std::string& what) {
     fail(r.origin(), what + " is accepted but not implemented yet in this version of dtrain; remove it or set it back to its default");
   };
-  if (!r.at("zero_optimization.offload_optimizer").empty()) refuse("zero_optimization.offload_optimizer");
-  if (!r.at("zero_optimization.offload_param").empty()) refuse("zero_optimization.offload_param");
   for (const char* key : {"partition_activations", "cpu_checkpointing", "contiguous_memory_optimization"})
     if (r.boolean(std::string("activation_checkpointing.") + key)) refuse(std::string("activation_checkpointing.") + key);
   if (!r.is_null("activation_checkpointing.number_checkpoints")) refuse("activation_checkpointing.number_checkpoints");
@@ -200,10 +198,30 @@ void resolve_sharding(const Reader& r, TrainConfig& c) {
                        "parameters whole from forward to backward");
     c.reshard_after_forward = reshard;
   }
-  if (c.zero_stage == 3 && c.precision != at::kFloat)
-    fail(r.origin(), "ZeRO stage 3 with " + precision_name(c.precision) +
-                         " is accepted but not implemented yet in this version of dtrain: parameter sharding trains in fp32; "
-                         "use zero_optimization.stage 2 for " + precision_name(c.precision));
+}
+
+// zero_optimization.offload_optimizer or offload_param: {"device": "none" | "cpu" | "nvme", ...}.
+// DeepSpeed's rules: the optimizer offloads from stage 1, parameters at stage 3.
+std::string resolve_offload(const Reader& r, const std::string& key, int min_stage, int stage) {
+  const json& section = r.at(key);
+  if (!section.is_object()) fail(r.origin(), "'" + key + "' must be an object like {\"device\": \"cpu\"}, got " + printable_json(section));
+  static const std::vector<std::string> known = {"device", "nvme_path", "pin_memory", "buffer_count", "buffer_size", "max_in_cpu",
+                                                 "fast_init", "ratio"};
+  for (const auto& item : section.items())
+    if (std::find(known.begin(), known.end(), item.key()) == known.end())
+      fail(r.origin(), "unknown key '" + key + "." + printable(item.key()) + "' (DeepSpeed's offload keys are device, nvme_path, "
+                       "pin_memory, buffer_count, buffer_size, max_in_cpu, fast_init, ratio)");
+  if (!section.contains("device")) return "none";
+  const std::string device = r.text(key + ".device");
+  if (device == "none") return device;
+  if (device != "cpu" && device != "nvme")
+    fail(r.origin(), "'" + key + ".device' must be \"none\", \"cpu\" or \"nvme\", got " + printable_json(section["device"]));
+  if (stage < min_stage)
+    fail(r.origin(), "'" + key + ".device' " + device + " needs zero_optimization.stage " + std::to_string(min_stage) +
+                         (min_stage < 3 ? " or above" : "") + ", and this run has stage " + std::to_string(stage));
+  if (device == "nvme")
+    fail(r.origin(), "'" + key + ".device' nvme is accepted but not implemented yet in this version of dtrain; use \"cpu\" or \"none\"");
+  return device;
 }
 
 // bf16.*, fp16.* and data_types.grad_accum_dtype.
@@ -458,6 +476,8 @@ TrainConfig resolve_config(const json& user, int world_size, const std::string& 
   c.wall_clock_breakdown = r.boolean("wall_clock_breakdown");
   c.reduce_bucket_elements = r.integer("zero_optimization.reduce_bucket_size", 1);
   resolve_sharding(r, c);
+  c.offload_optimizer = resolve_offload(r, "zero_optimization.offload_optimizer", 1, c.zero_stage);
+  c.offload_param = resolve_offload(r, "zero_optimization.offload_param", 3, c.zero_stage);
   r.text("optimizer.type");  // read here so that a type that is no string is named, not a JSON type_error
   r.text("scheduler.type");
   c.optimizer = c.json["optimizer"];

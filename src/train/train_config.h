@@ -62,6 +62,8 @@ struct TrainConfig {
   // group of every dp rank); kShardGroupPerNode: the ranks of a node.
   int shard_group_size = 0;
   static constexpr int kShardGroupPerNode = -1;
+  // Where ZeRO keeps the optimizer state and (stage 3) the parameters between uses: "none" or "cpu".
+  std::string offload_optimizer = "none", offload_param = "none";
   nlohmann::json optimizer, scheduler;
   double base_lr = 0;  // the optimizer's learning rate, which schedules scale
 

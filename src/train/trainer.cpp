@@ -34,9 +34,10 @@
 #include "parallel/zero/reduce_scatter_grads.h"
 #include "parallel/zero/zero_optimizer.h"
 #include "train/host_memory.h"
-#include "train/injected_overflow.h"
+#include "train/injected_faults.h"
 #include "train/matmul_peak.h"
 #include "train/metrics_log.h"
+#include "train/parameter_fingerprint.h"
 #include "train/rank_log.h"
 #include "train/stability_guard.h"
 #include "train/training_state.h"
@@ -111,6 +112,7 @@ class Trainer {
   bool parameters_finite();
   bool recover_from_divergence(int64_t step, const std::string& why);
   void save(int64_t step);
+  void check_replicas_agree(int64_t step);
   void report_step(int64_t step, const StepOutcome& outcome);
   void restore_loss_scaler(const nlohmann::json& saved);
   int threads() const;
@@ -269,6 +271,12 @@ void Trainer::build_model() {
     // Sharded before anything else of the model's size is allocated: a whole model beside the
     // sharded state would be this rank's peak. Every rank starts from rank 0's parameters.
     sharded_ = std::make_unique<FullyShardedParameters>(*flat_, units, c_.model.n_layer, group, c_.reshard_after_forward);
+    if (precision.enabled()) {
+      std::vector<ParamGroup> groups = model_->matmul_groups();
+      std::vector<std::pair<at::Tensor, at::Tensor*>> working;
+      for (auto& g : groups) working.emplace_back(g->weight, &g->working);
+      sharded_->keep_working_copies(precision.compute, working);
+    }
     broadcast(*world_->world_group(), sharded_->unit_buffers(), 0, "broadcast parameters");
     sharded_->reshard();
     auto reduce_scatter = std::make_unique<ReduceScatterGrads>(*flat_, group, ddp_options, units);
@@ -280,6 +288,14 @@ void Trainer::build_model() {
     grad_sync_ = std::make_unique<ReduceScatterGrads>(*flat_, group, ddp_options);
   } else {
     grad_sync_ = std::make_unique<DataParallel>(*flat_, group, ddp_options);
+  }
+  for (const auto& [what, device] : {std::pair<std::string, std::string>{"optimizer", c_.offload_optimizer}, {"param", c_.offload_param}}) {
+    if (device != "cpu") continue;
+    if (!world_->device().is_cpu())
+      throw ConfigError("zero_optimization.offload_" + what + ".device=cpu on a " + world_->device().str() +
+                        " run is accepted but not implemented yet in this version of dtrain; set it to \"none\"");
+    setup_lines_.push_back("zero_optimization.offload_" + what + ".device=cpu: this run computes on the CPU, so the " +
+                           (what == "param" ? "parameters" : "optimizer state") + " already live in host memory; nothing moves");
   }
   std::string zero_line;
   if (c_.zero_stage >= 1) {
@@ -413,7 +429,7 @@ std::optional<double> Trainer::evaluate() {
   const int64_t available = std::min<int64_t>(dataset_->size(Split::Validation), c_.eval_samples);
   if (available == 0) return std::nullopt;
   at::NoGradGuard no_grad;
-  model_->refresh_working_copy();
+  if (!sharded_) model_->refresh_working_copy();
   double sum = 0;
   int64_t count = 0;
   std::vector<int64_t> mine;
@@ -432,7 +448,7 @@ std::optional<double> Trainer::evaluate() {
 void Trainer::train_step(int64_t step) {
   const auto t0 = Clock::now();
   if (sharded_ && c_.wall_clock_breakdown) sharded_->start_trace();
-  model_->refresh_working_copy();
+  if (!sharded_) model_->refresh_working_copy();  // stage 3 rounds each unit as it gathers it
   grad_sync_->zero_grad();
   StepOutcome out;
   const bool inject = scaler_ && overflow_injected(step + 1);
@@ -549,6 +565,7 @@ void Trainer::save(int64_t step) {
   // every_hours must trigger on every rank at once: rank 0's clock decides.
   const CheckpointHealth health{guard_->last_step_healthy(), guard_->last_step_healthy() ? "" : last_unhealthy_reason_};
   if (sharded_) sharded_->gather_all();
+  check_replicas_agree(step);
   const std::string dir = checkpoints_->save(step, seconds_since(start_) / 3600.0, health, [&](const std::string& tmp) {
     progress_.precision = precision_name(c_.precision);
     progress_.loss_scaler = scaler_ ? scaler_->state() : nlohmann::json();
@@ -556,6 +573,26 @@ void Trainer::save(int64_t step) {
   });
   if (sharded_) sharded_->release_all();
   log_.info("checkpoint: " + dir + " (" + fixed(seconds_since(t0), 2) + " s)" + (health.healthy ? "" : ", marked unhealthy"));
+}
+
+// Rank 0 writes the parameters for every rank, so every rank must hold the same ones (at stage 3,
+// gathered): a rank that does not — a bug, or a silent fault on its machine — stops the run before
+// anything is written, on every rank alike.
+void Trainer::check_replicas_agree(int64_t step) {
+  std::vector<at::Tensor> params = model_->parameters();
+  if (replica_drift_injected(step)) {
+    at::NoGradGuard no_grad;
+    at::Tensor first = params.front().view({-1}).narrow(0, 0, 1);
+    first.copy_(at::nextafter(first, at::full_like(first, INFINITY)));
+  }
+  const auto mine = at::tensor({parameter_fingerprint(params)}, at::kLong).to(world_->device());
+  const at::Tensor all = all_gather(*world_->world_group(), mine, "parameter fingerprint").cpu();
+  for (int r = 1; r < world_->size(); ++r)
+    if (all[r].item<int64_t>() != all[0].item<int64_t>())
+      throw std::runtime_error("after step " + std::to_string(step) + " the parameters of rank " + std::to_string(r) +
+                               " differ from rank 0's (fingerprints " + std::to_string(all[r].item<int64_t>()) + " and " +
+                               std::to_string(all[0].item<int64_t>()) + "): the replicas have diverged, a bug or a fault on rank " +
+                               std::to_string(r) + "'s machine; no checkpoint is written");
 }
 
 // Every rank reaches the same answer: the replicated parameters are the same on every rank, and

@@ -91,10 +91,9 @@ TEST(TrainConfig, MixedPrecisionMistakesAreRefusedByName) {
 
 TEST(TrainConfig, AcceptedButUnimplementedKeysAreRefusedByName) {
   for (const auto& [user, key] : std::vector<std::pair<json, std::string>>{
-           {{{"zero_optimization", {{"stage", 3}}}, {"bf16", {{"enabled", true}}}}, "ZeRO stage 3 with bf16"},
            {{{"activation_checkpointing", {{"cpu_checkpointing", true}}}}, "activation_checkpointing.cpu_checkpointing"},
            {{{"parallel", {{"tp", 2}}}}, "parallel.tp"},
-           {{{"zero_optimization", {{"offload_optimizer", {{"device", "cpu"}}}}}}, "zero_optimization.offload_optimizer"},
+           {{{"zero_optimization", {{"stage", 2}, {"offload_optimizer", {{"device", "nvme"}}}}}}, "zero_optimization.offload_optimizer.device"},
        }) {
     const auto msg = error_of(user);
     EXPECT_NE(msg.find(key), std::string::npos) << msg;
@@ -131,6 +130,25 @@ TEST(TrainConfig, FsdpShardingStrategiesAreZeroStages) {
   EXPECT_NE(error_of(fsdp({{"reshard_after_forward", true}})).find("'parallel.fsdp.reshard_after_forward' applies to sharded parameters"),
             std::string::npos);
   EXPECT_NE(error_of(fsdp({{"sharding_strategy", "shard_grad_op"}, {"reshard_after_forward", true}})).find("contradicts"),
+            std::string::npos);
+}
+
+TEST(TrainConfig, OffloadDevicesFollowDeepSpeedsRules) {
+  auto with = [](int stage, const std::string& key, json section) {
+    json z = {{"stage", stage}};
+    z[key] = section;
+    return json{{"zero_optimization", z}};
+  };
+  EXPECT_EQ(resolve(with(1, "offload_optimizer", {{"device", "cpu"}, {"pin_memory", true}})).offload_optimizer, "cpu");
+  EXPECT_EQ(resolve(with(0, "offload_optimizer", {{"device", "none"}})).offload_optimizer, "none");
+  EXPECT_EQ(resolve(with(3, "offload_param", {{"device", "cpu"}})).offload_param, "cpu");
+  EXPECT_EQ(resolve(json::object()).offload_param, "none");
+  EXPECT_EQ(error_of(with(0, "offload_optimizer", {{"device", "cpu"}})),
+            "cfg.json: 'zero_optimization.offload_optimizer.device' cpu needs zero_optimization.stage 1 or above, and this run has stage 0");
+  EXPECT_EQ(error_of(with(2, "offload_param", {{"device", "cpu"}})),
+            "cfg.json: 'zero_optimization.offload_param.device' cpu needs zero_optimization.stage 3, and this run has stage 2");
+  EXPECT_NE(error_of(with(1, "offload_optimizer", {{"device", "gpu"}})).find("must be \"none\", \"cpu\" or \"nvme\""), std::string::npos);
+  EXPECT_NE(error_of(with(1, "offload_optimizer", {{"devcie", "cpu"}})).find("unknown key 'zero_optimization.offload_optimizer.devcie'"),
             std::string::npos);
 }
 

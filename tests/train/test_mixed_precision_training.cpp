@@ -97,18 +97,20 @@ TEST(MixedPrecision, BfloatDataParallelTrainsLikeOneRank) {
                                                     "data_types.grad_accum_dtype=bf16"}));
   EXPECT_TRUE(contains(accumulated.result.output, "precision bf16 (fp32 master weights, bf16 gradients")) << accumulated.result.output;
   compare(accumulated);
-  // ZeRO stage 2 sends bf16 gradients and sums the micro-batches into its fp32 shard.
-  compare(train(scratch_dir("bf16_2x4x2_zero2"), 2,
-                with(bf16, {"train_micro_batch_size_per_gpu=4", "gradient_accumulation_steps=2", "data_types.grad_accum_dtype=bf16",
-                            "zero_optimization.stage=2"})));
+  // ZeRO stages 2 and 3 send bf16 gradients and sum the micro-batches into their fp32 shard; stage 3
+  // rounds each unit's working copy as it gathers it.
+  for (const std::string stage : {"2", "3"})
+    compare(train(scratch_dir("bf16_2x4x2_zero" + stage), 2,
+                  with(bf16, {"train_micro_batch_size_per_gpu=4", "gradient_accumulation_steps=2", "data_types.grad_accum_dtype=bf16",
+                              "zero_optimization.stage=" + stage})));
 }
 
 // An overflow on rank 1 alone (rank 0 saves the checkpoints) skips the step on both: the parameters
 // after step 3 are those after step 2, and with hysteresis 1 the scale halves at once. Under ZeRO
-// stage 2 the overflow lands in one rank's gradient shard, and the norm summed over the shards
-// carries it to every rank.
+// stages 2 and 3 the overflow lands in one rank's gradient shard, and the norm summed over the
+// shards carries it to every rank.
 TEST(MixedPrecision, AnOverflowOnOneRankSkipsTheStepOnEveryRank) {
-  for (const std::string stage : {"0", "2"}) {
+  for (const std::string stage : {"0", "2", "3"}) {
     const std::vector<std::string> fp16 = {"fp16.enabled=true", "fp16.hysteresis=1", "zero_optimization.stage=" + stage};
     const TrainingRun two = train(scratch_dir("fp16_two_steps"), 2, with(fp16, {"train.steps=2"}));
     const TrainingRun injected = train(scratch_dir("fp16_overflow"), 2, with(fp16, {"train.steps=3"}), {}, {"DTRAIN_INJECT_OVERFLOW=3:1"});

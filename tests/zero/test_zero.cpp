@@ -3,11 +3,14 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <map>
 
 #include "parallel/zero/bucket_shards.h"
 #include "parallel/zero/parameter_units.h"
+#include "train/parameter_fingerprint.h"
 #include "support/process.h"
 #include "support/scratch.h"
 #include "train/training_run.h"
@@ -127,6 +130,49 @@ TEST(Zero, CheckpointsResumeAcrossStages) {
           << "stage " << first_stage << " then " << second_stage << ", step " << i + 1;
     expect_same_parameters(final_parameters(expected, 6), final_parameters(resumed, 6));
   }
+}
+
+TEST(ParameterFingerprint, OneUlpAnywhereOrTensorsSwappedChangeIt) {
+  at::manual_seed(5);
+  const std::vector<at::Tensor> params = {at::randn({3, 4}), at::randn({5})};
+  const int64_t fingerprint = parameter_fingerprint(params);
+  EXPECT_EQ(parameter_fingerprint({params[0].clone(), params[1].clone()}), fingerprint);
+  for (int64_t i = 0; i < 5; ++i) {
+    at::Tensor moved = params[1].clone();
+    moved[i] = std::nextafter(moved[i].item<float>(), INFINITY);
+    EXPECT_NE(parameter_fingerprint({params[0], moved}), fingerprint) << "element " << i;
+  }
+  const std::vector<at::Tensor> same_values = {at::ones({4}), at::full({4}, 2.0)};
+  EXPECT_NE(parameter_fingerprint(same_values), parameter_fingerprint({same_values[1], same_values[0]}));
+}
+
+// Rank 0 writes what every rank holds, so every checkpoint first checks that the ranks agree bit for
+// bit (every multi-rank test that saves passes that check at every stage). A rank whose parameters
+// drifted by one ulp stops the run before anything of that step is written.
+TEST(Zero, ACheckpointNeedsEveryRankToHoldTheSameParameters) {
+  for (int stage : {1, 3}) {
+    const std::string dir = scratch_dir("zero_drift" + std::to_string(stage));
+    const TrainingRun run = train(dir, 2, {"zero_optimization.stage=" + std::to_string(stage), "checkpoint.every_steps=2"}, {},
+                                  {"DTRAIN_INJECT_REPLICA_DRIFT=4:1"});
+    EXPECT_NE(run.result.exit_code, 0) << run.result.output;
+    EXPECT_TRUE(contains(run.result.output, "after step 4 the parameters of rank 1 differ from rank 0's")) << run.result.output;
+    EXPECT_TRUE(std::filesystem::exists(dir + "/ckpt/step-00000002")) << "stage " << stage;
+    EXPECT_FALSE(std::filesystem::exists(dir + "/ckpt/step-00000004")) << "stage " << stage;
+  }
+}
+
+// On a CPU run the state already lives in host memory: cpu offload is accepted, said, and changes
+// nothing.
+TEST(Zero, CpuOffloadOnACpuRunIsAcceptedAndSaysSo) {
+  const TrainingRun run = train_at_stage(scratch_dir("zero_offload_cpu"), 1,
+                                         {"zero_optimization.offload_optimizer={\"device\":\"cpu\"}",
+                                          "zero_optimization.offload_param={\"device\":\"cpu\"}"},
+                                         3);
+  EXPECT_TRUE(contains(run.result.output, "zero_optimization.offload_optimizer.device=cpu: this run computes on the CPU, so the "
+                                          "optimizer state already live in host memory; nothing moves"))
+      << run.result.output;
+  EXPECT_TRUE(contains(run.result.output, "offload_param.device=cpu: this run computes on the CPU, so the parameters already live"))
+      << run.result.output;
 }
 
 TEST(Zero, OutOfRangeStageIsRefusedByName) {

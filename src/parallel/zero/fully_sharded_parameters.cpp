@@ -2,6 +2,7 @@
 
 #include <ATen/core/grad_mode.h>
 
+#include <algorithm>
 #include <chrono>
 
 #include "parallel/zero/parameter_units.h"
@@ -24,6 +25,14 @@ void fill_storage(const at::Tensor& t) {
   s->set_nbytes(t.nbytes());
 }
 
+// A tensor over `numel` elements of `buffer` from `offset`, shaped `sizes`, with a version counter of its
+// own: refilling the buffer after a gather must not look like an in-place change to what autograd saved.
+at::Tensor alias(const at::Tensor& buffer, int64_t offset, int64_t numel, at::IntArrayRef sizes) {
+  at::Tensor t = at::empty({0}, buffer.options());
+  t.set_(buffer.storage(), buffer.storage_offset() + offset, {numel});
+  return t.view(sizes);
+}
+
 double now_ms() {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
@@ -33,6 +42,7 @@ double now_ms() {
 FullyShardedParameters::FullyShardedParameters(FlatParameters& params, std::vector<GradBucket> units, int n_layer,
                                                std::shared_ptr<Group> group, bool reshard_after_forward)
     : group_(std::move(group)),
+      entries_(params.entries()),
       units_(std::move(units)),
       shards_(units_, group_->size(), group_->rank()),
       n_layer_(n_layer),
@@ -59,6 +69,22 @@ FullyShardedParameters::FullyShardedParameters(FlatParameters& params, std::vect
   gathering_.resize(units_.size());
 }
 
+void FullyShardedParameters::keep_working_copies(at::ScalarType dtype, const std::vector<std::pair<at::Tensor, at::Tensor*>>& working) {
+  at::NoGradGuard no_grad;
+  working_.assign(units_.size(), at::Tensor());
+  for (int u = 0; u < int(units_.size()); ++u) {
+    TORCH_CHECK(state_[u] == State::Whole, "FullyShardedParameters::keep_working_copies: unit ", u, " is not whole");
+    const GradBucket& b = units_[u];
+    for (int i = b.first_entry; i < b.first_entry + b.entries; ++i) {
+      const FlatEntry& e = entries_[i];
+      const auto it = std::find_if(working.begin(), working.end(), [&](const auto& w) { return w.first.is_same(e.param); });
+      if (it == working.end()) continue;
+      if (!working_[u].defined()) working_[u] = whole_[u].to(dtype);
+      *it->second = alias(working_[u], e.offset - b.offset, e.numel, e.param.sizes());
+    }
+  }
+}
+
 void FullyShardedParameters::note(const char* what, int part) { trace_.push_back({what, part, now_ms() - trace_start_}); }
 
 void FullyShardedParameters::start_trace() {
@@ -81,6 +107,11 @@ void FullyShardedParameters::wait(int unit) {
   if (state_[unit] != State::Gathering) return;
   gathering_[unit].wait();
   gathering_[unit] = CommHandle();
+  if (!working_.empty() && working_[unit].defined()) {
+    fill_storage(working_[unit]);
+    at::NoGradGuard no_grad;
+    working_[unit].copy_(whole_[unit]);
+  }
   state_[unit] = State::Whole;
   note("gathered", part_of_unit_[unit]);
 }
@@ -89,6 +120,7 @@ void FullyShardedParameters::release(int unit) {
   if (state_[unit] == State::Free) return;
   wait(unit);  // a collective in flight writes into the storage
   empty_storage(whole_[unit]);
+  if (!working_.empty() && working_[unit].defined()) empty_storage(working_[unit]);
   state_[unit] = State::Free;
   note("free", part_of_unit_[unit]);
 }

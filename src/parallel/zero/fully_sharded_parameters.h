@@ -11,7 +11,9 @@
 //
 // The module's parameters stay the tensors autograd knows; each is a view into its unit's buffer,
 // whose storage is allocated on gather and emptied on free (what autograd saved for backward sees
-// the storage refilled by the next gather).
+// the storage refilled by the next gather). Under mixed precision the 16-bit working copies of the
+// matmul weights are views into a second buffer per unit, rounded from the first after each gather
+// and emptied with it.
 #pragma once
 #include <memory>
 #include <string>
@@ -31,6 +33,9 @@ class FullyShardedParameters : public ForwardPartHooks {
   // be loaded into them and rank 0's broadcast.
   FullyShardedParameters(FlatParameters& params, std::vector<GradBucket> units, int n_layer, std::shared_ptr<Group> group,
                          bool reshard_after_forward);
+  // Mixed precision: `working` holds, per matmul weight (a parameter), the slot of its 16-bit working
+  // copy in `dtype`, which becomes a view into the unit's 16-bit buffer (call while whole).
+  void keep_working_copies(at::ScalarType dtype, const std::vector<std::pair<at::Tensor, at::Tensor*>>& working);
 
   const BucketShards& shards() const { return shards_; }
   at::Tensor& shard() { return shard_; }  // this rank's pieces of every unit end to end; the padding stays zero
@@ -71,6 +76,7 @@ class FullyShardedParameters : public ForwardPartHooks {
   bool is_block(int part) const { return part >= 1 && part <= n_layer_; }
 
   std::shared_ptr<Group> group_;
+  std::vector<FlatEntry> entries_;
   std::vector<GradBucket> units_;
   BucketShards shards_;
   int n_layer_;
@@ -78,6 +84,7 @@ class FullyShardedParameters : public ForwardPartHooks {
   at::Tensor shard_;
   Spans shard_decay_;
   std::vector<at::Tensor> whole_;  // per unit: its padded buffer, storage empty while free
+  std::vector<at::Tensor> working_;  // per unit: the 16-bit copy of whole_ under mixed precision (else empty)
   std::vector<State> state_;
   std::vector<CommHandle> gathering_;
   std::vector<std::vector<int>> units_of_part_;

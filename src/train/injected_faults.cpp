@@ -1,0 +1,20 @@
+#include "train/injected_faults.h"
+
+#include <cstdlib>
+#include <string>
+
+#include "common/env_list.h"
+
+namespace dtrain {
+
+namespace {
+bool injected(const char* variable, int64_t step) {
+  static const char* rank = std::getenv("RANK");
+  return env_list_contains(variable, std::to_string(step) + ":" + (rank && *rank ? rank : "0"));
+}
+}  // namespace
+
+bool overflow_injected(int64_t step) { return injected("DTRAIN_INJECT_OVERFLOW", step); }
+bool replica_drift_injected(int64_t step) { return injected("DTRAIN_INJECT_REPLICA_DRIFT", step); }
+
+}  // namespace dtrain

@@ -1,0 +1,15 @@
+// Fault injection for the tests. Each variable holds entries "step:rank" separated by commas, and
+// the rank whose RANK matches is hit at that step. Unset, a call costs a getenv and one short string.
+// - DTRAIN_INJECT_OVERFLOW: the step's loss is scaled by infinity, so the rank's fp16 gradients
+//   overflow as a too-large loss scale would make them.
+// - DTRAIN_INJECT_REPLICA_DRIFT: before the step's checkpoint one parameter element moves by one ulp
+//   on that rank, as a silent fault would, for the check that every rank holds the same parameters.
+#pragma once
+#include <cstdint>
+
+namespace dtrain {
+
+bool overflow_injected(int64_t step);
+bool replica_drift_injected(int64_t step);
+
+}  // namespace dtrain
