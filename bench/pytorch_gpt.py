@@ -4,7 +4,8 @@ GPT-2 init), AdamW, DDP over Gloo; fp32, or BENCH_PRECISION=bf16 for torch.autoc
 dtype=torch.bfloat16) over forward and loss; BENCH_AC=full (torch.utils.checkpoint around each block)
 or selective (around the attention core alone); BENCH_SHARDING=zero1 (DDP with ZeroRedundancyOptimizer),
 fsdp_grad_op (FSDP2 fully_shard per block and at the root with reshard_after_forward=False: ZeRO-2's
-sharding) or fsdp_full (fully_shard: ZeRO-3) instead of DDP. Started rank by rank with torchrun's env variables
+sharding) or fsdp_full (fully_shard: ZeRO-3) instead of DDP, or ds_zero1, ds_zero2, ds_zero3 (DeepSpeed's
+engine at that ZeRO stage, on its CPU accelerator over Gloo, with the same AdamW and clipping). Started rank by rank with torchrun's env variables
 (bench/train.sh does it). Prints one JSON line from rank 0: tokens_per_s (global), step_s, and every
 rank's peak RSS in MiB."""
 import json
@@ -73,6 +74,41 @@ class GPT(nn.Module):
         return F.cross_entropy(logits.view(-1, logits.size(-1)), targets.reshape(-1))
 
 
+def report(rank, world, tokens, elapsed, steps, loss):
+    rss_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    rss = [None] * world
+    if world > 1:
+        dist.all_gather_object(rss, rss_mib)
+    else:
+        rss = [rss_mib]
+    if rank == 0:
+        print(json.dumps({"tokens_per_s": tokens / elapsed, "step_s": elapsed / steps, "peak_rss_mib": rss, "loss": loss.item()}))
+
+
+def train_deepspeed(model, stage, rank, world, micro, steps, warmup, seq, vocab):
+    os.environ.setdefault("DS_ACCELERATOR", "cpu")
+    os.environ.setdefault("LOCAL_RANK", str(rank))
+    import deepspeed
+
+    deepspeed.init_distributed(dist_backend="gloo")
+    config = {"train_micro_batch_size_per_gpu": micro, "gradient_accumulation_steps": 1, "gradient_clipping": 1.0,
+              "optimizer": {"type": "AdamW", "params": {"lr": 3e-4, "betas": [0.9, 0.95], "eps": 1e-8}},
+              "zero_optimization": {"stage": stage}, "steps_per_print": 10**9}
+    groups = [{"params": [p for p in model.parameters() if p.dim() >= 2], "weight_decay": 0.1},
+              {"params": [p for p in model.parameters() if p.dim() < 2], "weight_decay": 0.0}]
+    engine, _, _, _ = deepspeed.initialize(model=model, model_parameters=groups, config=config)
+    gen = torch.Generator().manual_seed(rank)
+    for step in range(warmup + steps):
+        if step == warmup:
+            t0 = time.perf_counter()
+        tokens = torch.randint(0, vocab, (micro, seq + 1), generator=gen)
+        loss = engine(tokens[:, :-1], tokens[:, 1:])
+        engine.backward(loss)
+        engine.step()
+    report(rank, world, steps * micro * seq * world, time.perf_counter() - t0, steps, loss)
+    dist.destroy_process_group()
+
+
 def main():
     rank, world = int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1))
     torch.set_num_threads(int(os.environ.get("BENCH_THREADS", 1)))
@@ -83,6 +119,8 @@ def main():
     torch.manual_seed(0)
     model = GPT(layers, heads, d, seq, vocab)
     sharding = os.environ.get("BENCH_SHARDING", "ddp")
+    if sharding.startswith("ds_zero"):
+        return train_deepspeed(model, int(sharding[-1]), rank, world, micro, steps, warmup, seq, vocab)
     if world > 1:
         dist.init_process_group("gloo", rank=rank, world_size=world)
         if sharding.startswith("fsdp"):
@@ -114,16 +152,7 @@ def main():
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
-    elapsed = time.perf_counter() - t0
-    rss_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    rss = [None] * world
-    if world > 1:
-        dist.all_gather_object(rss, rss_mib)
-    else:
-        rss = [rss_mib]
-    if rank == 0:
-        print(json.dumps({"tokens_per_s": steps * micro * seq * world / elapsed, "step_s": elapsed / steps,
-                          "peak_rss_mib": rss, "loss": loss.item()}))
+    report(rank, world, steps * micro * seq * world, time.perf_counter() - t0, steps, loss)
     if world > 1:
         # Without it a rank may abort at exit ("terminate called without an active exception") while
         # the other still tears the Gloo pairs down.

@@ -5,13 +5,14 @@
 # it only checks (well under a second) and touches nothing.
 # Usage: scripts/setup.sh [--bench | --cuda]
 #   --bench  adds the peers the benchmarks compare against: PyTorch with all its dependencies in the
-#            same .venv (torchrun, FSDP2, DTensor, pipelining) and OpenMPI.
+#            same .venv (torchrun, FSDP2, DTensor, pipelining), DeepSpeed and OpenMPI.
 #   --cuda   adds what the CUDA build links against beyond the machine's CUDA 13 toolkit, cuDNN and
 #            NCCL: the three libraries libtorch_cuda needs that the toolkit lacks, as torch's own wheels.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 torch_version=2.11.0
+deepspeed_version=0.19.8
 # The wheel is built with CUDA 13: even libtorch_cpu needs libcudart and libcupti to load. These two
 # small wheels, from torch's own requirements, provide them; the rest of CUDA is left out.
 cuda_runtime="cuda-toolkit[cudart,cupti]==13.0.2"
@@ -59,6 +60,12 @@ fi
 if ((bench)) && ! installed "triton-*"; then
   echo "setup: installing PyTorch $torch_version with its dependencies into $venv for the benchmark peers (several GB)"
   "${pip[@]}" "torch==$torch_version" numpy
+fi
+# DeepSpeed's own dependencies only: letting pip resolve them would replace the PyTorch above.
+if ((bench)) && [[ ! -d $site/deepspeed ]]; then
+  echo "setup: installing DeepSpeed $deepspeed_version into $venv for the ZeRO benchmark's peer rows"
+  "${pip[@]}" hjson ninja psutil py-cpuinfo pydantic msgpack einops tqdm packaging wheel
+  "${pip[@]}" --no-deps --no-build-isolation "deepspeed==$deepspeed_version"
 fi
 if ((cuda)) && ! { installed "nvidia_cusparselt_cu13-*" && installed "nvidia_nvshmem_cu13-*" && installed "nvidia_cufile-*"; }; then
   echo "setup: installing cuSPARSELt, NVSHMEM and cuFile for linking libtorch_cuda"
