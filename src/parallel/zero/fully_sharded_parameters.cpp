@@ -56,22 +56,22 @@ FullyShardedParameters::FullyShardedParameters(FlatParameters& params, std::vect
     const ShardPiece& p = shards_.pieces()[u];
     whole_.push_back(at::zeros({p.padded_numel}, options));
     for (int i = b.first_entry; i < b.first_entry + b.entries; ++i) {
-      const FlatEntry& e = params.entries()[i];
+      const FlatEntry& e = entries_[i];
       at::Tensor slot = whole_[u].narrow(0, e.offset - b.offset, e.numel);
       slot.copy_(e.param.detach().reshape({-1}));
       e.param.set_data(slot.view(e.param.sizes()));
     }
     for (Span s : spans_within(params.decay_spans(), p.begin, p.local)) shard_decay_.push_back({p.shard_offset + s.offset, s.numel});
-    part_of_unit_.push_back(forward_part_of(params.entries()[b.first_entry].name, n_layer_));
+    part_of_unit_.push_back(forward_part_of(entries_[b.first_entry].name, n_layer_));
     units_of_part_[size_t(part_of_unit_.back())].push_back(u);
   }
   state_.assign(units_.size(), State::Whole);
   gathering_.resize(units_.size());
+  working_.resize(units_.size());
 }
 
 void FullyShardedParameters::keep_working_copies(at::ScalarType dtype, const std::vector<std::pair<at::Tensor, at::Tensor*>>& working) {
   at::NoGradGuard no_grad;
-  working_.assign(units_.size(), at::Tensor());
   for (int u = 0; u < int(units_.size()); ++u) {
     TORCH_CHECK(state_[u] == State::Whole, "FullyShardedParameters::keep_working_copies: unit ", u, " is not whole");
     const GradBucket& b = units_[u];
@@ -107,7 +107,7 @@ void FullyShardedParameters::wait(int unit) {
   if (state_[unit] != State::Gathering) return;
   gathering_[unit].wait();
   gathering_[unit] = CommHandle();
-  if (!working_.empty() && working_[unit].defined()) {
+  if (working_[unit].defined()) {
     fill_storage(working_[unit]);
     at::NoGradGuard no_grad;
     working_[unit].copy_(whole_[unit]);
@@ -120,7 +120,7 @@ void FullyShardedParameters::release(int unit) {
   if (state_[unit] == State::Free) return;
   wait(unit);  // a collective in flight writes into the storage
   empty_storage(whole_[unit]);
-  if (!working_.empty() && working_[unit].defined()) empty_storage(working_[unit]);
+  if (working_[unit].defined()) empty_storage(working_[unit]);
   state_[unit] = State::Free;
   note("free", part_of_unit_[unit]);
 }

@@ -84,7 +84,7 @@ class FullyShardedParameters : public ForwardPartHooks {
   at::Tensor shard_;
   Spans shard_decay_;
   std::vector<at::Tensor> whole_;  // per unit: its padded buffer, storage empty while free
-  std::vector<at::Tensor> working_;  // per unit: the 16-bit copy of whole_ under mixed precision (else empty)
+  std::vector<at::Tensor> working_;  // per unit: the 16-bit copy of whole_ under mixed precision (else undefined)
   std::vector<State> state_;
   std::vector<CommHandle> gathering_;
   std::vector<std::vector<int>> units_of_part_;
