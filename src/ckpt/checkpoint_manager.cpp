@@ -83,7 +83,8 @@ bool CheckpointManager::due(int64_t step, bool last_step, double elapsed_agreed_
 }
 
 std::string CheckpointManager::save(int64_t step, double elapsed_agreed_hours, const CheckpointHealth& health,
-                                    const std::function<void(const std::string& dir)>& write_files) {
+                                    const std::function<void(const std::string& dir)>& write_files,
+                                    const std::function<void(const std::string& dir)>& finish) {
   const std::string final_dir = options_.dir + "/" + step_dir_name(step);
   const std::string tmp = final_dir + kTmpSuffix;
   if (rank_ == 0) {
@@ -105,7 +106,10 @@ std::string CheckpointManager::save(int64_t step, double elapsed_agreed_hours, c
   crash_point("save", step);
   barrier_();
   if (rank_ == 0) {
-    discard_on_failure([&] { commit(tmp, final_dir, step, health); });
+    discard_on_failure([&] {
+      if (finish) finish(tmp);
+      commit(tmp, final_dir, step, health);
+    });
     prune();
   }
   barrier_();

@@ -2,8 +2,8 @@
 // atomically: files go into "step-00000100.tmp", are fsynced and listed with their sizes and
 // checksums in manifest.json, and the directory is renamed into place; the `latest` pointer (for
 // people and tools) is rewritten last. A crash at any moment leaves every committed checkpoint intact.
-// Every rank writes its own files into the same directory (replicated state is written by rank 0
-// alone today; sharded state adds per-rank files), so the layout extends to sharded checkpoints.
+// Every rank writes its own files into the same directory; rank 0 then adds what describes them all
+// (a sharded checkpoint's index) and commits.
 //
 // Each manifest also says whether the checkpoint is healthy: taken at finite parameters and a
 // finite, non-spiking loss. Pruning never removes the newest healthy checkpoint, and resuming
@@ -47,11 +47,13 @@ class CheckpointManager {
   // answer, so time-triggered saves use rank 0's clock, which `elapsed_agreed_hours` carries.
   bool due(int64_t step, bool last_step, double elapsed_agreed_hours) const;
 
-  // Writes a checkpoint for `step`: each rank's `write_files(dir)` fills the temporary directory,
-  // then rank 0 commits it. `elapsed_agreed_hours` restarts the every_hours clock. Returns the
-  // committed directory.
+  // Writes a checkpoint for `step`: each rank's `write_files(dir)` fills the temporary directory;
+  // once all have, rank 0's `finish(dir)` (when given) writes what describes them all (the index),
+  // and rank 0 commits. `elapsed_agreed_hours` restarts the every_hours clock. Returns the committed
+  // directory.
   std::string save(int64_t step, double elapsed_agreed_hours, const CheckpointHealth& health,
-                   const std::function<void(const std::string& dir)>& write_files);
+                   const std::function<void(const std::string& dir)>& write_files,
+                   const std::function<void(const std::string& dir)>& finish = {});
 
   // The newest checkpoint that verifies and that `load` accepts (it throws to refuse one; null
   // accepts all), healthy ones before unhealthy ones, and unhealthy ones only when `healthy_only` is

@@ -20,11 +20,21 @@ const std::vector<std::pair<std::string, at::ScalarType>>& dtype_names() {
   return names;
 }
 
-std::string dtype_to_name(at::ScalarType t) {
+}  // namespace
+
+std::string safetensors_dtype_name(at::ScalarType t) {
   for (const auto& [name, type] : dtype_names())
     if (type == t) return name;
   throw std::runtime_error(std::string("safetensors cannot store dtype ") + c10::toString(t));
 }
+
+std::optional<at::ScalarType> safetensors_dtype(const std::string& name) {
+  for (const auto& [n, type] : dtype_names())
+    if (n == name) return type;
+  return std::nullopt;
+}
+
+namespace {
 
 [[noreturn]] void bad_file(const std::string& path, const std::string& what) {
   throw std::runtime_error("safetensors file '" + path + "': " + what);
@@ -53,10 +63,9 @@ TensorEntry parse_entry(const std::string& path, const std::string& name, const 
     bad("must be an object with dtype, shape and data_offsets");
   TensorEntry e{name, at::kFloat, {}, 0, 0};
   const auto& dtype = spec["dtype"];
-  auto known = std::find_if(dtype_names().begin(), dtype_names().end(),
-                            [&](const auto& d) { return dtype.is_string() && d.first == dtype.get<std::string>(); });
-  if (known == dtype_names().end()) bad("has unsupported dtype " + dtype.dump());
-  e.dtype = known->second;
+  const auto known = dtype.is_string() ? safetensors_dtype(dtype.get<std::string>()) : std::nullopt;
+  if (!known) bad("has unsupported dtype " + dtype.dump());
+  e.dtype = *known;
   if (!spec["shape"].is_array()) bad("has a shape that is not a list");
   uint64_t bytes = c10::elementSize(e.dtype);
   for (const auto& d : spec["shape"]) {
@@ -134,7 +143,7 @@ void write_safetensors(const std::string& path, const NamedTensors& tensors, con
   for (const auto& [name, t] : tensors) {
     at::Tensor c = t.detach().to(at::kCPU).contiguous();
     const uint64_t bytes = c.numel() * c.element_size();
-    header[name] = {{"dtype", dtype_to_name(c.scalar_type())}, {"shape", c.sizes().vec()}, {"data_offsets", {offset, offset + bytes}}};
+    header[name] = {{"dtype", safetensors_dtype_name(c.scalar_type())}, {"shape", c.sizes().vec()}, {"data_offsets", {offset, offset + bytes}}};
     offset += bytes;
     cpu.push_back(c);
   }
@@ -163,10 +172,15 @@ SafetensorsFile read_safetensors(const std::string& path) {
   return out;
 }
 
-void verify_safetensors(const std::string& path) {
+std::vector<SafetensorsEntry> read_safetensors_header(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) bad_file(path, "cannot be opened");
-  read_header(path, in);
+  const Header h = read_header(path, in);
+  std::vector<SafetensorsEntry> out;
+  for (const auto& e : h.tensors) out.push_back({e.name, e.dtype, e.shape, h.data_start + e.begin, h.data_start + e.end});
+  return out;
 }
+
+void verify_safetensors(const std::string& path) { read_safetensors_header(path); }
 
 }  // namespace dtrain

@@ -5,11 +5,7 @@
 
 namespace dtrain {
 
-nlohmann::json to_json(const DataPosition& p) { return {{"epoch", p.epoch}, {"offset", p.offset}}; }
-
-DataPosition data_position_from_json(const nlohmann::json& j) {
-  return {j.at("epoch").get<int64_t>(), j.at("offset").get<int64_t>()};
-}
+nlohmann::json to_json(const DataPosition& p) { return {{"epoch", p.epoch}, {"samples", p.samples}}; }
 
 namespace {
 SamplerOptions without_tail(SamplerOptions o) {
@@ -22,6 +18,7 @@ MicroBatchStream::MicroBatchStream(std::shared_ptr<const TokenDataset> dataset, 
                                    int micro_batch, SamplerOptions options)
     : dataset_(std::move(dataset)),
       sampler_(dataset_->size(Split::Train), num_replicas, rank, without_tail(options)),
+      num_replicas_(num_replicas),
       micro_batch_(micro_batch) {
   if (sampler_.num_samples() < micro_batch)
     throw std::invalid_argument("data: " + std::to_string(dataset_->size(Split::Train)) +
@@ -45,11 +42,16 @@ std::pair<at::Tensor, at::Tensor> MicroBatchStream::next() {
 
 void MicroBatchStream::restore(const DataPosition& p) {
   start_epoch(p.epoch);
-  if (p.offset < 0 || p.offset > int64_t(epoch_indices_.size()))
-    throw std::invalid_argument("data position offset " + std::to_string(p.offset) + " is outside epoch " +
-                                std::to_string(p.epoch) + " (" + std::to_string(epoch_indices_.size()) +
-                                " samples per rank): the checkpoint was written for another data or batch layout");
-  offset_ = p.offset;
+  const int64_t epoch_samples = int64_t(epoch_indices_.size()) * num_replicas_;
+  if (p.samples < 0 || p.samples > epoch_samples)
+    throw std::invalid_argument("data position " + std::to_string(p.samples) + " is outside epoch " + std::to_string(p.epoch) +
+                                " (" + std::to_string(epoch_samples) +
+                                " samples over all ranks): the checkpoint was written for other data or another sequence length");
+  if (p.samples % num_replicas_ != 0)
+    throw std::invalid_argument("data position " + std::to_string(p.samples) + " does not divide among " +
+                                std::to_string(num_replicas_) + " data-parallel ranks: the checkpoint was written with a global "
+                                "batch that " + std::to_string(num_replicas_) + " ranks cannot share");
+  offset_ = p.samples / num_replicas_;
 }
 
 }  // namespace dtrain

@@ -1,6 +1,8 @@
 // The training input of one rank: micro-batches drawn through its DistributedSampler, epoch after
-// epoch. Its position (epoch, samples consumed in the epoch) is what a checkpoint saves, so a
-// resumed run continues with exactly the batches the uninterrupted run would have seen.
+// epoch. Its position (epoch, samples all ranks have consumed in the epoch) is what a checkpoint
+// saves, so a resumed run continues with exactly the batches the uninterrupted run would have seen,
+// whatever its number of ranks: the sampler deals round-robin, so the first k samples of each of R
+// ranks are the first k·R samples of the epoch's permutation.
 #pragma once
 #include <nlohmann/json.hpp>
 
@@ -15,10 +17,9 @@ namespace dtrain {
 
 struct DataPosition {
   int64_t epoch = 0;
-  int64_t offset = 0;  // samples this rank has consumed in `epoch`
+  int64_t samples = 0;  // samples all ranks together have consumed in `epoch`
 };
 nlohmann::json to_json(const DataPosition& p);
-DataPosition data_position_from_json(const nlohmann::json& j);
 
 class MicroBatchStream {
  public:
@@ -28,7 +29,8 @@ class MicroBatchStream {
                    SamplerOptions options);
 
   std::pair<at::Tensor, at::Tensor> next();
-  DataPosition position() const { return {sampler_.epoch(), offset_}; }
+  DataPosition position() const { return {sampler_.epoch(), offset_ * num_replicas_}; }
+  // Throws when the position is outside the epoch or does not divide among this stream's ranks.
   void restore(const DataPosition& p);
 
  private:
@@ -36,7 +38,7 @@ class MicroBatchStream {
 
   std::shared_ptr<const TokenDataset> dataset_;
   DistributedSampler sampler_;
-  int micro_batch_;
+  int num_replicas_, micro_batch_;
   std::vector<int64_t> epoch_indices_;
   int64_t offset_ = 0;
 };

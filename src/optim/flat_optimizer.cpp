@@ -19,20 +19,6 @@ std::string lower(std::string s) {
 
 }  // namespace
 
-void FlatOptimizer::check_state(const std::map<std::string, at::Tensor>& saved) const {
-  const auto expected = state_layout();
-  for (const auto& [name, t] : expected) {
-    auto it = saved.find(name);
-    if (it == saved.end()) throw std::runtime_error("optimizer state has no '" + name + "' (saved by another optimizer type?)");
-    if (it->second.numel() != t.numel() || it->second.scalar_type() != t.scalar_type())
-      throw std::runtime_error("optimizer state '" + name + "' holds " + std::to_string(it->second.numel()) + " " +
-                               c10::toString(it->second.scalar_type()) + " values, this model's needs " +
-                               std::to_string(t.numel()) + " " + c10::toString(t.scalar_type()));
-  }
-  for (const auto& [name, t] : saved)
-    if (!expected.count(name)) throw std::runtime_error("optimizer state has an entry '" + name + "' this optimizer does not use");
-}
-
 int64_t FlatOptimizer::resident_bytes() const {
   int64_t bytes = 0;
   for (const auto& [name, t] : state()) bytes += int64_t(t.nbytes());

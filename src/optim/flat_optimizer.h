@@ -20,14 +20,9 @@ class FlatOptimizer {
   virtual ~FlatOptimizer() = default;
   // One update of `params` from `grads` at learning rate `lr`.
   virtual void step(at::Tensor& params, const at::Tensor& grads, const Spans& decay, double lr) = 0;
-  // The state a checkpoint saves, as named flat tensors (the step count as a 0-d tensor).
+  // This rank's state, the live tensors themselves: flat ones, one value per element of the buffer
+  // it steps (a sharded optimizer's: of its shard), and the step count as a 0-d tensor.
   virtual std::map<std::string, at::Tensor> state() const = 0;
-  // Tensors of state()'s names, sizes and dtypes, without gathering their values (a sharded
-  // optimizer's state() is a collective).
-  virtual std::map<std::string, at::Tensor> state_layout() const { return state(); }
-  // Throws naming the entry of `saved` that state() lacks, or that is missing or differs from it in
-  // size or dtype: a checkpoint is checked whole before anything is restored.
-  void check_state(const std::map<std::string, at::Tensor>& saved) const;
   // Restores state(); throws naming the missing or mis-sized entry.
   virtual void load_state(const std::map<std::string, at::Tensor>& state) = 0;
   // The base learning rate (optimizer.params.lr) that schedules scale.

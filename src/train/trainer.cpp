@@ -100,7 +100,6 @@ class Trainer {
   void build_data();
   void build_model();
   void resume_or_start();
-  bool may_resume() const;
   std::string choose_checkpoint();
   // Loads a checkpoint into the model, optimizer and progress_ (every check first).
   void read_checkpoint(const std::string& dir);
@@ -127,6 +126,7 @@ class Trainer {
   std::vector<at::Tensor> frozen_;
   std::unique_ptr<FlatParameters> flat_;
   std::unique_ptr<FlatOptimizer> optimizer_;
+  StateLayout layout_;  // what of the parameters and optimizer state this rank holds, loads and saves
   std::unique_ptr<LrSchedule> schedule_;
   std::unique_ptr<BucketedGradSync> grad_sync_;
   std::unique_ptr<FullyShardedParameters> sharded_;  // ZeRO stage 3 only
@@ -297,9 +297,13 @@ void Trainer::build_model() {
     setup_lines_.push_back("zero_optimization.offload_" + what + ".device=cpu: this run computes on the CPU, so the " +
                            (what == "param" ? "parameters" : "optimizer state") + " already live in host memory; nothing moves");
   }
+  // Every rank owns 1/dp of every bucket: under ZeRO the pieces it updates, and at every stage the
+  // pieces it writes into a checkpoint.
+  BucketShards shards = sharded_ ? sharded_->shards() : BucketShards(grad_sync_->buckets(), group->size(), group->rank());
+  layout_ = StateLayout::data_parallel(*flat_, sharded_ ? sharded_->shard() : flat_->data(), shards, c_.zero_stage == 3,
+                                       c_.zero_stage >= 1, !hybrid_mesh_ || hybrid_mesh_->coord("replicate") == 0);
   std::string zero_line;
   if (c_.zero_stage >= 1) {
-    BucketShards shards = sharded_ ? sharded_->shards() : BucketShards(grad_sync_->buckets(), group->size(), group->rank());
     const std::string what = c_.zero_stage == 3 ? "parameters, gradients and optimizer state"
                              : c_.zero_stage == 2 ? "optimizer state and gradients" : "optimizer state";
     zero_line = "ZeRO stage " + std::to_string(c_.zero_stage) + ": " + what + " sharded over " + std::to_string(group->size()) +
@@ -340,7 +344,7 @@ void Trainer::build_model() {
             std::to_string(c_.global_batch * c_.model.seq_len) + " tokens per step)");
 }
 
-void Trainer::read_checkpoint(const std::string& dir) { progress_ = load_training_state(dir, model_, *optimizer_); }
+void Trainer::read_checkpoint(const std::string& dir) { progress_ = load_training_state(dir, model_, *optimizer_, layout_); }
 
 // The checkpoint's fp16 loss scaler continues where it was; a run in another precision has none to
 // continue, and a checkpoint from one starts the scaler afresh.
@@ -395,9 +399,6 @@ void Trainer::resume_or_start() {
   checkpoints_ = std::make_unique<CheckpointManager>(c_.checkpoint, world_->rank(),
                                                      [this] { barrier(*world_->world_group(), "checkpoint"); });
   if (world_->rank() == 0) checkpoints_->remove_interrupted_saves();
-  // At stage 3 a checkpoint loads into whole parameters, gathered only when there may be one.
-  const bool gathered = sharded_ && agree("trainer/may_resume", [this] { return may_resume() ? "yes" : "no"; }) == "yes";
-  if (gathered) sharded_->gather_all();
   const std::string from = agree("trainer/resume", [this] { return choose_checkpoint(); });
   if (!from.empty()) {
     load_checkpoint(from);
@@ -407,22 +408,11 @@ void Trainer::resume_or_start() {
                    ? "; it was saved by a " + progress_.precision + " run, and its fp32 weights continue in " + precision_name(c_.precision)
                    : ""));
   }
-  // Every rank starts from rank 0's parameters.
+  // Every rank starts from rank 0's parameters (at stage 3 each loaded its own shard, and a fresh
+  // start broadcast the units when they were built).
   std::vector<at::Tensor> parameters = frozen_;
   if (!sharded_) parameters.push_back(flat_->data());
-  if (gathered) parameters.insert(parameters.end(), sharded_->unit_buffers().begin(), sharded_->unit_buffers().end());
   broadcast(*world_->world_group(), parameters, 0, "broadcast parameters");
-  if (gathered) sharded_->reshard();
-}
-
-// Rank 0's view: whether train.resume may find a checkpoint to load (choose_checkpoint decides which).
-bool Trainer::may_resume() const {
-  if (c_.resume == "never") return false;
-  if (c_.resume != "auto") return true;
-  std::error_code ec;
-  for (const auto& entry : std::filesystem::directory_iterator(c_.checkpoint.dir, ec))
-    if (entry.path().filename().string().rfind("step-", 0) == 0) return true;
-  return false;
 }
 
 std::optional<double> Trainer::evaluate() {
@@ -564,21 +554,21 @@ void Trainer::save(int64_t step) {
   const auto t0 = Clock::now();
   // every_hours must trigger on every rank at once: rank 0's clock decides.
   const CheckpointHealth health{guard_->last_step_healthy(), guard_->last_step_healthy() ? "" : last_unhealthy_reason_};
-  if (sharded_) sharded_->gather_all();
   check_replicas_agree(step);
-  const std::string dir = checkpoints_->save(step, seconds_since(start_) / 3600.0, health, [&](const std::string& tmp) {
-    progress_.precision = precision_name(c_.precision);
-    progress_.loss_scaler = scaler_ ? scaler_->state() : nlohmann::json();
-    save_training_state(tmp, world_->rank(), model_, optimizer_->state(), progress_, c_.json);
-  });
-  if (sharded_) sharded_->release_all();
+  progress_.precision = precision_name(c_.precision);
+  progress_.loss_scaler = scaler_ ? scaler_->state() : nlohmann::json();
+  const std::string dir = checkpoints_->save(
+      step, seconds_since(start_) / 3600.0, health,
+      [&](const std::string& tmp) { save_training_state(tmp, world_->rank(), model_, *optimizer_, layout_, progress_, c_.json); },
+      [&](const std::string& tmp) { write_training_index(tmp, model_, *optimizer_, layout_); });
   log_.info("checkpoint: " + dir + " (" + fixed(seconds_since(t0), 2) + " s)" + (health.healthy ? "" : ", marked unhealthy"));
 }
 
-// Rank 0 writes the parameters for every rank, so every rank must hold the same ones (at stage 3,
-// gathered): a rank that does not — a bug, or a silent fault on its machine — stops the run before
-// anything is written, on every rank alike.
+// Each rank writes its share of the parameters, so every rank must hold the same ones (at stage 3,
+// gathered for the check): a rank that does not — a bug, or a silent fault on its machine — stops the
+// run before anything is written, on every rank alike.
 void Trainer::check_replicas_agree(int64_t step) {
+  if (sharded_) sharded_->gather_all();
   std::vector<at::Tensor> params = model_->parameters();
   if (replica_drift_injected(step)) {
     at::NoGradGuard no_grad;
@@ -587,6 +577,7 @@ void Trainer::check_replicas_agree(int64_t step) {
   }
   const auto mine = at::tensor({parameter_fingerprint(params)}, at::kLong).to(world_->device());
   const at::Tensor all = all_gather(*world_->world_group(), mine, "parameter fingerprint").cpu();
+  if (sharded_) sharded_->release_all();
   for (int r = 1; r < world_->size(); ++r)
     if (all[r].item<int64_t>() != all[0].item<int64_t>())
       throw std::runtime_error("after step " + std::to_string(step) + " the parameters of rank " + std::to_string(r) +
@@ -611,7 +602,6 @@ bool Trainer::recover_from_divergence(int64_t step, const std::string& why) {
   log_.warn("training diverged at step " + std::to_string(step) + ": " + why);
   if (c_.on_divergence == "rollback" && progress_.rollbacks < c_.max_rollbacks) {
     const TrainerProgress before = progress_;
-    if (sharded_) sharded_->gather_all();  // a checkpoint loads into whole parameters
     const std::string dir = agree("trainer/rollback/" + std::to_string(before.rollbacks), [&] {
       std::vector<std::string> warnings;
       const auto found =
@@ -619,9 +609,8 @@ bool Trainer::recover_from_divergence(int64_t step, const std::string& why) {
       for (const auto& w : warnings) log_.warn(w);
       return found ? found->dir : "";
     });
-    if (!dir.empty()) load_checkpoint(dir);
-    if (sharded_) sharded_->reshard();
     if (!dir.empty()) {
+      load_checkpoint(dir);
       progress_.lr_scale = before.lr_scale * c_.rollback_lr_factor;
       progress_.rollbacks = before.rollbacks + 1;
       guard_->restart();

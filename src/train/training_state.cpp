@@ -5,33 +5,64 @@
 #include "ckpt/checkpoint_manager.h"
 #include "ckpt/durable_file.h"
 #include "ckpt/safetensors.h"
+#include "ckpt/sharded_checkpoint.h"
 #include "optim/loss_scaler.h"
 
 namespace dtrain {
 
 namespace {
 
-// Every parameter present with its shape and dtype, and nothing else: a file that fits another model
-// (or was edited) is refused before any parameter changes.
-void check_parameters(const SafetensorsFile& file, const std::string& path, Transformer& model) {
-  const auto params = model->named_parameters();
-  for (const auto& item : params) {
-    auto it = file.tensors.find(item.key());
-    if (it == file.tensors.end()) throw std::runtime_error(path + " has no parameter '" + item.key() + "'");
-    if (it->second.sizes() != item.value().sizes())
-      throw std::runtime_error(path + ": parameter '" + item.key() + "' has shape " + c10::str(it->second.sizes()) +
-                               ", the model expects " + c10::str(item.value().sizes()));
-    if (it->second.scalar_type() != item.value().scalar_type())
-      throw std::runtime_error(path + ": parameter '" + item.key() + "' has dtype " + c10::toString(it->second.scalar_type()) +
-                               ", the model expects " + c10::toString(item.value().scalar_type()));
-  }
-  for (const auto& [name, t] : file.tensors)
-    if (!params.contains(name)) throw std::runtime_error(path + " has a tensor '" + name + "' the model does not have");
+std::string model_key(const std::string& name) { return "model/" + name; }
+std::string state_key(const std::string& state, const std::string& name) { return "optimizer/" + state + "/" + name; }
+std::string step_key(const std::string& state) { return "optimizer/" + state; }
+
+// `fn(entry, offset in the parameter, offset in the local tensor, numel)` for each run of one
+// parameter's elements among `pieces`.
+template <typename Fn>
+void for_each_run(const std::vector<FlatEntry>& entries, const std::vector<FlatPiece>& pieces, Fn fn) {
+  for (const FlatPiece& p : pieces)
+    for (const FlatEntry& e : entries) {
+      const int64_t from = std::max(p.flat_offset, e.offset), to = std::min(p.flat_offset + p.numel, e.offset + e.numel);
+      if (from < to) fn(e, from - e.offset, p.local_offset + (from - p.flat_offset), to - from);
+    }
 }
 
-void copy_parameters(const SafetensorsFile& file, Transformer& model) {
-  at::NoGradGuard no_grad;
-  for (auto& item : model->named_parameters()) item.value().copy_(file.tensors.at(item.key()));
+// What the checkpoint must hold for this model and optimizer: every parameter, and each flat state
+// tensor per trainable parameter (a 0-d one, the step count, once).
+std::map<std::string, GlobalTensor> expected_tensors(Transformer& model, const FlatOptimizer& optimizer, const StateLayout& layout) {
+  std::map<std::string, GlobalTensor> out;
+  for (const auto& item : model->named_parameters())
+    out[model_key(item.key())] = {item.value().sizes().vec(), item.value().scalar_type()};
+  for (const auto& [state, t] : optimizer.state()) {
+    if (t.dim() == 0) {
+      out[step_key(state)] = {{}, t.scalar_type()};
+      continue;
+    }
+    for (const auto& e : layout.entries) out[state_key(state, e.name)] = {e.param.sizes().vec(), t.scalar_type()};
+  }
+  return out;
+}
+
+// Every tensor the model and optimizer need present with its shape and dtype, and nothing else: a
+// checkpoint of another model (or an edited one) is refused before anything changes.
+void check_tensors(const ShardedCheckpointReader& ckpt, const std::string& index, const std::map<std::string, GlobalTensor>& expected) {
+  for (const auto& [name, want] : expected) {
+    const bool is_param = name.rfind("model/", 0) == 0;
+    const std::string what = is_param ? "parameter '" + name.substr(6) + "'" : "optimizer state '" + name.substr(10) + "'";
+    auto it = ckpt.tensors().find(name);
+    if (it == ckpt.tensors().end())
+      throw std::runtime_error(index + " has no " + what + (is_param ? "" : " (saved by another optimizer type, or with other parameters frozen?)"));
+    if (it->second.shape != want.shape)
+      throw std::runtime_error(index + ": " + what + " has shape " + c10::str(at::IntArrayRef(it->second.shape)) + ", the model expects " +
+                               c10::str(at::IntArrayRef(want.shape)));
+    if (it->second.dtype != want.dtype)
+      throw std::runtime_error(index + ": " + what + " has dtype " + c10::toString(it->second.dtype) + ", the model expects " +
+                               c10::toString(want.dtype));
+  }
+  for (const auto& [name, t] : ckpt.tensors())
+    if (!expected.count(name))
+      throw std::runtime_error(index + " has a tensor '" + name + "' this model and optimizer do not have" +
+                               (name.rfind("optimizer/", 0) == 0 ? " (saved by another optimizer type, or with other parameters frozen?)" : ""));
 }
 
 // trainer_state.json, checked field by field and against the step the manifest records.
@@ -60,7 +91,7 @@ TrainerProgress read_progress(const std::string& dir) {
   const int64_t manifest_step = CheckpointManager::read_manifest(dir).step;
   if (p.step != manifest_step)
     throw bad("says step " + std::to_string(p.step) + ", the manifest says " + std::to_string(manifest_step));
-  p.data = {count(s["data_position"], "epoch"), count(s["data_position"], "offset")};
+  p.data = {count(s["data_position"], "epoch"), count(s["data_position"], "samples")};
   p.skipped_steps = count(s, "skipped_steps");
   p.rollbacks = count(s, "rollbacks");
   p.tokens_seen = number("tokens_seen", 0, 1e30);
@@ -83,17 +114,47 @@ TrainerProgress read_progress(const std::string& dir) {
 
 }  // namespace
 
-void save_training_state(const std::string& dir, int rank, Transformer& model,
-                         const std::map<std::string, at::Tensor>& optimizer_state, const TrainerProgress& progress,
-                         const nlohmann::json& config) {
+StateLayout StateLayout::whole(FlatParameters& flat) {
+  const std::vector<FlatPiece> all = {{0, flat.numel(), 0}};
+  return {flat.entries(), flat.data(), all, all, all, all};
+}
+
+StateLayout StateLayout::data_parallel(FlatParameters& flat, const at::Tensor& params, const BucketShards& shards, bool params_sharded,
+                                       bool state_sharded, bool writes) {
+  std::vector<FlatPiece> in_shard, in_buffer;
+  for (const auto& p : shards.pieces()) {
+    in_shard.push_back({p.begin, p.local, p.shard_offset});
+    in_buffer.push_back({p.begin, p.local, p.begin});
+  }
+  const std::vector<FlatPiece> whole = {{0, flat.numel(), 0}};
+  StateLayout layout{flat.entries(), params, params_sharded ? in_shard : whole, {}, state_sharded ? in_shard : whole, {}};
+  if (writes) {
+    layout.params_written = params_sharded ? in_shard : in_buffer;
+    layout.state_written = state_sharded ? in_shard : in_buffer;
+  }
+  return layout;
+}
+
+void save_training_state(const std::string& dir, int rank, Transformer& model, const FlatOptimizer& optimizer,
+                         const StateLayout& layout, const TrainerProgress& progress, const nlohmann::json& config) {
+  std::vector<TensorChunk> chunks;
+  for_each_run(layout.entries, layout.params_written, [&](const FlatEntry& e, int64_t at, int64_t local, int64_t n) {
+    chunks.push_back({model_key(e.name), at, layout.params.narrow(0, local, n)});
+  });
+  for (const auto& [state, t] : optimizer.state()) {
+    if (t.dim() == 0) {
+      if (rank == 0) chunks.push_back({step_key(state), 0, t.reshape({1})});
+      continue;
+    }
+    for_each_run(layout.entries, layout.state_written, [&](const FlatEntry& e, int64_t at, int64_t local, int64_t n) {
+      chunks.push_back({state_key(state, e.name), at, t.narrow(0, local, n)});
+    });
+  }
+  if (rank == 0)
+    for (const auto& item : model->named_parameters())
+      if (!item.value().requires_grad()) chunks.push_back({model_key(item.key()), 0, item.value().detach().reshape({-1})});
+  write_shard_file(dir, rank, chunks);
   if (rank != 0) return;
-  NamedTensors params;
-  for (const auto& item : model->named_parameters()) params.emplace_back(item.key(), item.value());
-  write_safetensors(dir + "/model.safetensors", params,
-                    {{"format", "dtrain"}, {"model_config", to_json(model->config()).dump()}});
-  NamedTensors opt;
-  for (const auto& [name, t] : optimizer_state) opt.emplace_back(name, t);
-  write_safetensors(dir + "/optimizer.safetensors", opt, {{"type", config["optimizer"]["type"].get<std::string>()}});
   auto gen = at::detail::getDefaultCPUGenerator();
   write_safetensors(dir + "/rng.safetensors", {{"cpu", gen.get_state()}});
   const nlohmann::json state = {{"step", progress.step},
@@ -109,38 +170,63 @@ void save_training_state(const std::string& dir, int rank, Transformer& model,
   write_file_atomically(dir + "/config.json", config.dump(2));
 }
 
-TrainerProgress load_training_state(const std::string& dir, Transformer& model, FlatOptimizer& optimizer) {
+void write_training_index(const std::string& dir, Transformer& model, const FlatOptimizer& optimizer, const StateLayout& layout) {
+  write_checkpoint_index(dir, expected_tensors(model, optimizer, layout), {{"model_config", to_json(model->config())}});
+}
+
+TrainerProgress load_training_state(const std::string& dir, Transformer& model, FlatOptimizer& optimizer, const StateLayout& layout) {
   const TrainerProgress progress = read_progress(dir);
-  const std::string model_path = dir + "/model.safetensors";
-  const auto params = read_safetensors(model_path);
-  check_parameters(params, model_path, model);
+  ShardedCheckpointReader ckpt(dir);
+  check_tensors(ckpt, dir + "/" + kCheckpointIndexFile, expected_tensors(model, optimizer, layout));
   const auto rng = read_safetensors(dir + "/rng.safetensors");
   at::Generator gen = at::detail::getDefaultCPUGenerator();  // a handle on the process-wide generator
   const at::Tensor current = gen.get_state();
   auto saved = rng.tensors.find("cpu");
   if (saved == rng.tensors.end() || saved->second.sizes() != current.sizes() || saved->second.scalar_type() != current.scalar_type())
     throw std::runtime_error(dir + "/rng.safetensors does not hold a CPU generator state");
-  const auto opt_path = dir + "/optimizer.safetensors";
-  const auto opt = read_safetensors(opt_path);
-  try {
-    optimizer.check_state(opt.tensors);
-  } catch (const std::exception& e) {
-    throw std::runtime_error(opt_path + ": " + e.what());
+  // Everything fits: now the pieces this rank holds are read in place.
+  at::NoGradGuard no_grad;
+  for_each_run(layout.entries, layout.params_held, [&](const FlatEntry& e, int64_t at, int64_t local, int64_t n) {
+    ckpt.read(model_key(e.name), at, layout.params.narrow(0, local, n));
+  });
+  for (auto& item : model->named_parameters())
+    if (!item.value().requires_grad()) ckpt.read(model_key(item.key()), 0, item.value().detach().view({-1}));
+  std::map<std::string, at::Tensor> state = optimizer.state();
+  for (auto& [name, t] : state) {
+    if (t.dim() == 0) {
+      t = ckpt.read(step_key(name)).reshape({});
+      continue;
+    }
+    for_each_run(layout.entries, layout.state_held, [&](const FlatEntry& e, int64_t at, int64_t local, int64_t n) {
+      ckpt.read(state_key(name, e.name), at, t.narrow(0, local, n));
+    });
   }
-  copy_parameters(params, model);
-  optimizer.load_state(opt.tensors);
+  optimizer.load_state(state);
   gen.set_state(saved->second);
   return progress;
 }
 
+std::map<std::string, at::Tensor> read_parameters(const std::string& dir) {
+  ShardedCheckpointReader ckpt(dir);
+  std::map<std::string, at::Tensor> out;
+  for (const auto& [name, t] : ckpt.tensors())
+    if (name.rfind("model/", 0) == 0) out[name.substr(6)] = ckpt.read(name);
+  return out;
+}
+
 Transformer load_model(const std::string& dir) {
-  const std::string path = dir + "/model.safetensors";
-  const auto file = read_safetensors(path);
-  auto it = file.metadata.find("model_config");
-  if (it == file.metadata.end()) throw std::runtime_error(path + " has no model_config metadata (not written by dtrain?)");
-  Transformer model(transformer_config_from_json(nlohmann::json::parse(it->second)), 0);
-  check_parameters(file, path, model);
-  copy_parameters(file, model);
+  ShardedCheckpointReader ckpt(dir);
+  const std::string index = dir + "/" + kCheckpointIndexFile;
+  if (!ckpt.metadata().contains("model_config")) throw std::runtime_error(index + " has no model_config metadata (not written by dtrain?)");
+  Transformer model(transformer_config_from_json(ckpt.metadata()["model_config"]), 0);
+  std::map<std::string, GlobalTensor> expected;
+  for (const auto& item : model->named_parameters())
+    expected[model_key(item.key())] = {item.value().sizes().vec(), item.value().scalar_type()};
+  for (const auto& [name, t] : ckpt.tensors())
+    if (name.rfind("model/", 0) != 0) expected[name] = t;  // generation needs the parameters alone
+  check_tensors(ckpt, index, expected);
+  at::NoGradGuard no_grad;
+  for (auto& item : model->named_parameters()) ckpt.read(model_key(item.key()), 0, item.value().detach().view({-1}));
   return model;
 }
 

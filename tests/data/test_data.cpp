@@ -3,6 +3,7 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -94,11 +95,39 @@ TEST(MicroBatchStream, RestoringAPositionContinuesWithTheSameBatches) {
   for (int i = 0; i < 30; ++i) a.next();  // crosses an epoch (200 samples / 2 ranks / 4 per batch = 25 per epoch)
   const auto pos = a.position();
   EXPECT_EQ(pos.epoch, 1);
-  EXPECT_EQ(pos.offset, 20);
+  EXPECT_EQ(pos.samples, 40);  // 5 micro-batches of 4 on each of 2 ranks
   MicroBatchStream b(ds, 2, 1, 4, {true, 5, true});
   b.restore(pos);
   for (int i = 0; i < 5; ++i) EXPECT_TRUE(torch::equal(a.next().first, b.next().first));
   EXPECT_THROW(b.restore({0, 1000}), std::invalid_argument);
+  EXPECT_THROW(b.restore({0, 41}), std::invalid_argument);  // 41 samples do not divide among 2 ranks
+}
+
+// What the ranks draw after a restore depends on the position, not on how many ranks drew before:
+// 2 ranks stopped at a position and 4 ranks restored there draw the same next samples.
+TEST(MicroBatchStream, APositionCarriesOverToAnotherNumberOfRanks) {
+  auto ds = std::make_shared<TokenDataset>(torch::arange(0, 2001, torch::kInt).remainder(256), 10, 0.0, 256);
+  const SamplerOptions options{true, 5, true};
+  auto first_tokens = [](std::vector<MicroBatchStream>& ranks, int batches) {
+    std::vector<int64_t> tokens;
+    for (auto& r : ranks)
+      for (int i = 0; i < batches; ++i) {
+        const at::Tensor x = r.next().first;
+        for (int64_t s = 0; s < x.size(0); ++s) tokens.push_back(x[s][0].item<int64_t>() * 1000 + x[s][1].item<int64_t>());
+      }
+    std::sort(tokens.begin(), tokens.end());
+    return tokens;
+  };
+  std::vector<MicroBatchStream> two, four;
+  for (int r = 0; r < 2; ++r) two.emplace_back(ds, 2, r, 2, options);
+  for (int r = 0; r < 4; ++r) four.emplace_back(ds, 4, r, 2, options);
+  first_tokens(two, 5);
+  const DataPosition pos = two[0].position();
+  ASSERT_EQ(pos.samples, 20);
+  EXPECT_EQ(two[1].position().samples, 20);
+  for (auto& r : four) r.restore(pos);
+  EXPECT_EQ(first_tokens(two, 2), first_tokens(four, 1));  // the permutation's samples 20..27 either way
+  EXPECT_THROW(four[0].restore({0, 22}), std::invalid_argument);
 }
 
 TEST(TokenSource, ReadsLlmcAndNanogptShardsInNameOrder) {

@@ -155,8 +155,8 @@ TEST(Resume, SameSizeDamageFallsBackToTheNewestIntactCheckpoint) {
   const std::string dir = scratch_dir("same_size");
   const std::vector<std::string> job = {"checkpoint.every_steps=2", "checkpoint.keep=0"};
   ASSERT_EQ(train(dir, 1, job).result.exit_code, 0);
-  const std::string header_edit = ckpt(dir, 4) + "/model.safetensors";
-  patch_same_size(header_edit, "\"wte.weight\"", "\"wte.weighu\"");
+  const std::string header_edit = ckpt(dir, 4) + "/shard-00000.safetensors";
+  patch_same_size(header_edit, "\"model/wte.weight@0\"", "\"model/wte.weighu@0\"");
   auto resumed_job = job;
   resumed_job.push_back("train.steps=6");
   const TrainingRun again = train(dir, 1, resumed_job);
@@ -186,9 +186,10 @@ TEST(Resume, TrainerStateAndTensorsAreCheckedAgainstManifestAndModelBeforeAnythi
   CheckpointManager manager(options, 0, [] {});
   TrainerProgress progress;
   progress.step = 20;
-  const std::string step_dir = manager.save(20, 0, {true, ""}, [&](const std::string& tmp) {
-    save_training_state(tmp, 0, model, optimizer->state(), progress, config);
-  });
+  const StateLayout layout = StateLayout::whole(flat);
+  const std::string step_dir = manager.save(
+      20, 0, {true, ""}, [&](const std::string& tmp) { save_training_state(tmp, 0, model, *optimizer, layout, progress, config); },
+      [&](const std::string& tmp) { write_training_index(tmp, model, *optimizer, layout); });
   {
     at::NoGradGuard no_grad;
     flat.data().zero_();
@@ -200,16 +201,18 @@ TEST(Resume, TrainerStateAndTensorsAreCheckedAgainstManifestAndModelBeforeAnythi
       {"trainer_state.json", "\"step\": 20", "\"step\": 99", "says step 99, the manifest says 20"},
       {"trainer_state.json", "{", "[", "is not valid JSON"},
       {"trainer_state.json", "\"lr_scale\": 1.0", "\"lr_scale\": 2.0", "lacks a valid 'lr_scale'"},
-      {"model.safetensors", "\"wte.weight\"", "\"wte.weighu\"", "has no parameter 'wte.weight'"},
-      {"model.safetensors", "\"F32\"", "\"I32\"", "has dtype Int, the model expects Float"},
-      {"optimizer.safetensors", "\"exp_avg\"", "\"exp_avX\"", "optimizer state has no 'exp_avg'"},
+      {"index.json", "\"model/wte.weight\"", "\"model/wte.weighu\"", "has no parameter 'wte.weight'"},
+      {"index.json", "\"F32\"", "\"I32\"", "has dtype Int, the model expects Float"},
+      {"index.json", "\"optimizer/exp_avg/", "\"optimizer/exp_avX/", "has no optimizer state 'exp_avg/"},
+      {"index.json", "\"offset\": 0", "\"offset\": 1", "no chunk holds elements 0..0"},
+      {"index.json", "\"file\": \"shard-00000", "\"file\": \"../../etc/x", "is not a file of the checkpoint"},
   };
   for (const auto& c : cases) {
     const std::string copy = scratch_dir("state_checks_case") + "/" + CheckpointManager::step_dir_name(20);
     fs::copy(step_dir, copy);
     patch_same_size(copy + "/" + c.file, c.from, c.to);
     try {
-      load_training_state(copy, model, *optimizer);
+      load_training_state(copy, model, *optimizer, layout);
       ADD_FAILURE() << c.file << ": " << c.to << " was accepted";
     } catch (const std::runtime_error& e) {
       EXPECT_TRUE(contains(e.what(), c.needle)) << e.what();
@@ -217,7 +220,7 @@ TEST(Resume, TrainerStateAndTensorsAreCheckedAgainstManifestAndModelBeforeAnythi
     }
     EXPECT_EQ(flat.data().abs().sum().item<double>(), 0) << c.file << ": a refused checkpoint changed the model";
   }
-  EXPECT_EQ(load_training_state(step_dir, model, *optimizer).step, 20);  // and the intact one loads
+  EXPECT_EQ(load_training_state(step_dir, model, *optimizer, layout).step, 20);  // and the intact one loads
   EXPECT_GT(flat.data().abs().sum().item<double>(), 0);
 }
 

@@ -203,7 +203,7 @@ TEST(Resume, ATruncatedCheckpointFallsBackToThePreviousOne) {
   const std::string dir = scratch_dir("truncated");
   const TrainingRun first = train(dir, 1, {"checkpoint.every_steps=2", "checkpoint.keep=0"});
   ASSERT_EQ(first.result.exit_code, 0) << first.result.output;
-  const std::string damaged = dir + "/ckpt/step-00000004/model.safetensors";
+  const std::string damaged = dir + "/ckpt/step-00000004/shard-00000.safetensors";
   fs::resize_file(damaged, fs::file_size(damaged) / 2);
   const TrainingRun again = train(dir, 1, {"train.steps=6", "checkpoint.every_steps=2", "checkpoint.keep=0"});
   EXPECT_EQ(again.result.exit_code, 0) << again.result.output;

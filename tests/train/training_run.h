@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "ckpt/safetensors.h"
 #include "support/process.h"
+#include "train/training_state.h"
 
 namespace dtrain::test {
 
@@ -53,7 +53,7 @@ inline TrainingRun train(const std::string& dir, int nproc, const std::vector<st
 inline std::map<std::string, at::Tensor> final_parameters(const TrainingRun& run, int step) {
   char name[32];
   std::snprintf(name, sizeof name, "step-%08d", step);
-  return read_safetensors(run.dir + "/ckpt/" + name + "/model.safetensors").tensors;
+  return read_parameters(run.dir + "/ckpt/" + name);
 }
 
 // Every parameter equal bit for bit, and none on one side only.

@@ -7,9 +7,9 @@
 // 3 the parameters, gradients and decay mask are all this rank's shard, updated in one pass and not
 // gathered: FullyShardedParameters gathers each unit when the next forward needs it.
 //
-// Checkpoints stay whole: state() gathers the shards (a collective every rank must call) and
-// load_state() takes whole tensors and keeps this rank's pieces, so a checkpoint written under any
-// stage or data-parallel size loads under any other.
+// state() is this rank's shard of the state (the pieces of BucketShards end to end, padding zero);
+// a checkpoint stores each piece under its parameter's name (train/training_state.h), so what one
+// layout saved loads under any other.
 #pragma once
 #include <memory>
 
@@ -25,20 +25,12 @@ class ZeroOptimizer : public FlatOptimizer {
   // shard-sized `like`. `stage` (1, 2 or 3) says what step() receives, as above.
   ZeroOptimizer(std::unique_ptr<ElementwiseOptimizer> inner, BucketShards shards, int stage, std::shared_ptr<Group> group);
   void step(at::Tensor& params, const at::Tensor& grads, const Spans& decay, double lr) override;
-  // Whole tensors, gathered from every rank: a collective.
-  std::map<std::string, at::Tensor> state() const override;
-  std::map<std::string, at::Tensor> state_layout() const override;
-  void load_state(const std::map<std::string, at::Tensor>& state) override;
+  std::map<std::string, at::Tensor> state() const override { return inner_->state(); }
+  void load_state(const std::map<std::string, at::Tensor>& state) override { inner_->load_state(state); }
   double base_lr() const override { return inner_->base_lr(); }
   int64_t resident_bytes() const override { return inner_->resident_bytes(); }
 
  private:
-  // Every rank's pieces, produced by `piece_of(p)` (piece elements, padding zero), gathered into
-  // `whole` (shards.numel() elements), one all-gather per bucket.
-  template <typename PieceOf>
-  void gather_into(PieceOf piece_of, at::Tensor& whole, const std::string& label) const;
-  bool sharded(const at::Tensor& t) const { return t.dim() == 1 && t.numel() == shards_.shard_numel(); }
-
   std::unique_ptr<ElementwiseOptimizer> inner_;
   BucketShards shards_;
   int stage_;
