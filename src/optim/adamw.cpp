@@ -5,8 +5,6 @@
 #include <algorithm>
 #include <cmath>
 
-#include "optim/optimizer_state.h"
-
 namespace dtrain {
 
 namespace {
@@ -16,21 +14,15 @@ namespace {
 constexpr int64_t kDenomChunk = 1 << 20;
 }  // namespace
 
-AdamW::AdamW(AdamWOptions options, const at::Tensor& like)
-    : options_(options),
-      exp_avg_(at::zeros_like(like)),
-      exp_avg_sq_(at::zeros_like(like)),
-      denom_(at::empty({std::clamp<int64_t>(like.numel(), 1, kDenomChunk)}, like.options())) {}
-
-void AdamW::step_pieces(const std::vector<StatePiece>& pieces, double lr) {
+void AdamW::update(const std::vector<StatePiece>& pieces, const std::vector<at::Tensor>& state, int64_t step, double lr) {
   at::NoGradGuard no_grad;
-  ++steps_;
-  const double bias1 = 1 - std::pow(options_.beta1, double(steps_));
-  const double bias2 = 1 - std::pow(options_.beta2, double(steps_));
+  const double bias1 = 1 - std::pow(options_.beta1, double(step));
+  const double bias2 = 1 - std::pow(options_.beta2, double(step));
   for (const auto& p : pieces) {
     at::Tensor params = p.params;
     const int64_t n = params.numel();
-    at::Tensor m = exp_avg_.narrow(0, p.state_offset, n), v = exp_avg_sq_.narrow(0, p.state_offset, n);
+    at::Tensor m = state[0].narrow(0, p.state_offset, n), v = state[1].narrow(0, p.state_offset, n);
+    if (!denom_.defined() || denom_.numel() < std::min(n, kDenomChunk)) denom_ = at::empty({std::min(n, kDenomChunk)}, params.options());
     if (options_.weight_decay != 0)
       for (const Span& s : p.decay) {
         at::Tensor decayed = params.narrow(0, s.offset, s.numel);
@@ -45,16 +37,6 @@ void AdamW::step_pieces(const std::vector<StatePiece>& pieces, double lr) {
       params.narrow(0, from, len).addcdiv_(m.narrow(0, from, len), denom, -lr / bias1);
     }
   }
-}
-
-std::map<std::string, at::Tensor> AdamW::state() const {
-  return {{"exp_avg", exp_avg_}, {"exp_avg_sq", exp_avg_sq_}, {"step", at::scalar_tensor(steps_, at::kLong)}};
-}
-
-void AdamW::load_state(const std::map<std::string, at::Tensor>& state) {
-  restore_state_tensor(state, "exp_avg", exp_avg_);
-  restore_state_tensor(state, "exp_avg_sq", exp_avg_sq_);
-  steps_ = state_step(state);
 }
 
 }  // namespace dtrain

@@ -1,4 +1,4 @@
-// AdamW (Loshchilov & Hutter) over a flat buffer, matching torch.optim.AdamW's arithmetic.
+// AdamW (Loshchilov & Hutter) over flat buffers, matching torch.optim.AdamW's arithmetic.
 #pragma once
 #include "optim/flat_optimizer.h"
 
@@ -11,20 +11,17 @@ struct AdamWOptions {
   double weight_decay = 0.01;
 };
 
-class AdamW : public ElementwiseOptimizer {
+class AdamW : public ElementwiseRule {
  public:
-  AdamW(AdamWOptions options, const at::Tensor& like);
-  void step_pieces(const std::vector<StatePiece>& pieces, double lr) override;
-  std::map<std::string, at::Tensor> state() const override;
-  void load_state(const std::map<std::string, at::Tensor>& state) override;
+  explicit AdamW(AdamWOptions options) : options_(options) {}
+  std::vector<std::string> state_names() const override { return {"exp_avg", "exp_avg_sq"}; }
+  void update(const std::vector<StatePiece>& pieces, const std::vector<at::Tensor>& state, int64_t step, double lr) override;
   double base_lr() const override { return options_.lr; }
-  int64_t resident_bytes() const override { return FlatOptimizer::resident_bytes() + int64_t(denom_.nbytes()); }
+  int64_t scratch_bytes() const override { return int64_t(denom_.defined() ? denom_.nbytes() : 0); }
 
  private:
   AdamWOptions options_;
-  at::Tensor exp_avg_, exp_avg_sq_;
-  at::Tensor denom_;  // scratch for sqrt(v)/sqrt(bias2) + eps, one chunk of kDenomChunk elements
-  int64_t steps_ = 0;
+  at::Tensor denom_;  // scratch for sqrt(v)/sqrt(bias2) + eps, at most kDenomChunk elements, grown on first use
 };
 
 }  // namespace dtrain

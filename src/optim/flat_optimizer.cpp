@@ -5,6 +5,7 @@
 
 #include "common/printable.h"
 #include "optim/adamw.h"
+#include "optim/resident_optimizer.h"
 #include "optim/section_params.h"
 #include "optim/sgd.h"
 
@@ -25,7 +26,7 @@ int64_t FlatOptimizer::resident_bytes() const {
   return bytes;
 }
 
-std::unique_ptr<ElementwiseOptimizer> make_flat_optimizer(const nlohmann::json& spec, const at::Tensor& like) {
+std::unique_ptr<ElementwiseRule> make_elementwise_rule(const nlohmann::json& spec) {
   const std::string type = spec.value("type", "AdamW");
   const nlohmann::json params = spec.value("params", nlohmann::json::object());
   const std::string t = lower(type);
@@ -46,7 +47,7 @@ std::unique_ptr<ElementwiseOptimizer> make_flat_optimizer(const nlohmann::json& 
     }
     if (r.has("adam_w_mode") && r.raw("adam_w_mode") == false)
       throw std::invalid_argument("optimizer.params.adam_w_mode=false (L2-coupled Adam) is not implemented; use AdamW");
-    return std::make_unique<AdamW>(o, like);
+    return std::make_unique<AdamW>(o);
   }
   if (t == "sgd") {
     SectionParams r("optimizer", params, {"lr", "momentum", "dampening", "weight_decay", "nesterov"});
@@ -58,9 +59,13 @@ std::unique_ptr<ElementwiseOptimizer> make_flat_optimizer(const nlohmann::json& 
     o.nesterov = r.has("nesterov") && r.raw("nesterov") == true;
     if (o.nesterov && (o.momentum == 0 || o.dampening != 0))
       throw std::invalid_argument("optimizer.params.nesterov needs momentum > 0 and dampening 0");
-    return std::make_unique<Sgd>(o, like);
+    return std::make_unique<Sgd>(o);
   }
   throw std::invalid_argument("optimizer.type \"" + printable(type) + "\" is unknown (known: AdamW, Adam, SGD)");
+}
+
+std::unique_ptr<ElementwiseOptimizer> make_flat_optimizer(const nlohmann::json& spec, const at::Tensor& like) {
+  return std::make_unique<ResidentOptimizer>(make_elementwise_rule(spec), like);
 }
 
 }  // namespace dtrain

@@ -50,8 +50,26 @@ class ElementwiseOptimizer : public FlatOptimizer {
   virtual void step_pieces(const std::vector<StatePiece>& pieces, double lr) = 0;
 };
 
-// Builds from `optimizer {type, params}` for a flat buffer like `like`. Throws naming the key at
-// fault (unknown type or param, out-of-range value).
+// The arithmetic of an elementwise optimizer, apart from where its state lives: in memory
+// (ResidentOptimizer), or in files streamed through buffers a sub-group at a time (NVMe offload).
+class ElementwiseRule {
+ public:
+  virtual ~ElementwiseRule() = default;
+  // The flat state tensors the rule keeps, one value per element each ("exp_avg", "exp_avg_sq").
+  virtual std::vector<std::string> state_names() const = 0;
+  // Step number `step` (1 for the first) of `pieces`, whose state_offset index `state` (tensors in
+  // state_names()' order).
+  virtual void update(const std::vector<StatePiece>& pieces, const std::vector<at::Tensor>& state, int64_t step, double lr) = 0;
+  virtual double base_lr() const = 0;
+  // Bytes of scratch the update keeps between steps.
+  virtual int64_t scratch_bytes() const { return 0; }
+};
+
+// The rule `optimizer {type, params}` names. Throws naming the key at fault (unknown type or param,
+// out-of-range value).
+std::unique_ptr<ElementwiseRule> make_elementwise_rule(const nlohmann::json& spec);
+
+// That rule with its state in memory, for a flat buffer like `like`.
 std::unique_ptr<ElementwiseOptimizer> make_flat_optimizer(const nlohmann::json& spec, const at::Tensor& like);
 
 }  // namespace dtrain

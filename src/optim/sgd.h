@@ -1,5 +1,5 @@
-// SGD with momentum, dampening, Nesterov and L2 weight decay, matching torch.optim.SGD, over a
-// flat buffer.
+// SGD with momentum, dampening, Nesterov and L2 weight decay, matching torch.optim.SGD, over flat
+// buffers.
 #pragma once
 #include "optim/flat_optimizer.h"
 
@@ -13,18 +13,15 @@ struct SgdOptions {
   bool nesterov = false;
 };
 
-class Sgd : public ElementwiseOptimizer {
+class Sgd : public ElementwiseRule {
  public:
-  Sgd(SgdOptions options, const at::Tensor& like);
-  void step_pieces(const std::vector<StatePiece>& pieces, double lr) override;
-  std::map<std::string, at::Tensor> state() const override;
-  void load_state(const std::map<std::string, at::Tensor>& state) override;
+  explicit Sgd(SgdOptions options) : options_(options) {}
+  std::vector<std::string> state_names() const override { return {"momentum_buffer"}; }
+  void update(const std::vector<StatePiece>& pieces, const std::vector<at::Tensor>& state, int64_t step, double lr) override;
   double base_lr() const override { return options_.lr; }
 
  private:
   SgdOptions options_;
-  at::Tensor momentum_buffer_;
-  int64_t steps_ = 0;
 };
 
 }  // namespace dtrain
