@@ -202,7 +202,7 @@ void resolve_sharding(const Reader& r, TrainConfig& c) {
 
 // zero_optimization.offload_optimizer or offload_param: {"device": "none" | "cpu" | "nvme", ...}.
 // DeepSpeed's rules: the optimizer offloads from stage 1, parameters at stage 3.
-std::string resolve_offload(const Reader& r, const std::string& key, int min_stage, int stage) {
+TrainConfig::Offload resolve_offload(const Reader& r, const std::string& key, int min_stage, int stage) {
   const json& section = r.at(key);
   if (!section.is_object()) fail(r.origin(), "'" + key + "' must be an object like {\"device\": \"cpu\"}, got " + printable_json(section));
   static const std::vector<std::string> known = {"device", "nvme_path", "pin_memory", "buffer_count", "buffer_size", "max_in_cpu",
@@ -211,17 +211,25 @@ std::string resolve_offload(const Reader& r, const std::string& key, int min_sta
     if (std::find(known.begin(), known.end(), item.key()) == known.end())
       fail(r.origin(), "unknown key '" + key + "." + printable(item.key()) + "' (DeepSpeed's offload keys are device, nvme_path, "
                        "pin_memory, buffer_count, buffer_size, max_in_cpu, fast_init, ratio)");
-  if (!section.contains("device")) return "none";
-  const std::string device = r.text(key + ".device");
-  if (device == "none") return device;
+  TrainConfig::Offload offload;
+  if (!section.contains("device")) return offload;
+  offload.device = r.text(key + ".device");
+  const std::string& device = offload.device;
+  if (device == "none") return offload;
   if (device != "cpu" && device != "nvme")
     fail(r.origin(), "'" + key + ".device' must be \"none\", \"cpu\" or \"nvme\", got " + printable_json(section["device"]));
   if (stage < min_stage)
     fail(r.origin(), "'" + key + ".device' " + device + " needs zero_optimization.stage " + std::to_string(min_stage) +
                          (min_stage < 3 ? " or above" : "") + ", and this run has stage " + std::to_string(stage));
-  if (device == "nvme")
-    fail(r.origin(), "'" + key + ".device' nvme is accepted but not implemented yet in this version of dtrain; use \"cpu\" or \"none\"");
-  return device;
+  if (device == "nvme" && key == "zero_optimization.offload_param")
+    fail(r.origin(), "'" + key + ".device' nvme is accepted but not implemented yet in this version of dtrain (offload_optimizer's "
+                     "is); use \"cpu\" or \"none\"");
+  if (device == "nvme") {
+    if (!section.contains("nvme_path")) fail(r.origin(), "'" + key + ".device' nvme needs '" + key + ".nvme_path', a directory on the fast disk");
+    offload.nvme_path = r.text(key + ".nvme_path");
+    if (offload.nvme_path.empty()) fail(r.origin(), "'" + key + ".nvme_path' is empty");
+  }
+  return offload;
 }
 
 // bf16.*, fp16.* and data_types.grad_accum_dtype.
@@ -478,6 +486,7 @@ TrainConfig resolve_config(const json& user, int world_size, const std::string& 
   resolve_sharding(r, c);
   c.offload_optimizer = resolve_offload(r, "zero_optimization.offload_optimizer", 1, c.zero_stage);
   c.offload_param = resolve_offload(r, "zero_optimization.offload_param", 3, c.zero_stage);
+  c.sub_group_size = r.integer("zero_optimization.sub_group_size", 1);
   r.text("optimizer.type");  // read here so that a type that is no string is named, not a JSON type_error
   r.text("scheduler.type");
   c.optimizer = c.json["optimizer"];

@@ -62,8 +62,14 @@ struct TrainConfig {
   // group of every dp rank); kShardGroupPerNode: the ranks of a node.
   int shard_group_size = 0;
   static constexpr int kShardGroupPerNode = -1;
-  // Where ZeRO keeps the optimizer state and (stage 3) the parameters between uses: "none" or "cpu".
-  std::string offload_optimizer = "none", offload_param = "none";
+  // Where ZeRO keeps the optimizer state and (stage 3) the parameters between uses: device "none",
+  // "cpu" or "nvme" (in files under nvme_path, streamed sub_group_size elements at a time).
+  struct Offload {
+    std::string device = "none";
+    std::string nvme_path;
+  };
+  Offload offload_optimizer, offload_param;
+  int64_t sub_group_size = 1000000000;  // zero_optimization.sub_group_size
   nlohmann::json optimizer, scheduler;
   double base_lr = 0;  // the optimizer's learning rate, which schedules scale
 

@@ -30,6 +30,7 @@
 #include "optim/lr_schedule.h"
 #include "parallel/ddp/data_parallel.h"
 #include "parallel/zero/fully_sharded_parameters.h"
+#include "parallel/zero/nvme_optimizer.h"
 #include "parallel/zero/parameter_units.h"
 #include "parallel/zero/reduce_scatter_grads.h"
 #include "parallel/zero/zero_optimizer.h"
@@ -100,6 +101,7 @@ class Trainer {
   void build_data();
   void build_model();
   void resume_or_start();
+  std::unique_ptr<ElementwiseOptimizer> make_nvme_optimizer(int64_t numel);
   std::string choose_checkpoint();
   // Loads a checkpoint into the model, optimizer and progress_ (every check first).
   void read_checkpoint(const std::string& dir);
@@ -289,7 +291,8 @@ void Trainer::build_model() {
   } else {
     grad_sync_ = std::make_unique<DataParallel>(*flat_, group, ddp_options);
   }
-  for (const auto& [what, device] : {std::pair<std::string, std::string>{"optimizer", c_.offload_optimizer}, {"param", c_.offload_param}}) {
+  for (const auto& [what, device] : {std::pair<std::string, std::string>{"optimizer", c_.offload_optimizer.device},
+                                     {"param", c_.offload_param.device}}) {
     if (device != "cpu") continue;
     if (!world_->device().is_cpu())
       throw ConfigError("zero_optimization.offload_" + what + ".device=cpu on a " + world_->device().str() +
@@ -313,7 +316,8 @@ void Trainer::build_model() {
     if (sharded_)
       zero_line += "; " + std::to_string(grad_sync_->buckets().size()) + " units gathered one at a time with the next prefetched, " +
                    (c_.reshard_after_forward ? "blocks freed between forward and backward" : "kept whole from forward to backward");
-    auto inner = make_flat_optimizer(c_.optimizer, at::empty({shards.shard_numel()}, flat_->options()));
+    auto inner = c_.offload_optimizer.device == "nvme" ? make_nvme_optimizer(shards.shard_numel())
+                                                       : make_flat_optimizer(c_.optimizer, at::empty({shards.shard_numel()}, flat_->options()));
     optimizer_ = std::make_unique<ZeroOptimizer>(std::move(inner), std::move(shards), c_.zero_stage, group);
   } else {
     optimizer_ = make_flat_optimizer(c_.optimizer, flat_->data());
@@ -342,6 +346,31 @@ void Trainer::build_model() {
   setup_lines_.push_back("batch: " + std::to_string(c_.global_batch) + " = micro " + std::to_string(c_.micro_batch) + " x accumulation " +
             std::to_string(c_.accumulation) + " x dp " + std::to_string(c_.dp) + " (" +
             std::to_string(c_.global_batch * c_.model.seq_len) + " tokens per step)");
+}
+
+// The optimizer state of `numel` shard elements in files under nvme_path (parallel/zero/nvme_optimizer.h).
+std::unique_ptr<ElementwiseOptimizer> Trainer::make_nvme_optimizer(int64_t numel) {
+  const std::string key = "zero_optimization.offload_optimizer";
+  if (!world_->device().is_cpu())
+    throw ConfigError(key + ".device=nvme on a " + world_->device().str() + " run is not implemented yet in this version of dtrain");
+  std::unique_ptr<NvmeOptimizer> nvme;
+  try {
+    nvme = std::make_unique<NvmeOptimizer>(make_elementwise_rule(c_.optimizer), numel, flat_->options(),
+                                           NvmeOffloadOptions{c_.offload_optimizer.nvme_path, c_.sub_group_size});
+  } catch (const std::invalid_argument& e) {
+    throw ConfigError(key + ".nvme_path: " + e.what());
+  }
+  const auto mib = [](int64_t bytes) { return fixed(double(bytes) / (1 << 20), 1); };
+  const int64_t sub_group = std::min(c_.sub_group_size, numel);
+  setup_lines_.push_back(key + ".device=nvme: optimizer state (" + mib(nvme->offloaded_bytes()) + " MiB) in unnamed files under " +
+                         printable(c_.offload_optimizer.nvme_path) + ", streamed in " + std::to_string((numel + sub_group - 1) / sub_group) +
+                         " sub-group(s) of " + std::to_string(sub_group) + " elements through " + mib(nvme->resident_bytes()) +
+                         " MiB of buffers; I/O by " + nvme->io_mode());
+  if (nvme->resident_bytes() >= nvme->offloaded_bytes())
+    setup_lines_.push_back("warning: zero_optimization.sub_group_size " + std::to_string(c_.sub_group_size) + " leaves the buffers as large as the " +
+                           std::to_string(numel) + "-element state they stream, so offloading saves no memory; set it to " +
+                           std::to_string(std::max<int64_t>(1, numel / 16)) + " or so");
+  return nvme;
 }
 
 void Trainer::read_checkpoint(const std::string& dir) { progress_ = load_training_state(dir, model_, *optimizer_, layout_); }

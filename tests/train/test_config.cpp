@@ -93,7 +93,7 @@ TEST(TrainConfig, AcceptedButUnimplementedKeysAreRefusedByName) {
   for (const auto& [user, key] : std::vector<std::pair<json, std::string>>{
            {{{"activation_checkpointing", {{"cpu_checkpointing", true}}}}, "activation_checkpointing.cpu_checkpointing"},
            {{{"parallel", {{"tp", 2}}}}, "parallel.tp"},
-           {{{"zero_optimization", {{"stage", 2}, {"offload_optimizer", {{"device", "nvme"}}}}}}, "zero_optimization.offload_optimizer.device"},
+           {{{"zero_optimization", {{"stage", 3}, {"offload_param", {{"device", "nvme"}, {"nvme_path", "/tmp"}}}}}}, "zero_optimization.offload_param.device"},
        }) {
     const auto msg = error_of(user);
     EXPECT_NE(msg.find(key), std::string::npos) << msg;
@@ -139,10 +139,16 @@ TEST(TrainConfig, OffloadDevicesFollowDeepSpeedsRules) {
     z[key] = section;
     return json{{"zero_optimization", z}};
   };
-  EXPECT_EQ(resolve(with(1, "offload_optimizer", {{"device", "cpu"}, {"pin_memory", true}})).offload_optimizer, "cpu");
-  EXPECT_EQ(resolve(with(0, "offload_optimizer", {{"device", "none"}})).offload_optimizer, "none");
-  EXPECT_EQ(resolve(with(3, "offload_param", {{"device", "cpu"}})).offload_param, "cpu");
-  EXPECT_EQ(resolve(json::object()).offload_param, "none");
+  EXPECT_EQ(resolve(with(1, "offload_optimizer", {{"device", "cpu"}, {"pin_memory", true}})).offload_optimizer.device, "cpu");
+  EXPECT_EQ(resolve(with(0, "offload_optimizer", {{"device", "none"}})).offload_optimizer.device, "none");
+  EXPECT_EQ(resolve(with(3, "offload_param", {{"device", "cpu"}})).offload_param.device, "cpu");
+  EXPECT_EQ(resolve(json::object()).offload_param.device, "none");
+  const auto nvme = resolve(with(2, "offload_optimizer", {{"device", "nvme"}, {"nvme_path", "/local_nvme"}})).offload_optimizer;
+  EXPECT_EQ(nvme.device, "nvme");
+  EXPECT_EQ(nvme.nvme_path, "/local_nvme");
+  EXPECT_EQ(error_of(with(2, "offload_optimizer", {{"device", "nvme"}})),
+            "cfg.json: 'zero_optimization.offload_optimizer.device' nvme needs 'zero_optimization.offload_optimizer.nvme_path', a "
+            "directory on the fast disk");
   EXPECT_EQ(error_of(with(0, "offload_optimizer", {{"device", "cpu"}})),
             "cfg.json: 'zero_optimization.offload_optimizer.device' cpu needs zero_optimization.stage 1 or above, and this run has stage 0");
   EXPECT_EQ(error_of(with(2, "offload_param", {{"device", "cpu"}})),

@@ -1,0 +1,131 @@
+#include "parallel/zero/async_file_io.h"
+
+#include <liburing.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <stdexcept>
+
+namespace dtrain {
+
+namespace {
+// One request moves at most this much at a time: the kernel caps a single read or write near 2 GiB.
+constexpr size_t kMaxTransfer = size_t(1) << 30;
+}  // namespace
+
+AsyncFileIo::AsyncFileIo(unsigned queue_depth) : queue_depth_(queue_depth) {
+  if (const char* env = std::getenv("DTRAIN_IO_URING"); env && std::string(env) == "0") {
+    mode_ = "synchronous pread/pwrite (DTRAIN_IO_URING=0)";
+    return;
+  }
+  ring_ = new io_uring;
+  if (const int e = io_uring_queue_init(queue_depth, ring_, 0); e < 0) {
+    delete ring_;
+    ring_ = nullptr;
+    mode_ = std::string("synchronous pread/pwrite (io_uring unavailable: ") + std::strerror(-e) + ")";
+    return;
+  }
+  mode_ = "io_uring";
+}
+
+AsyncFileIo::~AsyncFileIo() {
+  if (!ring_) return;
+  // The kernel may still be writing into buffers the caller is about to free.
+  while (in_flight_ > 0) reap_one();
+  io_uring_queue_exit(ring_);
+  delete ring_;
+}
+
+uint64_t AsyncFileIo::read(int fd, const std::string& name, void* buffer, size_t bytes, off_t offset) {
+  return submit({false, fd, name, static_cast<char*>(buffer), bytes, 0, offset});
+}
+
+uint64_t AsyncFileIo::write(int fd, const std::string& name, const void* buffer, size_t bytes, off_t offset) {
+  return submit({true, fd, name, static_cast<char*>(const_cast<void*>(buffer)), bytes, 0, offset});
+}
+
+uint64_t AsyncFileIo::submit(Request request) {
+  const uint64_t ticket = next_ticket_++;
+  Request& r = requests_.emplace(ticket, std::move(request)).first->second;
+  if (r.bytes == 0) r.finished = true;
+  else if (!ring_) finish_synchronously(r);
+  else enqueue(ticket);
+  return ticket;
+}
+
+void AsyncFileIo::enqueue(uint64_t ticket) {
+  while (in_flight_ >= queue_depth_) reap_one();
+  Request& r = requests_.at(ticket);
+  io_uring_sqe* sqe = io_uring_get_sqe(ring_);
+  if (!sqe) {
+    io_uring_submit(ring_);
+    sqe = io_uring_get_sqe(ring_);
+  }
+  const size_t len = std::min(r.bytes - r.done, kMaxTransfer);
+  if (r.write) io_uring_prep_write(sqe, r.fd, r.buffer + r.done, unsigned(len), uint64_t(r.offset) + r.done);
+  else io_uring_prep_read(sqe, r.fd, r.buffer + r.done, unsigned(len), uint64_t(r.offset) + r.done);
+  io_uring_sqe_set_data(sqe, reinterpret_cast<void*>(uintptr_t(ticket)));
+  if (const int e = io_uring_submit(ring_); e < 0) {
+    r.error = -e;
+    r.finished = true;
+    return;
+  }
+  ++in_flight_;
+}
+
+void AsyncFileIo::reap_one() {
+  io_uring_cqe* cqe = nullptr;
+  int e;
+  while ((e = io_uring_wait_cqe(ring_, &cqe)) == -EINTR) {
+  }
+  if (e < 0) throw std::runtime_error(std::string("io_uring: waiting for a completion failed: ") + std::strerror(-e));
+  const uint64_t ticket = uint64_t(reinterpret_cast<uintptr_t>(io_uring_cqe_get_data(cqe)));
+  const int res = cqe->res;
+  io_uring_cqe_seen(ring_, cqe);
+  --in_flight_;
+  Request& r = requests_.at(ticket);
+  if (res < 0 || res == 0) {  // nothing moved: an error, or a read past the end of the file
+    r.error = res < 0 ? -res : EIO;
+    r.finished = true;
+    return;
+  }
+  r.done += size_t(res);
+  if (r.done < r.bytes) enqueue(ticket);  // a short transfer: the rest goes again
+  else r.finished = true;
+}
+
+void AsyncFileIo::finish_synchronously(Request& r) {
+  while (r.done < r.bytes) {
+    const size_t len = std::min(r.bytes - r.done, kMaxTransfer);
+    const off_t at = r.offset + off_t(r.done);
+    const ssize_t got = r.write ? ::pwrite(r.fd, r.buffer + r.done, len, at) : ::pread(r.fd, r.buffer + r.done, len, at);
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) {
+      r.error = got < 0 ? errno : EIO;
+      break;
+    }
+    r.done += size_t(got);
+  }
+  r.finished = true;
+}
+
+void AsyncFileIo::check(uint64_t ticket) {
+  const Request r = requests_.at(ticket);
+  requests_.erase(ticket);
+  if (r.error)
+    throw std::runtime_error("cannot " + std::string(r.write ? "write " : "read ") + std::to_string(r.bytes) + " bytes at offset " +
+                             std::to_string(r.offset) + " of '" + r.name + "': " + std::strerror(r.error));
+}
+
+void AsyncFileIo::wait(uint64_t ticket) {
+  while (!requests_.at(ticket).finished) reap_one();
+  check(ticket);
+}
+
+void AsyncFileIo::wait_all() {
+  while (!requests_.empty()) wait(requests_.begin()->first);
+}
+
+}  // namespace dtrain

@@ -1,0 +1,138 @@
+#include "parallel/zero/nvme_optimizer.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <stdexcept>
+
+#include "optim/optimizer_state.h"
+
+namespace dtrain {
+
+namespace {
+
+// The most buffer sets a step uses: one being updated, one being read, one being written back.
+constexpr int64_t kBufferSets = 3;
+
+// An unnamed file of `bytes` in `dir`, its blocks reserved so that a full disk shows now rather
+// than in the middle of a step.
+int unnamed_file(const std::string& dir, int64_t bytes) {
+  struct stat st;
+  if (::stat(dir.c_str(), &st) != 0) throw std::invalid_argument("'" + dir + "' does not exist");
+  if (!S_ISDIR(st.st_mode)) throw std::invalid_argument("'" + dir + "' is not a directory");
+  int fd = ::open(dir.c_str(), O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+  if (fd < 0 && (errno == EOPNOTSUPP || errno == EISDIR || errno == EINVAL)) {  // no O_TMPFILE here: name it, then unlink it
+    std::string name = dir + "/dtrain-optimizer-XXXXXX";
+    fd = ::mkostemp(name.data(), O_CLOEXEC);
+    if (fd >= 0) ::unlink(name.c_str());
+  }
+  if (fd < 0) throw std::invalid_argument("'" + dir + "' is not writable: " + std::strerror(errno));
+  if (const int e = ::posix_fallocate(fd, 0, bytes); e != 0) {
+    ::close(fd);
+    throw std::invalid_argument("'" + dir + "' has no room for " + std::to_string(bytes >> 20) + " MiB of optimizer state: " +
+                                std::strerror(e));
+  }
+  return fd;
+}
+
+}  // namespace
+
+NvmeOptimizer::NvmeOptimizer(std::unique_ptr<ElementwiseRule> rule, int64_t numel, at::TensorOptions options,
+                             NvmeOffloadOptions offload)
+    : rule_(std::move(rule)),
+      names_(rule_->state_names()),
+      numel_(numel),
+      sub_group_(std::max<int64_t>(1, std::min(offload.sub_group_size, numel))),
+      groups_((numel + sub_group_ - 1) / sub_group_),
+      options_(options),
+      path_(offload.path),
+      io_(std::make_unique<AsyncFileIo>()) {
+  try {
+    for (size_t i = 0; i < names_.size(); ++i) files_.push_back(unnamed_file(path_, numel_ * int64_t(options_.dtype().itemsize())));
+  } catch (...) {
+    for (int fd : files_) ::close(fd);
+    throw;
+  }
+  buffers_.resize(size_t(std::min(groups_, kBufferSets)));
+  for (auto& set : buffers_)
+    for (size_t i = 0; i < names_.size(); ++i) set.push_back(at::empty({sub_group_}, options_));
+}
+
+NvmeOptimizer::~NvmeOptimizer() {
+  io_.reset();  // every transfer finished before the files close
+  for (int fd : files_) ::close(fd);
+}
+
+std::vector<uint64_t> NvmeOptimizer::transfer(bool write, int64_t group, int set) const {
+  std::vector<uint64_t> tickets;
+  const size_t item = options_.dtype().itemsize();
+  for (size_t i = 0; i < names_.size(); ++i) {
+    void* data = buffers_[size_t(set)][i].data_ptr();
+    const size_t bytes = size_t(group_numel(group)) * item;
+    const off_t at = off_t(group_begin(group)) * off_t(item);
+    const std::string name = "optimizer state '" + names_[i] + "' in " + path_;
+    tickets.push_back(write ? io_->write(files_[i], name, data, bytes, at) : io_->read(files_[i], name, data, bytes, at));
+  }
+  return tickets;
+}
+
+void NvmeOptimizer::step_pieces(const std::vector<StatePiece>& pieces, double lr) {
+  ++steps_;
+  const int sets = int(buffers_.size());
+  std::vector<std::vector<uint64_t>> writing(static_cast<size_t>(sets));
+  std::vector<uint64_t> reading = transfer(false, 0, 0);
+  for (int64_t g = 0; g < groups_; ++g) {
+    const int set = int(g % sets);
+    for (uint64_t t : reading) io_->wait(t);
+    if (g + 1 < groups_) {  // the next sub-group comes in while this one computes
+      const int next = int((g + 1) % sets);
+      for (uint64_t t : writing[size_t(next)]) io_->wait(t);
+      writing[size_t(next)].clear();
+      reading = transfer(false, g + 1, next);
+    }
+    const int64_t begin = group_begin(g), n = group_numel(g);
+    std::vector<StatePiece> mine;
+    for (const auto& p : pieces) {
+      const int64_t from = std::max(p.state_offset, begin), to = std::min(p.state_offset + p.params.numel(), begin + n);
+      if (from >= to) continue;
+      const int64_t at = from - p.state_offset, len = to - from;
+      mine.push_back({p.params.narrow(0, at, len), p.grads.narrow(0, at, len), spans_within(p.decay, at, len), from - begin});
+    }
+    std::vector<at::Tensor> state;
+    for (const auto& t : buffers_[size_t(set)]) state.push_back(t.narrow(0, 0, n));
+    rule_->update(mine, state, steps_, lr);
+    writing[size_t(set)] = transfer(true, g, set);
+  }
+  io_->wait_all();
+}
+
+std::map<std::string, at::Tensor> NvmeOptimizer::state() const {
+  std::map<std::string, at::Tensor> out = {{"step", at::scalar_tensor(steps_, at::kLong)}};
+  for (size_t i = 0; i < names_.size(); ++i) {
+    at::Tensor t = at::empty({numel_}, options_);
+    io_->wait(io_->read(files_[i], "optimizer state '" + names_[i] + "' in " + path_, t.data_ptr(), t.nbytes(), 0));
+    out[names_[i]] = t;
+  }
+  return out;
+}
+
+void NvmeOptimizer::load_state(const std::map<std::string, at::Tensor>& state) {
+  for (size_t i = 0; i < names_.size(); ++i) {
+    at::Tensor t = at::empty({numel_}, options_);
+    restore_state_tensor(state, names_[i], t);
+    io_->wait(io_->write(files_[i], "optimizer state '" + names_[i] + "' in " + path_, t.data_ptr(), t.nbytes(), 0));
+  }
+  steps_ = state_step(state);
+}
+
+int64_t NvmeOptimizer::resident_bytes() const {
+  int64_t bytes = rule_->scratch_bytes();
+  for (const auto& set : buffers_)
+    for (const auto& t : set) bytes += int64_t(t.nbytes());
+  return bytes;
+}
+
+}  // namespace dtrain

@@ -1,0 +1,61 @@
+// ZeRO-Infinity's optimizer offload to NVMe (zero_optimization.offload_optimizer.device "nvme"): the
+// optimizer state of this rank's shard lives in files under nvme_path, not in memory. A step streams
+// it through a few buffers of zero_optimization.sub_group_size elements: while the rule (AdamW, SGD)
+// updates one sub-group, the next is being read and the one before written back, so the disk works
+// while the CPU computes (AsyncFileIo). Resident memory for the state drops from its whole size to
+// those buffers.
+//
+// The files are made unnamed (O_TMPFILE, or created and unlinked at once where the file system lacks
+// it): they hold nothing a later run could use, and the kernel frees their blocks however this
+// process ends, a kill included, so nothing is ever left in nvme_path.
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "optim/flat_optimizer.h"
+#include "parallel/zero/async_file_io.h"
+
+namespace dtrain {
+
+struct NvmeOffloadOptions {
+  std::string path;              // nvme_path: an existing, writable directory
+  int64_t sub_group_size = 1000000000;  // elements updated per buffer (DeepSpeed's default)
+};
+
+class NvmeOptimizer : public ElementwiseOptimizer {
+ public:
+  // State for `numel` elements of `options`' dtype; throws naming the path when it is missing, not a
+  // directory, or not writable.
+  NvmeOptimizer(std::unique_ptr<ElementwiseRule> rule, int64_t numel, at::TensorOptions options, NvmeOffloadOptions offload);
+  ~NvmeOptimizer() override;
+
+  void step_pieces(const std::vector<StatePiece>& pieces, double lr) override;
+  // Read whole from the files (for a checkpoint: memory for the whole state while it is saved).
+  std::map<std::string, at::Tensor> state() const override;
+  void load_state(const std::map<std::string, at::Tensor>& state) override;
+  double base_lr() const override { return rule_->base_lr(); }
+  // The streaming buffers and the rule's scratch: what stays in memory.
+  int64_t resident_bytes() const override;
+  // Bytes of state in the files.
+  int64_t offloaded_bytes() const { return numel_ * int64_t(names_.size()) * int64_t(options_.dtype().itemsize()); }
+  const std::string& io_mode() const { return io_->mode(); }
+
+ private:
+  // Starts moving sub-group `group` of every state file into (out of) buffer set `set`.
+  std::vector<uint64_t> transfer(bool write, int64_t group, int set) const;
+  int64_t group_begin(int64_t group) const { return group * sub_group_; }
+  int64_t group_numel(int64_t group) const { return std::min(sub_group_, numel_ - group_begin(group)); }
+
+  std::unique_ptr<ElementwiseRule> rule_;
+  std::vector<std::string> names_;  // rule_->state_names()
+  int64_t numel_, sub_group_, groups_;
+  at::TensorOptions options_;
+  std::string path_;
+  std::vector<int> files_;                       // per state name, unnamed
+  std::vector<std::vector<at::Tensor>> buffers_;  // per buffer set, per state name: sub_group_ elements
+  std::unique_ptr<AsyncFileIo> io_;
+  int64_t steps_ = 0;
+};
+
+}  // namespace dtrain

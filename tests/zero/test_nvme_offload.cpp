@@ -1,0 +1,129 @@
+// NVMe offload of the optimizer state: streaming the state through sub-group buffers updates exactly
+// as keeping it in memory, with io_uring and without; a run offloads and resumes with the same
+// losses as one that does not, and leaves nothing in nvme_path; a path that cannot hold the state is
+// a named error before anything is written.
+#include <gtest/gtest.h>
+#include <torch/types.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+#include "optim/flat_optimizer.h"
+#include "parallel/zero/nvme_optimizer.h"
+#include "support/process.h"
+#include "support/scratch.h"
+#include "train/training_run.h"
+
+namespace dtrain::test {
+namespace {
+
+namespace fs = std::filesystem;
+
+// One, two, three and many sub-groups (the last one short), under io_uring and pread/pwrite: the
+// parameters and the state after three steps equal those of the in-memory optimizer bit for bit.
+TEST(NvmeOptimizer, StreamsTheStateThroughSubGroupsExactlyLikeMemory) {
+  const int64_t n = 10007, a = 3001;
+  const Spans decay = {{0, 500}, {700, 4000}, {9000, 1007}};
+  for (const char* uring : {"1", "0"})
+    for (const nlohmann::json spec : {nlohmann::json{{"type", "AdamW"}}, nlohmann::json{{"type", "SGD"}, {"params", {{"momentum", 0.9}}}}})
+      for (int64_t sub_group : {int64_t(20000), int64_t(6000), int64_t(3500), int64_t(1000)}) {
+        ::setenv("DTRAIN_IO_URING", uring, 1);
+        torch::manual_seed(5);
+        at::Tensor expected = torch::randn({n}), got = expected.clone();
+        auto memory = make_flat_optimizer(spec, expected);
+        NvmeOptimizer nvme(make_elementwise_rule(spec), n, expected.options(), {scratch_dir("nvme_unit"), sub_group});
+        EXPECT_EQ(nvme.io_mode().rfind(uring == std::string("1") ? "io_uring" : "synchronous", 0), 0u) << nvme.io_mode();
+        for (int step = 0; step < 3; ++step) {
+          const at::Tensor g = torch::randn({n});
+          // Two pieces whose state lies in the other order, as a ZeRO rank's pieces may.
+          memory->step_pieces({{expected.narrow(0, 0, a), g.narrow(0, 0, a), spans_within(decay, 0, a), n - a},
+                               {expected.narrow(0, a, n - a), g.narrow(0, a, n - a), spans_within(decay, a, n - a), 0}},
+                              0.01);
+          nvme.step_pieces({{got.narrow(0, 0, a), g.narrow(0, 0, a), spans_within(decay, 0, a), n - a},
+                            {got.narrow(0, a, n - a), g.narrow(0, a, n - a), spans_within(decay, a, n - a), 0}},
+                           0.01);
+        }
+        const std::string what = spec.dump() + " sub-group " + std::to_string(sub_group) + " io_uring " + uring;
+        EXPECT_TRUE(torch::equal(expected, got)) << what;
+        for (const auto& [name, t] : memory->state()) EXPECT_TRUE(torch::equal(t, nvme.state().at(name))) << what << " " << name;
+        // Restored state goes back to the files.
+        NvmeOptimizer restored(make_elementwise_rule(spec), n, expected.options(), {scratch_dir("nvme_unit_restored"), sub_group});
+        restored.load_state(memory->state());
+        for (const auto& [name, t] : memory->state()) EXPECT_TRUE(torch::equal(t, restored.state().at(name))) << what << " " << name;
+        EXPECT_LE(nvme.resident_bytes(), 3 * 2 * sub_group * 4 + (4 << 20)) << what;
+      }
+  ::unsetenv("DTRAIN_IO_URING");
+}
+
+std::string refusal(const std::string& path) {
+  try {
+    NvmeOptimizer(make_elementwise_rule({{"type", "AdamW"}}), 100, at::TensorOptions(), {path, 10});
+  } catch (const std::invalid_argument& e) {
+    return e.what();
+  }
+  return "accepted";
+}
+
+TEST(NvmeOptimizer, APathThatCannotHoldTheStateIsRefusedByName) {
+  const std::string dir = scratch_dir("nvme_refused");
+  EXPECT_EQ(refusal(dir + "/missing"), "'" + dir + "/missing' does not exist");
+  { std::ofstream(dir + "/file") << "x"; }
+  EXPECT_EQ(refusal(dir + "/file"), "'" + dir + "/file' is not a directory");
+  // A directory this process cannot write: a read-only one, or for root (whom permissions do not
+  // stop) a directory of /proc.
+  std::string read_only = "/proc/self";
+  if (::geteuid() != 0) {
+    read_only = dir + "/read_only";
+    fs::create_directory(read_only);
+    fs::permissions(read_only, fs::perms::owner_read | fs::perms::owner_exec);
+  }
+  EXPECT_EQ(refusal(read_only).rfind("'" + read_only + "' is not writable: ", 0), 0u) << refusal(read_only);
+}
+
+std::vector<std::string> offload_job(const std::string& nvme_path) {
+  return {"zero_optimization.stage=2", "train.steps=6", "zero_optimization.reduce_bucket_size=5000", "train.freeze=[\"blocks.0.ln1.*\"]",
+          "zero_optimization.offload_optimizer={\"device\":\"nvme\",\"nvme_path\":\"" + nvme_path + "\"}",
+          "zero_optimization.sub_group_size=4000"};
+}
+
+// The state's arithmetic is the same wherever it lives, so offloading changes nothing bit for bit:
+// straight through, and stopped at step 3 and resumed (the checkpoint reads the state from the files
+// and the resumed run writes it back).
+TEST(NvmeOffload, TrainsAndResumesBitForBitLikeStateInMemory) {
+  const std::string nvme = scratch_dir("nvme_path");
+  const TrainingRun memory = train(scratch_dir("nvme_memory"), 2, {"zero_optimization.stage=2", "train.steps=6",
+                                                                    "zero_optimization.reduce_bucket_size=5000",
+                                                                    "train.freeze=[\"blocks.0.ln1.*\"]"});
+  ASSERT_EQ(memory.result.exit_code, 0) << memory.result.output;
+  const TrainingRun offloaded = train(scratch_dir("nvme_offloaded"), 2, offload_job(nvme));
+  ASSERT_EQ(offloaded.result.exit_code, 0) << offloaded.result.output;
+  EXPECT_TRUE(contains(offloaded.result.output, "offload_optimizer.device=nvme: optimizer state (")) << offloaded.result.output;
+  EXPECT_TRUE(contains(offloaded.result.output, "sub-group(s) of 4000 elements")) << offloaded.result.output;
+  const std::string stopped = scratch_dir("nvme_stopped");
+  auto first = offload_job(nvme);
+  first.push_back("train.stop_at_step=3");
+  ASSERT_EQ(train(stopped, 2, first).result.exit_code, 0);
+  const TrainingRun resumed = train(stopped, 2, offload_job(nvme));
+  ASSERT_EQ(resumed.result.exit_code, 0) << resumed.result.output;
+  for (const TrainingRun* run : {&offloaded, &resumed}) {
+    ASSERT_EQ(run->steps.size(), 6u);
+    for (int i = 0; i < 6; ++i)
+      EXPECT_EQ(run->steps[i]["loss"].get<double>(), memory.steps[i]["loss"].get<double>()) << run->dir << " step " << i + 1;
+    expect_same_parameters(final_parameters(memory, 6), final_parameters(*run, 6));
+  }
+  EXPECT_TRUE(fs::is_empty(nvme)) << "files left in nvme_path";
+}
+
+TEST(NvmeOffload, AMissingPathIsANamedErrorAndNothingIsWritten) {
+  const std::string dir = scratch_dir("nvme_missing");
+  const TrainingRun run = train(dir, 2, offload_job(dir + "/no-such-disk"));
+  EXPECT_NE(run.result.exit_code, 0);
+  EXPECT_TRUE(contains(run.result.output, "zero_optimization.offload_optimizer.nvme_path: '" + dir + "/no-such-disk' does not exist"))
+      << run.result.output;
+  EXPECT_FALSE(fs::exists(dir + "/ckpt")) << run.result.output;
+}
+
+}  // namespace
+}  // namespace dtrain::test
