@@ -1,5 +1,7 @@
 #include "optim/adamw.h"
 
+#include "optim/fused_adamw.h"
+
 #include <ATen/core/grad_mode.h>
 
 #include <algorithm>
@@ -12,6 +14,14 @@ namespace {
 // memory as one of the moments, and one allocated afresh every step costs page faults. A chunk of
 // 4 MiB (fp32) keeps the per-chunk overhead negligible.
 constexpr int64_t kDenomChunk = 1 << 20;
+
+// Contiguous fp32 on the CPU: what the fused pass runs on. Anything else (a CUDA run, another
+// dtype) takes ATen's operations, which run on every device.
+bool fusable(std::initializer_list<at::Tensor> tensors) {
+  for (const auto& t : tensors)
+    if (!t.is_cpu() || t.scalar_type() != at::kFloat || !t.is_contiguous()) return false;
+  return true;
+}
 }  // namespace
 
 void AdamW::update(const std::vector<StatePiece>& pieces, const std::vector<at::Tensor>& state, int64_t step, double lr) {
@@ -22,6 +32,10 @@ void AdamW::update(const std::vector<StatePiece>& pieces, const std::vector<at::
     at::Tensor params = p.params;
     const int64_t n = params.numel();
     at::Tensor m = state[0].narrow(0, p.state_offset, n), v = state[1].narrow(0, p.state_offset, n);
+    if (fusable({params, p.grads, m, v})) {
+      update_fused(params, p.grads, m, v, p.decay, bias1, bias2, lr);
+      continue;
+    }
     if (!denom_.defined() || denom_.numel() < std::min(n, kDenomChunk)) denom_ = at::empty({std::min(n, kDenomChunk)}, params.options());
     if (options_.weight_decay != 0)
       for (const Span& s : p.decay) {
@@ -37,6 +51,32 @@ void AdamW::update(const std::vector<StatePiece>& pieces, const std::vector<at::
       params.narrow(0, from, len).addcdiv_(m.narrow(0, from, len), denom, -lr / bias1);
     }
   }
+}
+
+// A piece runs as runs with and without weight decay, each one fused pass.
+void AdamW::update_fused(at::Tensor& params, const at::Tensor& grads, at::Tensor& m, at::Tensor& v, const Spans& decay, double bias1,
+                         double bias2, double lr) {
+  AdamWStep s{0,
+              float(1 - options_.beta1),
+              float(options_.beta2),
+              float(1 - options_.beta2),
+              float(1 / std::sqrt(bias2)),
+              float(options_.eps),
+              float(-lr / bias1)};
+  float *pp = params.data_ptr<float>(), *mp = m.data_ptr<float>(), *vp = v.data_ptr<float>();
+  const float* gp = grads.data_ptr<float>();
+  auto run = [&](int64_t from, int64_t to, bool decayed) {
+    if (from >= to) return;
+    s.decay = decayed ? float(-lr * options_.weight_decay) : 0.0f;
+    fused_adamw(pp + from, gp + from, mp + from, vp + from, to - from, s);
+  };
+  int64_t at = 0;
+  for (const Span& d : decay) {
+    run(at, d.offset, false);
+    run(d.offset, d.offset + d.numel, true);
+    at = d.offset + d.numel;
+  }
+  run(at, params.numel(), false);
 }
 
 }  // namespace dtrain

@@ -1,4 +1,5 @@
-// AdamW (Loshchilov & Hutter) over flat buffers, matching torch.optim.AdamW's arithmetic.
+// AdamW (Loshchilov & Hutter) over flat buffers, matching torch.optim.AdamW's arithmetic: one fused
+// pass over CPU fp32 memory (optim/fused_adamw.h), ATen's operations elsewhere.
 #pragma once
 #include "optim/flat_optimizer.h"
 
@@ -20,8 +21,11 @@ class AdamW : public ElementwiseRule {
   int64_t scratch_bytes() const override { return int64_t(denom_.defined() ? denom_.nbytes() : 0); }
 
  private:
+  void update_fused(at::Tensor& params, const at::Tensor& grads, at::Tensor& m, at::Tensor& v, const Spans& decay, double bias1,
+                    double bias2, double lr);
+
   AdamWOptions options_;
-  at::Tensor denom_;  // scratch for sqrt(v)/sqrt(bias2) + eps, at most kDenomChunk elements, grown on first use
+  at::Tensor denom_;  // ATen's path: scratch for sqrt(v)/sqrt(bias2) + eps, at most kDenomChunk elements, grown on first use
 };
 
 }  // namespace dtrain

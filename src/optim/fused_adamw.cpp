@@ -1,0 +1,33 @@
+#include "optim/fused_adamw.h"
+
+#include <ATen/Parallel.h>
+
+#include <cmath>
+
+namespace dtrain {
+
+namespace {
+
+// Enough elements per task that a thread's share outweighs the cost of handing it out.
+constexpr int64_t kGrain = 1 << 15;
+
+__attribute__((target_clones("avx512f", "avx2", "default"))) void update(float* __restrict p, const float* __restrict g,
+                                                                            float* __restrict m, float* __restrict v, int64_t n,
+                                                                            AdamWStep s) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float param = p[i] + s.decay * p[i];
+    const float mi = m[i] + s.grad_weight * (g[i] - m[i]);
+    const float vi = v[i] * s.beta2 + s.one_minus_beta2 * g[i] * g[i];
+    m[i] = mi;
+    v[i] = vi;
+    p[i] = param + s.step_size * (mi / (std::sqrt(vi) * s.inv_sqrt_bias2 + s.eps));
+  }
+}
+
+}  // namespace
+
+void fused_adamw(float* p, const float* g, float* m, float* v, int64_t n, const AdamWStep& s) {
+  at::parallel_for(0, n, kGrain, [&](int64_t begin, int64_t end) { update(p + begin, g + begin, m + begin, v + begin, end - begin, s); });
+}
+
+}  // namespace dtrain
