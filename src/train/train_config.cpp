@@ -221,9 +221,6 @@ TrainConfig::Offload resolve_offload(const Reader& r, const std::string& key, in
   if (stage < min_stage)
     fail(r.origin(), "'" + key + ".device' " + device + " needs zero_optimization.stage " + std::to_string(min_stage) +
                          (min_stage < 3 ? " or above" : "") + ", and this run has stage " + std::to_string(stage));
-  if (device == "nvme" && key == "zero_optimization.offload_param")
-    fail(r.origin(), "'" + key + ".device' nvme is accepted but not implemented yet in this version of dtrain (offload_optimizer's "
-                     "is); use \"cpu\" or \"none\"");
   if (device == "nvme") {
     if (!section.contains("nvme_path")) fail(r.origin(), "'" + key + ".device' nvme needs '" + key + ".nvme_path', a directory on the fast disk");
     offload.nvme_path = r.text(key + ".nvme_path");

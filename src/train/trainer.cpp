@@ -102,6 +102,7 @@ class Trainer {
   void build_model();
   void resume_or_start();
   std::unique_ptr<ElementwiseOptimizer> make_nvme_optimizer(int64_t numel);
+  void keep_shard_on_nvme();
   std::string choose_checkpoint();
   // Loads a checkpoint into the model, optimizer and progress_ (every check first).
   void read_checkpoint(const std::string& dir);
@@ -273,6 +274,7 @@ void Trainer::build_model() {
     // Sharded before anything else of the model's size is allocated: a whole model beside the
     // sharded state would be this rank's peak. Every rank starts from rank 0's parameters.
     sharded_ = std::make_unique<FullyShardedParameters>(*flat_, units, c_.model.n_layer, group, c_.reshard_after_forward);
+    if (c_.offload_param.device == "nvme") keep_shard_on_nvme();
     if (precision.enabled()) {
       std::vector<ParamGroup> groups = model_->matmul_groups();
       std::vector<std::pair<at::Tensor, at::Tensor*>> working;
@@ -338,7 +340,8 @@ void Trainer::build_model() {
                                         std::to_string(frozen_.size()) + " tensors, not communicated"));
   if (!zero_line.empty()) setup_lines_.push_back(zero_line);
   const auto mib = [](int64_t bytes) { return fixed(double(bytes) / (1 << 20), 1); };
-  const int64_t param_bytes = sharded_ ? sharded_->shard().nbytes() : flat_->data().nbytes(), grad_bytes = grad_sync_->grads().nbytes(),
+  const int64_t param_bytes = sharded_ ? (sharded_->shard_in_file() ? 0 : sharded_->shard().nbytes()) : flat_->data().nbytes(),
+                grad_bytes = grad_sync_->grads().nbytes(),
                 optimizer_bytes = optimizer_->resident_bytes();
   setup_lines_.push_back("model states on this rank: parameters " + mib(param_bytes) + " MiB, gradients " + mib(grad_bytes) +
                          " MiB, optimizer " + mib(optimizer_bytes) + " MiB (" + mib(param_bytes + grad_bytes + optimizer_bytes) +
@@ -346,6 +349,21 @@ void Trainer::build_model() {
   setup_lines_.push_back("batch: " + std::to_string(c_.global_batch) + " = micro " + std::to_string(c_.micro_batch) + " x accumulation " +
             std::to_string(c_.accumulation) + " x dp " + std::to_string(c_.dp) + " (" +
             std::to_string(c_.global_batch * c_.model.seq_len) + " tokens per step)");
+}
+
+// ZeRO-3's parameter shard in a file under nvme_path (parallel/zero/fully_sharded_parameters.h).
+void Trainer::keep_shard_on_nvme() {
+  const std::string key = "zero_optimization.offload_param";
+  if (!world_->device().is_cpu())
+    throw ConfigError(key + ".device=nvme on a " + world_->device().str() + " run is not implemented yet in this version of dtrain");
+  try {
+    sharded_->keep_shard_in_file(c_.offload_param.nvme_path);
+  } catch (const std::invalid_argument& e) {
+    throw ConfigError(key + ".nvme_path: " + e.what());
+  }
+  setup_lines_.push_back(key + ".device=nvme: the parameter shard (" + fixed(double(sharded_->shard().nbytes()) / (1 << 20), 1) +
+                         " MiB) in an unnamed file under " + printable(c_.offload_param.nvme_path) +
+                         ", mapped: the kernel pages it in when used, and its pages leave memory after each use");
 }
 
 // The optimizer state of `numel` shard elements in files under nvme_path (parallel/zero/nvme_optimizer.h).
@@ -373,7 +391,10 @@ std::unique_ptr<ElementwiseOptimizer> Trainer::make_nvme_optimizer(int64_t numel
   return nvme;
 }
 
-void Trainer::read_checkpoint(const std::string& dir) { progress_ = load_training_state(dir, model_, *optimizer_, layout_); }
+void Trainer::read_checkpoint(const std::string& dir) {
+  progress_ = load_training_state(dir, model_, *optimizer_, layout_);
+  if (sharded_) sharded_->evict_shard();
+}
 
 // The checkpoint's fp16 loss scaler continues where it was; a run in another precision has none to
 // continue, and a checkpoint from one starts the scaler afresh.
@@ -737,6 +758,8 @@ int Trainer::train() {
       return kDivergedExitCode;
     }
     if (save_due) save(step + 1);
+    // The step, the finiteness check and the save read the whole shard; on NVMe it leaves memory now.
+    if (sharded_) sharded_->evict_shard();
     if (stop) {
       log_.info("stopping after step " + std::to_string(step + 1) + " as train.stop_at_step asks; resume continues from here");
       return 0;

@@ -93,7 +93,6 @@ TEST(TrainConfig, AcceptedButUnimplementedKeysAreRefusedByName) {
   for (const auto& [user, key] : std::vector<std::pair<json, std::string>>{
            {{{"activation_checkpointing", {{"cpu_checkpointing", true}}}}, "activation_checkpointing.cpu_checkpointing"},
            {{{"parallel", {{"tp", 2}}}}, "parallel.tp"},
-           {{{"zero_optimization", {{"stage", 3}, {"offload_param", {{"device", "nvme"}, {"nvme_path", "/tmp"}}}}}}, "zero_optimization.offload_param.device"},
        }) {
     const auto msg = error_of(user);
     EXPECT_NE(msg.find(key), std::string::npos) << msg;
@@ -146,6 +145,9 @@ TEST(TrainConfig, OffloadDevicesFollowDeepSpeedsRules) {
   const auto nvme = resolve(with(2, "offload_optimizer", {{"device", "nvme"}, {"nvme_path", "/local_nvme"}})).offload_optimizer;
   EXPECT_EQ(nvme.device, "nvme");
   EXPECT_EQ(nvme.nvme_path, "/local_nvme");
+  EXPECT_EQ(resolve(with(3, "offload_param", {{"device", "nvme"}, {"nvme_path", "/local_nvme"}})).offload_param.device, "nvme");
+  EXPECT_EQ(error_of(with(2, "offload_param", {{"device", "nvme"}, {"nvme_path", "/local_nvme"}})),
+            "cfg.json: 'zero_optimization.offload_param.device' nvme needs zero_optimization.stage 3, and this run has stage 2");
   EXPECT_EQ(error_of(with(2, "offload_optimizer", {{"device", "nvme"}})),
             "cfg.json: 'zero_optimization.offload_optimizer.device' nvme needs 'zero_optimization.offload_optimizer.nvme_path', a "
             "directory on the fast disk");

@@ -1,7 +1,7 @@
-// NVMe offload of the optimizer state: streaming the state through sub-group buffers updates exactly
-// as keeping it in memory, with io_uring and without; a run offloads and resumes with the same
-// losses as one that does not, and leaves nothing in nvme_path; a path that cannot hold the state is
-// a named error before anything is written.
+// NVMe offload of the optimizer state (and at stage 3 of the parameter shard): streaming the state
+// through sub-group buffers updates exactly as keeping it in memory, with io_uring and without; a run
+// offloads and resumes with the same losses as one that does not, and leaves nothing in nvme_path; a
+// path that cannot hold the state is a named error before anything is written.
 #include <gtest/gtest.h>
 #include <torch/types.h>
 #include <unistd.h>
@@ -82,47 +82,62 @@ TEST(NvmeOptimizer, APathThatCannotHoldTheStateIsRefusedByName) {
   EXPECT_EQ(refusal(read_only).rfind("'" + read_only + "' is not writable: ", 0), 0u) << refusal(read_only);
 }
 
-std::vector<std::string> offload_job(const std::string& nvme_path) {
-  return {"zero_optimization.stage=2", "train.steps=6", "zero_optimization.reduce_bucket_size=5000", "train.freeze=[\"blocks.0.ln1.*\"]",
-          "zero_optimization.offload_optimizer={\"device\":\"nvme\",\"nvme_path\":\"" + nvme_path + "\"}",
-          "zero_optimization.sub_group_size=4000"};
+std::vector<std::string> job(int stage) {
+  return {"zero_optimization.stage=" + std::to_string(stage), "train.steps=6", "zero_optimization.reduce_bucket_size=5000",
+          "train.freeze=[\"blocks.0.ln1.*\"]"};
 }
 
-// The state's arithmetic is the same wherever it lives, so offloading changes nothing bit for bit:
+// At stage 3 the parameter shard goes to NVMe too.
+std::vector<std::string> offload_job(int stage, const std::string& nvme_path) {
+  auto sets = job(stage);
+  const std::string on_nvme = "{\"device\":\"nvme\",\"nvme_path\":\"" + nvme_path + "\"}";
+  sets.insert(sets.end(), {"zero_optimization.offload_optimizer=" + on_nvme, "zero_optimization.sub_group_size=4000"});
+  if (stage == 3) sets.push_back("zero_optimization.offload_param=" + on_nvme);
+  return sets;
+}
+
+// The arithmetic is the same wherever the state lives, so offloading changes nothing bit for bit:
 // straight through, and stopped at step 3 and resumed (the checkpoint reads the state from the files
 // and the resumed run writes it back).
 TEST(NvmeOffload, TrainsAndResumesBitForBitLikeStateInMemory) {
-  const std::string nvme = scratch_dir("nvme_path");
-  const TrainingRun memory = train(scratch_dir("nvme_memory"), 2, {"zero_optimization.stage=2", "train.steps=6",
-                                                                    "zero_optimization.reduce_bucket_size=5000",
-                                                                    "train.freeze=[\"blocks.0.ln1.*\"]"});
-  ASSERT_EQ(memory.result.exit_code, 0) << memory.result.output;
-  const TrainingRun offloaded = train(scratch_dir("nvme_offloaded"), 2, offload_job(nvme));
-  ASSERT_EQ(offloaded.result.exit_code, 0) << offloaded.result.output;
-  EXPECT_TRUE(contains(offloaded.result.output, "offload_optimizer.device=nvme: optimizer state (")) << offloaded.result.output;
-  EXPECT_TRUE(contains(offloaded.result.output, "sub-group(s) of 4000 elements")) << offloaded.result.output;
-  const std::string stopped = scratch_dir("nvme_stopped");
-  auto first = offload_job(nvme);
-  first.push_back("train.stop_at_step=3");
-  ASSERT_EQ(train(stopped, 2, first).result.exit_code, 0);
-  const TrainingRun resumed = train(stopped, 2, offload_job(nvme));
-  ASSERT_EQ(resumed.result.exit_code, 0) << resumed.result.output;
-  for (const TrainingRun* run : {&offloaded, &resumed}) {
-    ASSERT_EQ(run->steps.size(), 6u);
-    for (int i = 0; i < 6; ++i)
-      EXPECT_EQ(run->steps[i]["loss"].get<double>(), memory.steps[i]["loss"].get<double>()) << run->dir << " step " << i + 1;
-    expect_same_parameters(final_parameters(memory, 6), final_parameters(*run, 6));
+  for (int stage : {2, 3}) {
+    SCOPED_TRACE("stage " + std::to_string(stage));
+    const std::string nvme = scratch_dir("nvme_path");
+    const TrainingRun memory = train(scratch_dir("nvme_memory"), 2, job(stage));
+    ASSERT_EQ(memory.result.exit_code, 0) << memory.result.output;
+    const TrainingRun offloaded = train(scratch_dir("nvme_offloaded"), 2, offload_job(stage, nvme));
+    ASSERT_EQ(offloaded.result.exit_code, 0) << offloaded.result.output;
+    EXPECT_TRUE(contains(offloaded.result.output, "offload_optimizer.device=nvme: optimizer state (")) << offloaded.result.output;
+    EXPECT_TRUE(contains(offloaded.result.output, "sub-group(s) of 4000 elements")) << offloaded.result.output;
+    if (stage == 3)
+      EXPECT_TRUE(contains(offloaded.result.output, "offload_param.device=nvme: the parameter shard (")) << offloaded.result.output;
+    const std::string stopped = scratch_dir("nvme_stopped");
+    auto first = offload_job(stage, nvme);
+    first.push_back("train.stop_at_step=3");
+    ASSERT_EQ(train(stopped, 2, first).result.exit_code, 0);
+    const TrainingRun resumed = train(stopped, 2, offload_job(stage, nvme));
+    ASSERT_EQ(resumed.result.exit_code, 0) << resumed.result.output;
+    for (const TrainingRun* run : {&offloaded, &resumed}) {
+      ASSERT_EQ(run->steps.size(), 6u);
+      for (int i = 0; i < 6; ++i)
+        EXPECT_EQ(run->steps[i]["loss"].get<double>(), memory.steps[i]["loss"].get<double>()) << run->dir << " step " << i + 1;
+      expect_same_parameters(final_parameters(memory, 6), final_parameters(*run, 6));
+    }
+    EXPECT_TRUE(fs::is_empty(nvme)) << "files left in nvme_path";
   }
-  EXPECT_TRUE(fs::is_empty(nvme)) << "files left in nvme_path";
 }
 
 TEST(NvmeOffload, AMissingPathIsANamedErrorAndNothingIsWritten) {
   const std::string dir = scratch_dir("nvme_missing");
-  const TrainingRun run = train(dir, 2, offload_job(dir + "/no-such-disk"));
-  EXPECT_NE(run.result.exit_code, 0);
-  EXPECT_TRUE(contains(run.result.output, "zero_optimization.offload_optimizer.nvme_path: '" + dir + "/no-such-disk' does not exist"))
-      << run.result.output;
-  EXPECT_FALSE(fs::exists(dir + "/ckpt")) << run.result.output;
+  for (const std::string what : {"param", "optimizer"}) {
+    auto sets = offload_job(3, dir);
+    sets.push_back("zero_optimization.offload_" + what + "={\"device\":\"nvme\",\"nvme_path\":\"" + dir + "/no-such-disk\"}");
+    const TrainingRun run = train(dir, 2, sets);
+    EXPECT_NE(run.result.exit_code, 0);
+    EXPECT_TRUE(contains(run.result.output, "zero_optimization.offload_" + what + ".nvme_path: '" + dir + "/no-such-disk' does not exist"))
+        << run.result.output;
+    EXPECT_FALSE(fs::exists(dir + "/ckpt")) << run.result.output;
+  }
 }
 
 }  // namespace

@@ -2,10 +2,16 @@
 
 #include <ATen/core/grad_mode.h>
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 
 #include "parallel/zero/parameter_units.h"
+#include "parallel/zero/unnamed_file.h"
 
 namespace dtrain {
 
@@ -85,6 +91,28 @@ void FullyShardedParameters::keep_working_copies(at::ScalarType dtype, const std
   }
 }
 
+void FullyShardedParameters::keep_shard_in_file(const std::string& dir) {
+  const size_t bytes = shard_.nbytes();
+  const int fd = make_unnamed_file(dir, int64_t(bytes));
+  void* data = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  const int error = errno;
+  ::close(fd);  // the mapping keeps the file
+  if (data == MAP_FAILED) throw std::invalid_argument("'" + dir + "': cannot map the parameter shard's file: " + std::strerror(error));
+  shard_ = at::from_blob(data, shard_.sizes(), [bytes](void* p) { ::munmap(p, bytes); }, shard_.options());
+  shard_in_file_ = true;
+}
+
+void FullyShardedParameters::evict(int64_t offset, int64_t numel) {
+  if (!shard_in_file_ || numel <= 0) return;
+  // Whole pages around the range: dropping a neighbour's page from a shared file mapping loses
+  // nothing, it is only read in again when touched.
+  const uintptr_t page = uintptr_t(::sysconf(_SC_PAGESIZE)), item = shard_.element_size();
+  const uintptr_t base = reinterpret_cast<uintptr_t>(shard_.data_ptr());
+  const uintptr_t from = (base + uintptr_t(offset) * item) / page * page;
+  const uintptr_t to = (base + uintptr_t(offset + numel) * item + page - 1) / page * page;
+  ::madvise(reinterpret_cast<void*>(from), to - from, MADV_DONTNEED);
+}
+
 void FullyShardedParameters::note(const char* what, int part) { trace_.push_back({what, part, now_ms() - trace_start_}); }
 
 void FullyShardedParameters::start_trace() {
@@ -107,6 +135,8 @@ void FullyShardedParameters::wait(int unit) {
   if (state_[unit] != State::Gathering) return;
   gathering_[unit].wait();
   gathering_[unit] = CommHandle();
+  const ShardPiece& p = shards_.pieces()[unit];
+  evict(p.shard_offset, p.piece);
   if (working_[unit].defined()) {
     fill_storage(working_[unit]);
     at::NoGradGuard no_grad;
@@ -138,6 +168,7 @@ void FullyShardedParameters::reshard() {
     shard_.narrow(0, p.shard_offset, p.local).copy_(whole_[u].narrow(0, p.begin - p.bucket_offset, p.local));
     release(u);
   }
+  evict_shard();
 }
 
 void FullyShardedParameters::release_all() {

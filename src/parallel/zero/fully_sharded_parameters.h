@@ -14,6 +14,11 @@
 // the storage refilled by the next gather). Under mixed precision the 16-bit working copies of the
 // matmul weights are views into a second buffer per unit, rounded from the first after each gather
 // and emptied with it.
+//
+// With offload_param on NVMe the shard itself lives in an unnamed file (parallel/zero/unnamed_file.h),
+// mapped into memory: the kernel reads a page in when a gather, the optimizer or a checkpoint touches
+// it, and the shard's pages leave this process's memory again after each use (evict_shard(), and a
+// unit's piece once its gather is done), their contents kept by the file.
 #pragma once
 #include <memory>
 #include <string>
@@ -36,6 +41,13 @@ class FullyShardedParameters : public ForwardPartHooks {
   // Mixed precision: `working` holds, per matmul weight (a parameter), the slot of its 16-bit working
   // copy in `dtype`, which becomes a view into the unit's 16-bit buffer (call while whole).
   void keep_working_copies(at::ScalarType dtype, const std::vector<std::pair<at::Tensor, at::Tensor*>>& working);
+
+  // Moves the shard into an unnamed file under `dir` (call before anything is in it); throws
+  // std::invalid_argument saying what is wrong with `dir`.
+  void keep_shard_in_file(const std::string& dir);
+  bool shard_in_file() const { return shard_in_file_; }
+  // Drops the shard's pages from memory when it lives in a file (its contents stay there).
+  void evict_shard() { evict(0, shard_.numel()); }
 
   const BucketShards& shards() const { return shards_; }
   at::Tensor& shard() { return shard_; }  // this rank's pieces of every unit end to end; the padding stays zero
@@ -73,6 +85,7 @@ class FullyShardedParameters : public ForwardPartHooks {
   void wait(int unit);    // gathers if needed and waits until whole
   void release(int unit);
   void note(const char* what, int part);
+  void evict(int64_t offset, int64_t numel);
   bool is_block(int part) const { return part >= 1 && part <= n_layer_; }
 
   std::shared_ptr<Group> group_;
@@ -82,6 +95,7 @@ class FullyShardedParameters : public ForwardPartHooks {
   int n_layer_;
   bool reshard_after_forward_;
   at::Tensor shard_;
+  bool shard_in_file_ = false;
   Spans shard_decay_;
   std::vector<at::Tensor> whole_;  // per unit: its padded buffer, storage empty while free
   std::vector<at::Tensor> working_;  // per unit: the 16-bit copy of whole_ under mixed precision (else undefined)

@@ -1,14 +1,9 @@
 #include "parallel/zero/nvme_optimizer.h"
 
-#include <fcntl.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
-#include <cerrno>
-#include <cstring>
-#include <stdexcept>
-
 #include "optim/optimizer_state.h"
+#include "parallel/zero/unnamed_file.h"
 
 namespace dtrain {
 
@@ -16,27 +11,6 @@ namespace {
 
 // The most buffer sets a step uses: one being updated, one being read, one being written back.
 constexpr int64_t kBufferSets = 3;
-
-// An unnamed file of `bytes` in `dir`, its blocks reserved so that a full disk shows now rather
-// than in the middle of a step.
-int unnamed_file(const std::string& dir, int64_t bytes) {
-  struct stat st;
-  if (::stat(dir.c_str(), &st) != 0) throw std::invalid_argument("'" + dir + "' does not exist");
-  if (!S_ISDIR(st.st_mode)) throw std::invalid_argument("'" + dir + "' is not a directory");
-  int fd = ::open(dir.c_str(), O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
-  if (fd < 0 && (errno == EOPNOTSUPP || errno == EISDIR || errno == EINVAL)) {  // no O_TMPFILE here: name it, then unlink it
-    std::string name = dir + "/dtrain-optimizer-XXXXXX";
-    fd = ::mkostemp(name.data(), O_CLOEXEC);
-    if (fd >= 0) ::unlink(name.c_str());
-  }
-  if (fd < 0) throw std::invalid_argument("'" + dir + "' is not writable: " + std::strerror(errno));
-  if (const int e = ::posix_fallocate(fd, 0, bytes); e != 0) {
-    ::close(fd);
-    throw std::invalid_argument("'" + dir + "' has no room for " + std::to_string(bytes >> 20) + " MiB of optimizer state: " +
-                                std::strerror(e));
-  }
-  return fd;
-}
 
 }  // namespace
 
@@ -51,7 +25,7 @@ NvmeOptimizer::NvmeOptimizer(std::unique_ptr<ElementwiseRule> rule, int64_t nume
       path_(offload.path),
       io_(std::make_unique<AsyncFileIo>()) {
   try {
-    for (size_t i = 0; i < names_.size(); ++i) files_.push_back(unnamed_file(path_, numel_ * int64_t(options_.dtype().itemsize())));
+    for (size_t i = 0; i < names_.size(); ++i) files_.push_back(make_unnamed_file(path_, numel_ * int64_t(options_.dtype().itemsize())));
   } catch (...) {
     for (int fd : files_) ::close(fd);
     throw;

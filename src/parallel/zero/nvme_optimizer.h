@@ -4,10 +4,7 @@
 // updates one sub-group, the next is being read and the one before written back, so the disk works
 // while the CPU computes (AsyncFileIo). Resident memory for the state drops from its whole size to
 // those buffers.
-//
-// The files are made unnamed (O_TMPFILE, or created and unlinked at once where the file system lacks
-// it): they hold nothing a later run could use, and the kernel frees their blocks however this
-// process ends, a kill included, so nothing is ever left in nvme_path.
+// The files are unnamed (parallel/zero/unnamed_file.h): nothing is ever left in nvme_path.
 #pragma once
 #include <memory>
 #include <string>
