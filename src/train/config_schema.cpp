@@ -39,7 +39,7 @@ const nlohmann::json& config_defaults() {
               "max_rollbacks": 3, "peak_flops": 0.0},
     "parallel": {"dp": "auto", "tp": 1, "pp": 1, "cp": 1, "sequence_parallel": false, "pipeline_schedule": "1f1b",
                  "micro_batches": "auto", "fsdp": {"sharding_strategy": null, "reshard_after_forward": null,
-                 "shard_group_size": "auto"}},
+                 "shard_group_size": "auto", "param_dtype": "fp32"}},
     "checkpoint": {"dir": "", "every_steps": 0, "every_hours": 0.0, "keep": 2, "save_at_end": true, "async": false},
     "dist": {"backend": "auto", "timeout_s": 300}
   })");

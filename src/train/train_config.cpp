@@ -15,6 +15,7 @@
 #include "common/range_words.h"
 #include "common/regular_file.h"
 #include "common/wait_limit.h"
+#include "model/mixed_precision.h"
 #include "optim/flat_optimizer.h"
 #include "optim/lr_schedule.h"
 #include "train/config_schema.h"
@@ -197,6 +198,18 @@ void resolve_sharding(const Reader& r, TrainConfig& c) {
       fail(r.origin(), "'parallel.fsdp.reshard_after_forward' true contradicts sharding_strategy shard_grad_op, which keeps "
                        "parameters whole from forward to backward");
     c.reshard_after_forward = reshard;
+  }
+  const std::string param_dtype = r.text("parallel.fsdp.param_dtype");
+  if (param_dtype != "fp32") {
+    if (param_dtype != "bf16" && param_dtype != "fp16")
+      fail(r.origin(), "'parallel.fsdp.param_dtype' must be \"fp32\", \"bf16\" or \"fp16\", got " + printable_json(r.at("parallel.fsdp.param_dtype")));
+    if (param_dtype != precision_name(c.precision))
+      fail(r.origin(), "'parallel.fsdp.param_dtype' " + param_dtype + " needs " + param_dtype + ".enabled: parameters are gathered in "
+                       "the type the run computes in, and this run computes in " + precision_name(c.precision));
+    if (c.zero_stage != 3)
+      fail(r.origin(), "'parallel.fsdp.param_dtype' applies to sharded parameters (zero_optimization.stage 3), and this run does not "
+                       "shard them");
+    c.gather_16bit = true;
   }
 }
 

@@ -58,6 +58,9 @@ struct TrainConfig {
   int64_t reduce_bucket_elements = 0;
   int zero_stage = 0;  // 1: optimizer state sharded over dp; 2: gradients too; 3: parameters too (parallel/zero)
   bool reshard_after_forward = true;  // stage 3: a block's parameters are freed between its forward and backward
+  // Stage 3 under bf16/fp16 (parallel.fsdp.param_dtype): units holding matmul weights are gathered in
+  // the 16-bit type, and every parameter of such a unit is used as rounded to it.
+  bool gather_16bit = false;
   // Stage 3's hybrid sharding: ranks per shard group, replicated across groups. 0: no hybrid (one
   // group of every dp rank); kShardGroupPerNode: the ranks of a node.
   int shard_group_size = 0;

@@ -279,7 +279,7 @@ void Trainer::build_model() {
       std::vector<ParamGroup> groups = model_->matmul_groups();
       std::vector<std::pair<at::Tensor, at::Tensor*>> working;
       for (auto& g : groups) working.emplace_back(g->weight, &g->working);
-      sharded_->keep_working_copies(precision.compute, working);
+      sharded_->keep_working_copies(precision.compute, working, c_.gather_16bit);
     }
     broadcast(*world_->world_group(), sharded_->unit_buffers(), 0, "broadcast parameters");
     sharded_->reshard();
@@ -317,7 +317,8 @@ void Trainer::build_model() {
                 " parameters";
     if (sharded_)
       zero_line += "; " + std::to_string(grad_sync_->buckets().size()) + " units gathered one at a time with the next prefetched, " +
-                   (c_.reshard_after_forward ? "blocks freed between forward and backward" : "kept whole from forward to backward");
+                   (c_.reshard_after_forward ? "blocks freed between forward and backward" : "kept whole from forward to backward") +
+                   (c_.gather_16bit ? "; units with matmul weights gathered in " + precision_name(c_.precision) : "");
     auto inner = c_.offload_optimizer.device == "nvme" ? make_nvme_optimizer(shards.shard_numel())
                                                        : make_flat_optimizer(c_.optimizer, at::empty({shards.shard_numel()}, flat_->options()));
     optimizer_ = std::make_unique<ZeroOptimizer>(std::move(inner), std::move(shards), c_.zero_stage, group);

@@ -128,6 +128,15 @@ TEST(TrainConfig, FsdpShardingStrategiesAreZeroStages) {
   EXPECT_NE(error_of(fsdp({{"sharding_strategy", "everything"}})).find("must be \"full_shard\""), std::string::npos);
   EXPECT_NE(error_of(fsdp({{"reshard_after_forward", true}})).find("'parallel.fsdp.reshard_after_forward' applies to sharded parameters"),
             std::string::npos);
+  auto bf16 = [](json keys) { return json{{"parallel", {{"fsdp", keys}}}, {"bf16", {{"enabled", true}}}}; };
+  EXPECT_TRUE(resolve(bf16({{"sharding_strategy", "full_shard"}, {"param_dtype", "bf16"}})).gather_16bit);
+  EXPECT_FALSE(resolve(bf16({{"sharding_strategy", "full_shard"}})).gather_16bit);
+  EXPECT_EQ(error_of(fsdp({{"sharding_strategy", "full_shard"}, {"param_dtype", "bf16"}})),
+            "cfg.json: 'parallel.fsdp.param_dtype' bf16 needs bf16.enabled: parameters are gathered in the type the run computes in, "
+            "and this run computes in fp32");
+  EXPECT_NE(error_of(bf16({{"param_dtype", "bf16"}})).find("applies to sharded parameters"), std::string::npos);
+  EXPECT_NE(error_of(bf16({{"sharding_strategy", "full_shard"}, {"param_dtype", "int8"}})).find("must be \"fp32\", \"bf16\" or \"fp16\""),
+            std::string::npos);
   EXPECT_NE(error_of(fsdp({{"sharding_strategy", "shard_grad_op"}, {"reshard_after_forward", true}})).find("contradicts"),
             std::string::npos);
 }

@@ -71,26 +71,28 @@ TEST(MixedPrecision, SixteenBitRunsFollowTheFp32LossCurve) {
 // element differs by up to ~10% of the distance 4 steps can move it (measured); each element within
 // 25% of that distance plus 2^-8 of its size, and each tensor's mean difference within 1% of it
 // (measured: 0.06%), which any change to the gradients themselves exceeds.
+void expect_bf16_like(const TrainingRun& one, const TrainingRun& run) {
+  ASSERT_EQ(one.result.exit_code, 0) << one.result.output;
+  ASSERT_EQ(run.result.exit_code, 0) << run.result.output;
+  ASSERT_EQ(run.steps.size(), 4u);
+  for (size_t i = 0; i < 4; ++i) {
+    const double loss = one.steps[i]["loss"], norm = one.steps[i]["grad_norm"];
+    EXPECT_NEAR(run.steps[i]["loss"].get<double>(), loss, 1e-3 * loss) << "step " << i + 1;
+    EXPECT_NEAR(run.steps[i]["grad_norm"].get<double>(), norm, 1e-2 * norm) << "step " << i + 1;
+  }
+  const double budget = 4 * 0.002;  // how far 4 AdamW steps at lr 0.002 can move an element
+  const auto expected = final_parameters(one, 4), got = final_parameters(run, 4);
+  for (const auto& [name, e] : expected) {
+    const at::Tensor diff = (got.at(name) - e).abs();
+    EXPECT_LE((diff - (0.25 * budget + e.abs() / 256)).max().item<double>(), 0) << name;
+    EXPECT_LE(diff.mean().item<double>(), 0.01 * budget) << name;
+  }
+}
+
 TEST(MixedPrecision, BfloatDataParallelTrainsLikeOneRank) {
   const std::vector<std::string> bf16 = {"bf16.enabled=true", "train_batch_size=16"};
   const TrainingRun one = train(scratch_dir("bf16_1x16"), 1, bf16);
-  auto compare = [&](const TrainingRun& run) {
-    ASSERT_EQ(one.result.exit_code, 0) << one.result.output;
-    ASSERT_EQ(run.result.exit_code, 0) << run.result.output;
-    ASSERT_EQ(run.steps.size(), 4u);
-    for (size_t i = 0; i < 4; ++i) {
-      const double loss = one.steps[i]["loss"], norm = one.steps[i]["grad_norm"];
-      EXPECT_NEAR(run.steps[i]["loss"].get<double>(), loss, 1e-3 * loss) << "step " << i + 1;
-      EXPECT_NEAR(run.steps[i]["grad_norm"].get<double>(), norm, 1e-2 * norm) << "step " << i + 1;
-    }
-    const double budget = 4 * 0.002;  // how far 4 AdamW steps at lr 0.002 can move an element
-    const auto expected = final_parameters(one, 4), got = final_parameters(run, 4);
-    for (const auto& [name, e] : expected) {
-      const at::Tensor diff = (got.at(name) - e).abs();
-      EXPECT_LE((diff - (0.25 * budget + e.abs() / 256)).max().item<double>(), 0) << name;
-      EXPECT_LE(diff.mean().item<double>(), 0.01 * budget) << name;
-    }
-  };
+  auto compare = [&](const TrainingRun& run) { expect_bf16_like(one, run); };
   compare(train(scratch_dir("bf16_2x8"), 2, with(bf16, {"train_micro_batch_size_per_gpu=8"})));
   const TrainingRun accumulated = train(scratch_dir("bf16_2x4x2"), 2,
                                         with(bf16, {"train_micro_batch_size_per_gpu=4", "gradient_accumulation_steps=2",
@@ -103,6 +105,23 @@ TEST(MixedPrecision, BfloatDataParallelTrainsLikeOneRank) {
     compare(train(scratch_dir("bf16_2x4x2_zero" + stage), 2,
                   with(bf16, {"train_micro_batch_size_per_gpu=4", "gradient_accumulation_steps=2", "data_types.grad_accum_dtype=bf16",
                               "zero_optimization.stage=" + stage})));
+}
+
+// Stage 3 with parallel.fsdp.param_dtype bf16 gathers the units holding matmul weights in bf16 and
+// uses all their parameters rounded to it: on 2 ranks like one rank that rounds alike (the bounds
+// above), and not like fp32 gathers, which keep norms and biases exact.
+TEST(MixedPrecision, Stage3GathersInBfloatLikeOneRankThatRoundsAlike) {
+  const std::vector<std::string> job = {"bf16.enabled=true", "train_batch_size=16", "zero_optimization.stage=3",
+                                        "parallel.fsdp.param_dtype=bf16"};
+  const TrainingRun one = train(scratch_dir("bf16_gather_1x16"), 1, job);
+  const TrainingRun two = train(scratch_dir("bf16_gather_2x8"), 2, with(job, {"train_micro_batch_size_per_gpu=8"}));
+  EXPECT_TRUE(contains(two.result.output, "units with matmul weights gathered in bf16")) << two.result.output;
+  expect_bf16_like(one, two);
+  const TrainingRun fp32_gathers = train(scratch_dir("fp32_gather_2x8"), 2,
+                                         with(job, {"train_micro_batch_size_per_gpu=8", "parallel.fsdp.param_dtype=fp32"}));
+  ASSERT_EQ(fp32_gathers.result.exit_code, 0) << fp32_gathers.result.output;
+  const auto rounded = final_parameters(two, 4), exact = final_parameters(fp32_gathers, 4);
+  EXPECT_FALSE(at::equal(rounded.at("blocks.0.ln1.weight"), exact.at("blocks.0.ln1.weight"))) << "param_dtype bf16 changed nothing";
 }
 
 // An overflow on rank 1 alone (rank 0 saves the checkpoints) skips the step on both: the parameters

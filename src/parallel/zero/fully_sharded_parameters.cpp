@@ -74,9 +74,12 @@ FullyShardedParameters::FullyShardedParameters(FlatParameters& params, std::vect
   state_.assign(units_.size(), State::Whole);
   gathering_.resize(units_.size());
   working_.resize(units_.size());
+  sending_.resize(units_.size());
 }
 
-void FullyShardedParameters::keep_working_copies(at::ScalarType dtype, const std::vector<std::pair<at::Tensor, at::Tensor*>>& working) {
+void FullyShardedParameters::keep_working_copies(at::ScalarType dtype, const std::vector<std::pair<at::Tensor, at::Tensor*>>& working,
+                                                 bool gather_16bit) {
+  gather_16bit_ = gather_16bit;
   at::NoGradGuard no_grad;
   for (int u = 0; u < int(units_.size()); ++u) {
     TORCH_CHECK(state_[u] == State::Whole, "FullyShardedParameters::keep_working_copies: unit ", u, " is not whole");
@@ -125,8 +128,14 @@ void FullyShardedParameters::gather(int unit) {
   note("gather", part_of_unit_[unit]);
   const ShardPiece& p = shards_.pieces()[unit];
   fill_storage(whole_[unit]);
-  gathering_[unit] = all_gather_async(*group_, shard_.narrow(0, p.shard_offset, p.piece), whole_[unit],
-                                      "zero-3:all-gather unit " + std::to_string(unit));
+  const std::string label = "zero-3:all-gather unit " + std::to_string(unit);
+  if (gather_16bit_ && working_[unit].defined()) {
+    fill_storage(working_[unit]);
+    sending_[unit] = shard_.narrow(0, p.shard_offset, p.piece).to(working_[unit].scalar_type());
+    gathering_[unit] = all_gather_async(*group_, sending_[unit], working_[unit], label);
+  } else {
+    gathering_[unit] = all_gather_async(*group_, shard_.narrow(0, p.shard_offset, p.piece), whole_[unit], label);
+  }
   state_[unit] = State::Gathering;
 }
 
@@ -137,7 +146,11 @@ void FullyShardedParameters::wait(int unit) {
   gathering_[unit] = CommHandle();
   const ShardPiece& p = shards_.pieces()[unit];
   evict(p.shard_offset, p.piece);
-  if (working_[unit].defined()) {
+  if (sending_[unit].defined()) {  // gathered in 16 bits: the fp32 parameters are its values
+    sending_[unit] = at::Tensor();
+    at::NoGradGuard no_grad;
+    whole_[unit].copy_(working_[unit]);
+  } else if (working_[unit].defined()) {
     fill_storage(working_[unit]);
     at::NoGradGuard no_grad;
     working_[unit].copy_(whole_[unit]);

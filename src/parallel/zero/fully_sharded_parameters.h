@@ -13,7 +13,9 @@
 // whose storage is allocated on gather and emptied on free (what autograd saved for backward sees
 // the storage refilled by the next gather). Under mixed precision the 16-bit working copies of the
 // matmul weights are views into a second buffer per unit, rounded from the first after each gather
-// and emptied with it.
+// and emptied with it. With 16-bit gathers (FSDP's param_dtype) a unit holding matmul weights is
+// instead gathered straight into that 16-bit buffer, half the bytes, and the fp32 one filled from it:
+// every parameter of the unit is then used as rounded to 16 bits, while the shard stays fp32.
 //
 // With offload_param on NVMe the shard itself lives in an unnamed file (parallel/zero/unnamed_file.h),
 // mapped into memory: the kernel reads a page in when a gather, the optimizer or a checkpoint touches
@@ -40,7 +42,8 @@ class FullyShardedParameters : public ForwardPartHooks {
                          bool reshard_after_forward);
   // Mixed precision: `working` holds, per matmul weight (a parameter), the slot of its 16-bit working
   // copy in `dtype`, which becomes a view into the unit's 16-bit buffer (call while whole).
-  void keep_working_copies(at::ScalarType dtype, const std::vector<std::pair<at::Tensor, at::Tensor*>>& working);
+  // `gather_16bit`: the units with such a buffer are gathered into it (see above).
+  void keep_working_copies(at::ScalarType dtype, const std::vector<std::pair<at::Tensor, at::Tensor*>>& working, bool gather_16bit);
 
   // Moves the shard into an unnamed file under `dir` (call before anything is in it); throws
   // std::invalid_argument saying what is wrong with `dir`.
@@ -99,6 +102,8 @@ class FullyShardedParameters : public ForwardPartHooks {
   Spans shard_decay_;
   std::vector<at::Tensor> whole_;  // per unit: its padded buffer, storage empty while free
   std::vector<at::Tensor> working_;  // per unit: the 16-bit copy of whole_ under mixed precision (else undefined)
+  bool gather_16bit_ = false;        // units with a working_ buffer are gathered into it
+  std::vector<at::Tensor> sending_;  // per unit, while a 16-bit gather runs: this rank's piece rounded
   std::vector<State> state_;
   std::vector<CommHandle> gathering_;
   std::vector<std::vector<int>> units_of_part_;
