@@ -20,8 +20,10 @@ def main() -> None:
         p.grad = torch.randn_like(p)
     decay = [p for p, e in zip(params, entries) if e["decay"]]
     no_decay = [p for p, e in zip(params, entries) if not e["decay"]]
-    groups = [{"params": decay, "weight_decay": 0.1}, {"params": no_decay, "weight_decay": 0.0}]
     for name, kwargs in (("per-tensor", {"foreach": False}), ("foreach", {"foreach": True}), ("fused", {"fused": True})):
+        # Fresh groups for each: an optimizer writes its defaults (foreach, fused) into the group
+        # dicts it is given, which would then override the next one's arguments.
+        groups = [{"params": decay, "weight_decay": 0.1}, {"params": no_decay, "weight_decay": 0.0}]
         opt = torch.optim.AdamW(groups, lr=1e-3, **kwargs)
         times = []
         for i in range(steps + 2):

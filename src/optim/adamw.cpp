@@ -53,30 +53,17 @@ void AdamW::update(const std::vector<StatePiece>& pieces, const std::vector<at::
   }
 }
 
-// A piece runs as runs with and without weight decay, each one fused pass.
+// One fused pass over the piece, weight decay where its spans say.
 void AdamW::update_fused(at::Tensor& params, const at::Tensor& grads, at::Tensor& m, at::Tensor& v, const Spans& decay, double bias1,
                          double bias2, double lr) {
-  AdamWStep s{0,
+  const AdamWStep s{float(-lr * options_.weight_decay),
               float(1 - options_.beta1),
               float(options_.beta2),
               float(1 - options_.beta2),
               float(1 / std::sqrt(bias2)),
               float(options_.eps),
               float(-lr / bias1)};
-  float *pp = params.data_ptr<float>(), *mp = m.data_ptr<float>(), *vp = v.data_ptr<float>();
-  const float* gp = grads.data_ptr<float>();
-  auto run = [&](int64_t from, int64_t to, bool decayed) {
-    if (from >= to) return;
-    s.decay = decayed ? float(-lr * options_.weight_decay) : 0.0f;
-    fused_adamw(pp + from, gp + from, mp + from, vp + from, to - from, s);
-  };
-  int64_t at = 0;
-  for (const Span& d : decay) {
-    run(at, d.offset, false);
-    run(d.offset, d.offset + d.numel, true);
-    at = d.offset + d.numel;
-  }
-  run(at, params.numel(), false);
+  fused_adamw(params.data_ptr<float>(), grads.data_ptr<float>(), m.data_ptr<float>(), v.data_ptr<float>(), params.numel(), decay, s);
 }
 
 }  // namespace dtrain

@@ -2,6 +2,7 @@
 
 #include <ATen/Parallel.h>
 
+#include <algorithm>
 #include <cmath>
 
 namespace dtrain {
@@ -26,8 +27,24 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) void update(float* 
 
 }  // namespace
 
-void fused_adamw(float* p, const float* g, float* m, float* v, int64_t n, const AdamWStep& s) {
-  at::parallel_for(0, n, kGrain, [&](int64_t begin, int64_t end) { update(p + begin, g + begin, m + begin, v + begin, end - begin, s); });
+void fused_adamw(float* p, const float* g, float* m, float* v, int64_t n, const Spans& decay, const AdamWStep& s) {
+  AdamWStep plain = s;
+  plain.decay = 0;
+  at::parallel_for(0, n, kGrain, [&](int64_t begin, int64_t end) {
+    auto run = [&](int64_t from, int64_t to, const AdamWStep& step) {
+      if (from < to) update(p + from, g + from, m + from, v + from, to - from, step);
+    };
+    // The first span that ends after `begin`; spans are sorted and disjoint.
+    auto it = std::upper_bound(decay.begin(), decay.end(), begin, [](int64_t at, const Span& d) { return at < d.offset + d.numel; });
+    int64_t at = begin;
+    for (; it != decay.end() && it->offset < end; ++it) {
+      run(at, std::max(at, it->offset), plain);
+      at = std::max(at, it->offset);
+      run(at, std::min(end, it->offset + it->numel), s);
+      at = std::min(end, it->offset + it->numel);
+    }
+    run(at, end, plain);
+  });
 }
 
 }  // namespace dtrain
