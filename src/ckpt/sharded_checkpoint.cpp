@@ -75,8 +75,10 @@ void write_checkpoint_index(const std::string& dir, const std::map<std::string, 
       const size_t at = e.name.rfind('@');
       auto bad = [&](const std::string& what) { throw std::runtime_error(dir + "/" + file + ": chunk '" + e.name + "' " + what); };
       if (at == std::string::npos) bad("is not named tensor@offset");
-      const std::string tensor = e.name.substr(0, at);
-      const int64_t offset = std::stoll(e.name.substr(at + 1));
+      const std::string tensor = e.name.substr(0, at), digits = e.name.substr(at + 1);
+      if (digits.empty() || digits.size() > 18 || digits.find_first_not_of("0123456789") != std::string::npos)
+        bad("is not named tensor@offset");
+      const int64_t offset = std::stoll(digits);
       auto global = tensors.find(tensor);
       if (global == tensors.end()) bad("belongs to no tensor of this checkpoint");
       if (e.dtype != global->second.dtype)
@@ -92,7 +94,8 @@ void write_checkpoint_index(const std::string& dir, const std::map<std::string, 
   for (const auto& [name, global] : tensors) {
     const std::string error = coverage_error(ranges[name], global.numel());
     if (!error.empty()) throw std::runtime_error("checkpoint " + dir + ": tensor '" + name + "': " + error);
-    index["tensors"][name] = {{"dtype", safetensors_dtype_name(global.dtype)}, {"shape", global.shape}, {"chunks", chunks[name]}};
+    const nlohmann::json held = chunks.count(name) ? chunks[name] : nlohmann::json::array();  // none for an empty tensor
+    index["tensors"][name] = {{"dtype", safetensors_dtype_name(global.dtype)}, {"shape", global.shape}, {"chunks", held}};
   }
   write_file_atomically(dir + "/" + kCheckpointIndexFile, index.dump(1));
 }
@@ -187,6 +190,7 @@ void ShardedCheckpointReader::read(const std::string& name, int64_t offset, at::
     const int fd = descriptor(c.file);
     while (left > 0) {
       const ssize_t got = ::pread(fd, dst, left, at);
+      if (got < 0 && errno == EINTR) continue;
       if (got <= 0)
         throw std::runtime_error("checkpoint file '" + dir_ + "/" + c.file + "' is truncated or unreadable where '" + name +
                                  "' should be" + (got < 0 ? std::string(": ") + std::strerror(errno) : std::string()));

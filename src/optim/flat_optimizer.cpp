@@ -20,6 +20,12 @@ std::string lower(std::string s) {
 
 }  // namespace
 
+std::vector<FlatOptimizer::StateEntry> FlatOptimizer::state_entries() const {
+  std::vector<StateEntry> out;
+  for (const auto& [name, t] : state()) out.push_back({name, t.scalar_type(), t.dim() > 0});
+  return out;
+}
+
 int64_t FlatOptimizer::resident_bytes() const {
   int64_t bytes = 0;
   for (const auto& [name, t] : state()) bytes += int64_t(t.nbytes());

@@ -20,9 +20,17 @@ class FlatOptimizer {
   virtual ~FlatOptimizer() = default;
   // One update of `params` from `grads` at learning rate `lr`.
   virtual void step(at::Tensor& params, const at::Tensor& grads, const Spans& decay, double lr) = 0;
-  // This rank's state, the live tensors themselves: flat ones, one value per element of the buffer
-  // it steps (a sharded optimizer's: of its shard), and the step count as a 0-d tensor.
+  // This rank's state: flat tensors, one value per element of the buffer it steps (a sharded
+  // optimizer's: of its shard), and the step count as a 0-d tensor. Kept in memory they are the live
+  // tensors; kept in files (NVMe offload) they are read into fresh ones.
   virtual std::map<std::string, at::Tensor> state() const = 0;
+  // state()'s names and dtypes, and whether each is flat, without reading any values.
+  struct StateEntry {
+    std::string name;
+    at::ScalarType dtype;
+    bool flat;
+  };
+  virtual std::vector<StateEntry> state_entries() const;
   // Restores state(); throws naming the missing or mis-sized entry.
   virtual void load_state(const std::map<std::string, at::Tensor>& state) = 0;
   // The base learning rate (optimizer.params.lr) that schedules scale.

@@ -615,26 +615,36 @@ void Trainer::save(int64_t step) {
   log_.info("checkpoint: " + dir + " (" + fixed(seconds_since(t0), 2) + " s)" + (health.healthy ? "" : ", marked unhealthy"));
 }
 
-// Each rank writes its share of the parameters, so every rank must hold the same ones (at stage 3,
-// gathered for the check): a rank that does not — a bug, or a silent fault on its machine — stops the
-// run before anything is written, on every rank alike.
+// Each rank writes its share of what is replicated, so every copy must be the same: the parameters
+// at stages 0-2 and the frozen ones on every rank, and at stage 3 each shard across the replica
+// groups of hybrid sharding (compared where it lies: no rank gathers the model). A copy that differs
+// — a bug, or a silent fault on its machine — stops the run before anything is written, on every
+// rank alike.
 void Trainer::check_replicas_agree(int64_t step) {
-  if (sharded_) sharded_->gather_all();
-  std::vector<at::Tensor> params = model_->parameters();
+  std::vector<at::Tensor> replicated = frozen_;
+  if (!sharded_) replicated.push_back(flat_->data());
   if (replica_drift_injected(step)) {
     at::NoGradGuard no_grad;
-    at::Tensor first = params.front().view({-1}).narrow(0, 0, 1);
+    at::Tensor first = (sharded_ ? sharded_->shard() : flat_->data()).narrow(0, 0, 1);
     first.copy_(at::nextafter(first, at::full_like(first, INFINITY)));
   }
-  const auto mine = at::tensor({parameter_fingerprint(params)}, at::kLong).to(world_->device());
+  const auto mine = at::tensor({parameter_fingerprint(replicated), sharded_ ? parameter_fingerprint({sharded_->shard()}) : int64_t(0)},
+                               at::kLong)
+                        .to(world_->device());
   const at::Tensor all = all_gather(*world_->world_group(), mine, "parameter fingerprint").cpu();
-  if (sharded_) sharded_->release_all();
-  for (int r = 1; r < world_->size(); ++r)
-    if (all[r].item<int64_t>() != all[0].item<int64_t>())
-      throw std::runtime_error("after step " + std::to_string(step) + " the parameters of rank " + std::to_string(r) +
-                               " differ from rank 0's (fingerprints " + std::to_string(all[r].item<int64_t>()) + " and " +
-                               std::to_string(all[0].item<int64_t>()) + "): the replicas have diverged, a bug or a fault on rank " +
-                               std::to_string(r) + "'s machine; no checkpoint is written");
+  const int shard_size = hybrid_mesh_ ? hybrid_mesh_->size("shard") : world_->size();
+  auto differ = [&](const std::string& what, int rank, int holder, int index) {
+    const int64_t got = all[2 * rank + index].item<int64_t>(), expected = all[2 * holder + index].item<int64_t>();
+    if (got == expected) return;
+    throw std::runtime_error("after step " + std::to_string(step) + " " + what + " of rank " + std::to_string(rank) +
+                             (index == 0 ? " differ from rank " : " differs from rank ") + std::to_string(holder) + "'s (fingerprints " + std::to_string(got) + " and " + std::to_string(expected) +
+                             "): the replicas have diverged, a bug or a fault on rank " + std::to_string(rank) + "'s machine; no "
+                             "checkpoint is written");
+  };
+  for (int r = 1; r < world_->size(); ++r) {
+    differ(sharded_ ? "the frozen parameters" : "the parameters", r, 0, 0);
+    if (sharded_) differ("the parameter shard", r, r % shard_size, 1);  // mesh ranks run shard-fastest: r % size holds r's shard in the first group
+  }
 }
 
 // Every rank reaches the same answer: the replicated parameters are the same on every rank, and

@@ -33,12 +33,12 @@ std::map<std::string, GlobalTensor> expected_tensors(Transformer& model, const F
   std::map<std::string, GlobalTensor> out;
   for (const auto& item : model->named_parameters())
     out[model_key(item.key())] = {item.value().sizes().vec(), item.value().scalar_type()};
-  for (const auto& [state, t] : optimizer.state()) {
-    if (t.dim() == 0) {
-      out[step_key(state)] = {{}, t.scalar_type()};
+  for (const auto& s : optimizer.state_entries()) {
+    if (!s.flat) {
+      out[step_key(s.name)] = {{}, s.dtype};
       continue;
     }
-    for (const auto& e : layout.entries) out[state_key(state, e.name)] = {e.param.sizes().vec(), t.scalar_type()};
+    for (const auto& e : layout.entries) out[state_key(s.name, e.name)] = {e.param.sizes().vec(), s.dtype};
   }
   return out;
 }
@@ -114,11 +114,6 @@ TrainerProgress read_progress(const std::string& dir) {
 
 }  // namespace
 
-StateLayout StateLayout::whole(FlatParameters& flat) {
-  const std::vector<FlatPiece> all = {{0, flat.numel(), 0}};
-  return {flat.entries(), flat.data(), all, all, all, all};
-}
-
 StateLayout StateLayout::data_parallel(FlatParameters& flat, const at::Tensor& params, const BucketShards& shards, bool params_sharded,
                                        bool state_sharded, bool writes) {
   std::vector<FlatPiece> in_shard, in_buffer;
@@ -175,8 +170,8 @@ void write_training_index(const std::string& dir, Transformer& model, const Flat
 }
 
 TrainerProgress load_training_state(const std::string& dir, Transformer& model, FlatOptimizer& optimizer, const StateLayout& layout) {
+  ShardedCheckpointReader ckpt(dir);  // first: a checkpoint of an older format is named as such
   const TrainerProgress progress = read_progress(dir);
-  ShardedCheckpointReader ckpt(dir);
   check_tensors(ckpt, dir + "/" + kCheckpointIndexFile, expected_tensors(model, optimizer, layout));
   const auto rng = read_safetensors(dir + "/rng.safetensors");
   at::Generator gen = at::detail::getDefaultCPUGenerator();  // a handle on the process-wide generator

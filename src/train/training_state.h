@@ -40,8 +40,6 @@ struct StateLayout {
   std::vector<FlatPiece> params_held, params_written;
   std::vector<FlatPiece> state_held, state_written;  // in the optimizer's flat state tensors
 
-  // One rank holding and writing everything.
-  static StateLayout whole(FlatParameters& flat);
   // Data parallelism's: `shards` gives this rank 1/dp of every bucket. The parameters (ZeRO-3, in
   // `params`, the shard) and the optimizer state (ZeRO-1 to 3) are held as those pieces end to end,
   // anything else whole; every rank writes its pieces of each, so at stage 0 too the ranks share

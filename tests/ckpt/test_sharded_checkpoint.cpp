@@ -88,6 +88,22 @@ TEST(ShardedCheckpoint, AnIndexIsRefusedUnlessEveryElementIsHeldExactlyOnce) {
   EXPECT_TRUE(contains(missing, "index.json' is missing")) << missing;
 }
 
+// A shard cut short after the index was written (a checkpoint whose manifest was rewritten to match):
+// the read names the file and the tensor rather than returning short data.
+TEST(ShardedCheckpoint, ATruncatedShardIsNamedWhenRead) {
+  const std::string dir = write_checkpoint("sharded_truncated", {{0, 20}, {20, 15}});
+  fs::resize_file(dir + "/shard-00001.safetensors", fs::file_size(dir + "/shard-00001.safetensors") - 8);
+  ShardedCheckpointReader ckpt(dir);
+  at::Tensor out = torch::empty({20});
+  ckpt.read("weight", 0, out);  // rank 0's file is whole
+  try {
+    ckpt.read("weight");
+    ADD_FAILURE() << "a short read was accepted";
+  } catch (const std::runtime_error& e) {
+    EXPECT_TRUE(contains(e.what(), "shard-00001.safetensors' is truncated or unreadable where 'weight' should be")) << e.what();
+  }
+}
+
 TEST(ShardedCheckpoint, AChunkOfAnUnknownTensorOrTypeIsNamed) {
   const std::string dir = scratch_dir("sharded_unknown");
   write_shard_file(dir, 0, {{"weight", 0, kWeight.view({-1})}, {"bias", 0, kBias.to(at::kFloat)}, {"step", 0, torch::tensor({int64_t(1)})}});

@@ -186,7 +186,9 @@ TEST(Resume, TrainerStateAndTensorsAreCheckedAgainstManifestAndModelBeforeAnythi
   CheckpointManager manager(options, 0, [] {});
   TrainerProgress progress;
   progress.step = 20;
-  const StateLayout layout = StateLayout::whole(flat);
+  // One rank, holding and writing everything.
+  const StateLayout layout = StateLayout::data_parallel(flat, flat.data(), BucketShards(make_grad_buckets(flat.entries(), 4, 1 << 20), 1, 0),
+                                                        false, false, true);
   const std::string step_dir = manager.save(
       20, 0, {true, ""}, [&](const std::string& tmp) { save_training_state(tmp, 0, model, *optimizer, layout, progress, config); },
       [&](const std::string& tmp) { write_training_index(tmp, model, *optimizer, layout); });

@@ -104,8 +104,8 @@ TEST(ZeroStage2, TrainsLikeOneRank) {
   }
 }
 
-// The checkpoint holds the whole parameters and optimizer state, so a run stopped under one stage
-// continues under another: exactly as the uninterrupted run where both sides do the same arithmetic
+// The checkpoint holds every parameter and its optimizer state by name, whatever pieces each rank
+// wrote, so a run stopped under one stage continues under another: exactly as the uninterrupted run where both sides do the same arithmetic
 // (stages 0 and 1; stages 2 and 3 with themselves), within the fp32 tolerance where the sums differ.
 TEST(Zero, CheckpointsResumeAcrossStages) {
   const std::vector<std::string> job = {"train.steps=6", "train.deterministic=true", "zero_optimization.reduce_bucket_size=5000"};
@@ -152,10 +152,18 @@ TEST(ParameterFingerprint, OneUlpAnywhereOrTensorsSwappedChangeIt) {
 TEST(Zero, ACheckpointNeedsEveryRankToHoldTheSameParameters) {
   for (int stage : {1, 3}) {
     const std::string dir = scratch_dir("zero_drift" + std::to_string(stage));
-    const TrainingRun run = train(dir, 2, {"zero_optimization.stage=" + std::to_string(stage), "checkpoint.every_steps=2"}, {},
-                                  {"DTRAIN_INJECT_REPLICA_DRIFT=4:1"});
+    // At stage 3 the copies are the shards of hybrid sharding's replica groups: on 2 x 2, rank 3
+    // holds rank 1's shard.
+    const TrainingRun run =
+        stage == 1 ? train(dir, 2, {"zero_optimization.stage=1", "checkpoint.every_steps=2"}, {}, {"DTRAIN_INJECT_REPLICA_DRIFT=4:1"})
+                   : train(dir, 4,
+                           {"parallel.fsdp.sharding_strategy=hybrid_shard", "parallel.fsdp.shard_group_size=2", "train_batch_size=16",
+                            "train_micro_batch_size_per_gpu=4", "checkpoint.every_steps=2"},
+                           {}, {"DTRAIN_INJECT_REPLICA_DRIFT=4:3"});
     EXPECT_NE(run.result.exit_code, 0) << run.result.output;
-    EXPECT_TRUE(contains(run.result.output, "after step 4 the parameters of rank 1 differ from rank 0's")) << run.result.output;
+    const std::string expected = stage == 1 ? "after step 4 the parameters of rank 1 differ from rank 0's"
+                                            : "after step 4 the parameter shard of rank 3 differs from rank 1's";
+    EXPECT_TRUE(contains(run.result.output, expected)) << run.result.output;
     EXPECT_TRUE(std::filesystem::exists(dir + "/ckpt/step-00000002")) << "stage " << stage;
     EXPECT_FALSE(std::filesystem::exists(dir + "/ckpt/step-00000004")) << "stage " << stage;
   }

@@ -33,7 +33,11 @@ AsyncFileIo::AsyncFileIo(unsigned queue_depth) : queue_depth_(queue_depth) {
 AsyncFileIo::~AsyncFileIo() {
   if (!ring_) return;
   // The kernel may still be writing into buffers the caller is about to free.
-  while (in_flight_ > 0) reap_one();
+  try {
+    while (in_flight_ > 0) reap_one();
+  } catch (const std::exception&) {
+    return;  // the ring cannot be drained: leaving it mapped is safer than freeing what the kernel may still use
+  }
   io_uring_queue_exit(ring_);
   delete ring_;
 }
@@ -55,37 +59,40 @@ uint64_t AsyncFileIo::submit(Request request) {
   return ticket;
 }
 
+// A queued entry counts as in flight from the moment it is in the ring: a submit that fails now
+// (the kernel busy) leaves it there, and the next submit, or reap_one()'s, sends it.
 void AsyncFileIo::enqueue(uint64_t ticket) {
   while (in_flight_ >= queue_depth_) reap_one();
   Request& r = requests_.at(ticket);
-  io_uring_sqe* sqe = io_uring_get_sqe(ring_);
-  if (!sqe) {
-    io_uring_submit(ring_);
-    sqe = io_uring_get_sqe(ring_);
-  }
+  io_uring_sqe* sqe = io_uring_get_sqe(ring_);  // the ring has room: no more than queue_depth_ entries are in flight
   const size_t len = std::min(r.bytes - r.done, kMaxTransfer);
   if (r.write) io_uring_prep_write(sqe, r.fd, r.buffer + r.done, unsigned(len), uint64_t(r.offset) + r.done);
   else io_uring_prep_read(sqe, r.fd, r.buffer + r.done, unsigned(len), uint64_t(r.offset) + r.done);
   io_uring_sqe_set_data(sqe, reinterpret_cast<void*>(uintptr_t(ticket)));
-  if (const int e = io_uring_submit(ring_); e < 0) {
-    r.error = -e;
-    r.finished = true;
-    return;
-  }
   ++in_flight_;
+  const int e = io_uring_submit(ring_);
+  if (e < 0 && e != -EAGAIN && e != -EBUSY && e != -EINTR)
+    throw std::runtime_error(std::string("io_uring: submitting a request for '") + r.name + "' failed: " + std::strerror(-e));
 }
 
 void AsyncFileIo::reap_one() {
   io_uring_cqe* cqe = nullptr;
   int e;
-  while ((e = io_uring_wait_cqe(ring_, &cqe)) == -EINTR) {
+  // Sends what is queued and waits for a completion; EBUSY says completions are waiting to be taken.
+  while ((e = io_uring_submit_and_wait(ring_, 1)) == -EINTR || e == -EAGAIN) {
+  }
+  if (e >= 0 || e == -EBUSY) {
+    while ((e = io_uring_wait_cqe(ring_, &cqe)) == -EINTR) {
+    }
   }
   if (e < 0) throw std::runtime_error(std::string("io_uring: waiting for a completion failed: ") + std::strerror(-e));
   const uint64_t ticket = uint64_t(reinterpret_cast<uintptr_t>(io_uring_cqe_get_data(cqe)));
   const int res = cqe->res;
   io_uring_cqe_seen(ring_, cqe);
   --in_flight_;
-  Request& r = requests_.at(ticket);
+  auto it = requests_.find(ticket);
+  if (it == requests_.end()) return;  // a request whose waiter gave up on an earlier error
+  Request& r = it->second;
   if (res < 0 || res == 0) {  // nothing moved: an error, or a read past the end of the file
     r.error = res < 0 ? -res : EIO;
     r.finished = true;

@@ -168,11 +168,6 @@ void FullyShardedParameters::release(int unit) {
   note("free", part_of_unit_[unit]);
 }
 
-void FullyShardedParameters::gather_all() {
-  for (int u = 0; u < int(units_.size()); ++u) gather(u);
-  for (int u = 0; u < int(units_.size()); ++u) wait(u);
-}
-
 void FullyShardedParameters::reshard() {
   at::NoGradGuard no_grad;
   for (int u = 0; u < int(units_.size()); ++u) {

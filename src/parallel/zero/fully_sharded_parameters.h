@@ -36,8 +36,8 @@ namespace dtrain {
 class FullyShardedParameters : public ForwardPartHooks {
  public:
   // `params`: the layout alone (FlatParameters::Buffers::None); `units`: make_unit_buckets(params.entries()).
-  // The parameters move into whole unit buffers and stay whole until reshard(), so a checkpoint can
-  // be loaded into them and rank 0's broadcast.
+  // The parameters move into whole unit buffers and stay whole until reshard(), so that rank 0's can
+  // be broadcast.
   FullyShardedParameters(FlatParameters& params, std::vector<GradBucket> units, int n_layer, std::shared_ptr<Group> group,
                          bool reshard_after_forward);
   // Mixed precision: `working` holds, per matmul weight (a parameter), the slot of its 16-bit working
@@ -58,9 +58,7 @@ class FullyShardedParameters : public ForwardPartHooks {
   // The unit buffers, for a broadcast while they are whole.
   const std::vector<at::Tensor>& unit_buffers() const { return whole_; }
 
-  // Every unit whole, in order (a collective).
-  void gather_all();
-  // Takes this rank's pieces from the whole units (a load or a broadcast may have changed them) and frees them.
+  // Takes this rank's pieces from the whole units (a broadcast may have changed them) and frees them.
   void reshard();
   // Frees every unit without reading it.
   void release_all();

@@ -24,15 +24,15 @@ NvmeOptimizer::NvmeOptimizer(std::unique_ptr<ElementwiseRule> rule, int64_t nume
       options_(options),
       path_(offload.path),
       io_(std::make_unique<AsyncFileIo>()) {
+  buffers_.resize(size_t(std::min(groups_, kBufferSets)));
+  for (auto& set : buffers_)
+    for (size_t i = 0; i < names_.size(); ++i) set.push_back(at::empty({sub_group_}, options_));
   try {
     for (size_t i = 0; i < names_.size(); ++i) files_.push_back(make_unnamed_file(path_, numel_ * int64_t(options_.dtype().itemsize())));
   } catch (...) {
     for (int fd : files_) ::close(fd);
     throw;
   }
-  buffers_.resize(size_t(std::min(groups_, kBufferSets)));
-  for (auto& set : buffers_)
-    for (size_t i = 0; i < names_.size(); ++i) set.push_back(at::empty({sub_group_}, options_));
 }
 
 NvmeOptimizer::~NvmeOptimizer() {
@@ -90,6 +90,12 @@ std::map<std::string, at::Tensor> NvmeOptimizer::state() const {
     io_->wait(io_->read(files_[i], "optimizer state '" + names_[i] + "' in " + path_, t.data_ptr(), t.nbytes(), 0));
     out[names_[i]] = t;
   }
+  return out;
+}
+
+std::vector<FlatOptimizer::StateEntry> NvmeOptimizer::state_entries() const {
+  std::vector<StateEntry> out = {{"step", at::kLong, false}};
+  for (const auto& name : names_) out.push_back({name, options_.dtype().toScalarType(), true});
   return out;
 }
 

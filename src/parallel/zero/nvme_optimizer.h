@@ -30,6 +30,7 @@ class NvmeOptimizer : public ElementwiseOptimizer {
   void step_pieces(const std::vector<StatePiece>& pieces, double lr) override;
   // Read whole from the files (for a checkpoint: memory for the whole state while it is saved).
   std::map<std::string, at::Tensor> state() const override;
+  std::vector<StateEntry> state_entries() const override;
   void load_state(const std::map<std::string, at::Tensor>& state) override;
   double base_lr() const override { return rule_->base_lr(); }
   // The streaming buffers and the rule's scratch: what stays in memory.

@@ -1,8 +1,7 @@
 // ZeRO stage 3's units: the parameters gathered before use and freed after, together. Each
 // transformer block is a unit, and so is each run of the other parameters that lie together in the
 // flat buffer: its order is backward's, so the final norm and head come first and the embeddings
-// last. Units are then consecutive entries, and the flat layout (which a checkpoint's optimizer state
-// follows) is the same at every stage.
+// last. Units are then consecutive entries, and the flat layout is the same at every stage.
 #pragma once
 #include <string>
 #include <vector>

@@ -22,10 +22,11 @@ namespace dtrain {
 class ZeroOptimizer : public FlatOptimizer {
  public:
   // `inner` has state for a buffer of shards.shard_numel() elements: make_flat_optimizer with a
-  // shard-sized `like`. `stage` (1, 2 or 3) says what step() receives, as above.
+  // shard-sized `like`, or an NvmeOptimizer of that many elements. `stage` (1, 2 or 3) says what step() receives, as above.
   ZeroOptimizer(std::unique_ptr<ElementwiseOptimizer> inner, BucketShards shards, int stage, std::shared_ptr<Group> group);
   void step(at::Tensor& params, const at::Tensor& grads, const Spans& decay, double lr) override;
   std::map<std::string, at::Tensor> state() const override { return inner_->state(); }
+  std::vector<StateEntry> state_entries() const override { return inner_->state_entries(); }
   void load_state(const std::map<std::string, at::Tensor>& state) override { inner_->load_state(state); }
   double base_lr() const override { return inner_->base_lr(); }
   int64_t resident_bytes() const override { return inner_->resident_bytes(); }
