@@ -2,7 +2,10 @@
 # ZeRO's memory per rank on GPT-2 124M (fp32, AdamW, short sequences so that the model states
 # dominate): for no ZeRO and each stage built, with 2 and 4 ranks, the model-state bytes each rank
 # holds (parameters, gradients, optimizer state, as the run reports them) beside the fp32 formula,
-# and rank 0's peak RSS. Prints a table; raw logs stay in bench/out/zero_memory/.
+# and rank 0's peak RSS; then, at stages 1-3 on 2 ranks, the same runs with the optimizer state
+# offloaded to NVMe (in files under bench/out/zero_memory/nvme, sub_group_size 4M), and at stage 3
+# the parameter shard too: what stays resident and what peak RSS saves. Prints two tables; raw logs
+# stay in bench/out/zero_memory/.
 # Usage: bench/zero_memory.sh [STEPS]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -22,6 +25,18 @@ for nproc in 2 4; do
       --set train.run_dir="$out/$name" >"$out/$name.log" 2>&1
   done
 done
+mkdir -p "$out/nvme"
+for stage in 1 2 3; do
+  name=dp2_stage${stage}_nvme
+  echo "2 ranks, ZeRO stage $stage, optimizer state (and at stage 3 parameters) on NVMe..." >&2
+  param_offload=()
+  ((stage == 3)) && param_offload=(--set "zero_optimization.offload_param={\"device\":\"nvme\",\"nvme_path\":\"$out/nvme\"}")
+  build/dtrain run --nproc-per-node 2 --no-sample --set model.preset=gpt2-124m --set model.seq_len=64 \
+    --set train_micro_batch_size_per_gpu=1 --set train_batch_size=2 --set train.steps="$steps" \
+    --set train.eval_every=0 --set checkpoint.save_at_end=false --set zero_optimization.stage="$stage" \
+    --set "zero_optimization.offload_optimizer={\"device\":\"nvme\",\"nvme_path\":\"$out/nvme\"}" \
+    --set zero_optimization.sub_group_size=4000000 --set train.run_dir="$out/$name" "${param_offload[@]}" >"$out/$name.log" 2>&1
+done
 /usr/bin/python3 - "$out" "${stages[@]}" <<'PY'
 import re, sys
 out, stages = sys.argv[1], [int(s) for s in sys.argv[2:]]
@@ -40,4 +55,20 @@ for dp in (2, 4):
         rss = int(re.search(r"peak RSS (\d+) MiB", log).group(1))
         f = formula[stage](dp) * psi / 2**20
         print(f"| {dp} | {stage} | {p:.0f} | {g:.0f} | {o:.0f} | {total:.0f} | {f:.0f} | {total / f:.3f} | {rss} | {rss - total:.0f} |")
+print()
+print("| ranks | ZeRO stage | offloaded | optimizer in memory (MiB) | with NVMe offload: offloaded (MiB) | buffers in memory (MiB) | "
+      "peak RSS rank 0 (MiB) | peak RSS with offload (MiB) | RSS saved (MiB) | saved / offloaded |")
+print("|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|")
+for stage in (1, 2, 3):
+    plain, offloaded = open(f"{out}/dp2_stage{stage}.log").read(), open(f"{out}/dp2_stage{stage}_nvme.log").read()
+    o = float(re.search(r"optimizer ([\d.]+) MiB \(", plain).group(1))
+    moved, buffers = (float(x) for x in re.search(r"optimizer state \(([\d.]+) MiB\) in unnamed files .* through ([\d.]+) MiB of buffers",
+                                                   offloaded).groups())
+    shard = re.search(r"the parameter shard \(([\d.]+) MiB\)", offloaded)
+    what = "optimizer state"
+    if shard:
+        moved += float(shard.group(1))
+        what += ", parameters"
+    rss, rss_nvme = (int(re.search(r"peak RSS (\d+) MiB", log).group(1)) for log in (plain, offloaded))
+    print(f"| 2 | {stage} | {what} | {o:.0f} | {moved:.0f} | {buffers:.0f} | {rss} | {rss_nvme} | {rss - rss_nvme} | {(rss - rss_nvme) / moved:.2f} |")
 PY
