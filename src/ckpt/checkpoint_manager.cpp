@@ -67,8 +67,12 @@ CheckpointInfo info_of(const std::string& dir, const nlohmann::json& m) {
 
 }  // namespace
 
-CheckpointManager::CheckpointManager(CheckpointOptions options, int rank, std::function<void()> barrier)
-    : options_(std::move(options)), rank_(rank), barrier_(std::move(barrier)) {}
+AgreeOnFailures agree_alone() {
+  return [](bool ok) { return ok ? std::vector<int>{} : std::vector<int>{0}; };
+}
+
+CheckpointManager::CheckpointManager(CheckpointOptions options, int rank, AgreeOnFailures agree)
+    : options_(std::move(options)), rank_(rank), agree_(std::move(agree)) {}
 
 std::string CheckpointManager::step_dir_name(int64_t step) {
   char name[32];
@@ -91,28 +95,37 @@ std::string CheckpointManager::save(int64_t step, double elapsed_agreed_hours, c
     fs::remove_all(tmp);
     fs::create_directories(tmp);
   }
-  barrier_();
-  // A save that fails (a full disk) leaves nothing behind: the previous checkpoints stay the newest.
-  auto discard_on_failure = [&](const std::function<void()>& work) {
+  agree_(true);
+  // A save that fails (a full disk) on any rank leaves nothing behind: the previous checkpoints stay
+  // the newest. Every rank learns of the failure at the next agreement, rather than waiting out the
+  // collective timeout for a rank that is gone.
+  auto all_or_nothing = [&](const std::function<void()>& work, const std::string& part) {
+    std::exception_ptr error;
     try {
       work();
     } catch (...) {
-      std::error_code ec;
-      if (rank_ == 0) fs::remove_all(tmp, ec);
-      throw;
+      error = std::current_exception();
     }
+    const std::vector<int> failed = agree_(!error);
+    if (failed.empty()) return;
+    std::error_code ec;
+    if (rank_ == 0) fs::remove_all(tmp, ec);
+    if (error) std::rethrow_exception(error);
+    std::string ranks;
+    for (int r : failed) ranks += (ranks.empty() ? "" : ", ") + std::to_string(r);
+    throw std::runtime_error("checkpoint of step " + std::to_string(step) + ": rank(s) " + ranks + " failed to " + part +
+                             " (their logs say why); nothing of it is kept");
   };
-  discard_on_failure([&] { write_files(tmp); });
+  all_or_nothing([&] { write_files(tmp); }, "write their part");
   crash_point("save", step);
-  barrier_();
-  if (rank_ == 0) {
-    discard_on_failure([&] {
-      if (finish) finish(tmp);
-      commit(tmp, final_dir, step, health);
-    });
-    prune();
-  }
-  barrier_();
+  all_or_nothing(
+      [&] {
+        if (rank_ != 0) return;
+        if (finish) finish(tmp);
+        commit(tmp, final_dir, step, health);
+      },
+      "index and commit it");
+  if (rank_ == 0) prune();
   last_save_hours_ = elapsed_agreed_hours;
   return final_dir;
 }
@@ -199,7 +212,7 @@ std::optional<CheckpointInfo> CheckpointManager::resolve(const std::string& path
   }
   CheckpointOptions options;
   options.dir = path;
-  return CheckpointManager(options, 0, [] {}).find_resumable(load, warnings);
+  return CheckpointManager(options, 0, agree_alone()).find_resumable(load, warnings);
 }
 
 std::optional<CheckpointInfo> CheckpointManager::newest_healthy() const {

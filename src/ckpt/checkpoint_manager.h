@@ -38,10 +38,16 @@ struct CheckpointInfo {
   CheckpointHealth health;
 };
 
+// Synchronises all ranks, each saying whether its part succeeded, and returns the ranks whose part
+// failed (the same list on every rank). For one process: {} or {0}.
+using AgreeOnFailures = std::function<std::vector<int>(bool ok)>;
+// The agreement of a single process.
+AgreeOnFailures agree_alone();
+
 class CheckpointManager {
  public:
-  // `barrier` synchronises all ranks (a no-op for one); rank 0 commits.
-  CheckpointManager(CheckpointOptions options, int rank, std::function<void()> barrier);
+  // Rank 0 commits.
+  CheckpointManager(CheckpointOptions options, int rank, AgreeOnFailures agree);
 
   // Whether to save after `step` (1-based count of finished steps). Every rank must get the same
   // answer, so time-triggered saves use rank 0's clock, which `elapsed_agreed_hours` carries.
@@ -50,7 +56,8 @@ class CheckpointManager {
   // Writes a checkpoint for `step`: each rank's `write_files(dir)` fills the temporary directory;
   // once all have, rank 0's `finish(dir)` (when given) writes what describes them all (the index),
   // and rank 0 commits. `elapsed_agreed_hours` restarts the every_hours clock. Returns the committed
-  // directory.
+  // directory. A part that fails on any rank fails the save on every rank at once, naming the ranks,
+  // and leaves nothing of it on disk.
   std::string save(int64_t step, double elapsed_agreed_hours, const CheckpointHealth& health,
                    const std::function<void(const std::string& dir)>& write_files,
                    const std::function<void(const std::string& dir)>& finish = {});
@@ -85,7 +92,7 @@ class CheckpointManager {
 
   CheckpointOptions options_;
   int rank_;
-  std::function<void()> barrier_;
+  AgreeOnFailures agree_;
   double last_save_hours_ = 0;
 };
 

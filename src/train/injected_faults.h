@@ -4,6 +4,7 @@
 //   overflow as a too-large loss scale would make them.
 // - DTRAIN_INJECT_REPLICA_DRIFT: before the step's checkpoint one parameter element moves by one ulp
 //   on that rank, as a silent fault would, for the check that every rank holds the same parameters.
+// - DTRAIN_INJECT_SAVE_FAILURE: the step's checkpoint cannot be written on that rank, as on a full disk.
 #pragma once
 #include <cstdint>
 
@@ -11,5 +12,6 @@ namespace dtrain {
 
 bool overflow_injected(int64_t step);
 bool replica_drift_injected(int64_t step);
+bool save_failure_injected(int64_t step);
 
 }  // namespace dtrain

@@ -101,6 +101,7 @@ class Trainer {
   void build_data();
   void build_model();
   void resume_or_start();
+  std::vector<int> ranks_that_failed(bool ok, const std::string& what);
   std::unique_ptr<ElementwiseOptimizer> make_nvme_optimizer(int64_t numel);
   void keep_shard_on_nvme();
   std::string choose_checkpoint();
@@ -438,8 +439,29 @@ std::string Trainer::choose_checkpoint() {
   return found ? found->dir : "";
 }
 
+// Every rank says whether its part of `what` succeeded; all learn which did not (a collective).
+std::vector<int> Trainer::ranks_that_failed(bool ok, const std::string& what) {
+  const auto mine = at::tensor({ok ? 1L : 0L}, at::kLong).to(world_->device());
+  const at::Tensor all = all_gather(*world_->world_group(), mine, what + " outcome").cpu();
+  std::vector<int> failed;
+  for (int r = 0; r < world_->size(); ++r)
+    if (all[r].item<int64_t>() == 0) failed.push_back(r);
+  return failed;
+}
+
 void Trainer::load_checkpoint(const std::string& dir) {
-  if (world_->rank() != 0) read_checkpoint(dir);
+  // Rank 0 loaded it while choosing it; the others read their own pieces now, and a rank that cannot
+  // stops every rank here, rather than leaving the others waiting in the next collective.
+  std::exception_ptr error;
+  try {
+    if (world_->rank() != 0) read_checkpoint(dir);
+  } catch (...) {
+    error = std::current_exception();
+  }
+  const std::vector<int> failed = ranks_that_failed(!error, "checkpoint load");
+  if (error) std::rethrow_exception(error);
+  if (!failed.empty())
+    throw std::runtime_error("rank " + std::to_string(failed.front()) + " could not load " + dir + " (its log says why), so this rank stops too");
   if (scaler_) scaler_ = std::make_unique<LossScaler>(c_.loss_scaler);  // a rollback forgets what came after
   restore_loss_scaler(progress_.loss_scaler);
   stream_->restore(progress_.data);
@@ -448,7 +470,7 @@ void Trainer::load_checkpoint(const std::string& dir) {
 
 void Trainer::resume_or_start() {
   checkpoints_ = std::make_unique<CheckpointManager>(c_.checkpoint, world_->rank(),
-                                                     [this] { barrier(*world_->world_group(), "checkpoint"); });
+                                                     [this](bool ok) { return ranks_that_failed(ok, "checkpoint"); });
   if (world_->rank() == 0) checkpoints_->remove_interrupted_saves();
   const std::string from = agree("trainer/resume", [this] { return choose_checkpoint(); });
   if (!from.empty()) {
@@ -610,7 +632,10 @@ void Trainer::save(int64_t step) {
   progress_.loss_scaler = scaler_ ? scaler_->state() : nlohmann::json();
   const std::string dir = checkpoints_->save(
       step, seconds_since(start_) / 3600.0, health,
-      [&](const std::string& tmp) { save_training_state(tmp, world_->rank(), model_, *optimizer_, layout_, progress_, c_.json); },
+      [&](const std::string& tmp) {
+        if (save_failure_injected(step)) throw std::runtime_error("cannot write " + tmp + ": no space left on device (injected)");
+        save_training_state(tmp, world_->rank(), model_, *optimizer_, layout_, progress_, c_.json);
+      },
       [&](const std::string& tmp) { write_training_index(tmp, model_, *optimizer_, layout_); });
   log_.info("checkpoint: " + dir + " (" + fixed(seconds_since(t0), 2) + " s)" + (health.healthy ? "" : ", marked unhealthy"));
 }

@@ -80,7 +80,7 @@ CheckpointManager manager(const std::string& dir, int keep = 0) {
   CheckpointOptions o;
   o.dir = dir;
   o.keep = keep;
-  return CheckpointManager(o, 0, [] {});
+  return CheckpointManager(o, 0, agree_alone());
 }
 
 std::string expect_throws(const std::function<void()>& f) {
@@ -285,7 +285,7 @@ TEST(CheckpointManager, DueBySteptimeAndEnd) {
   o.dir = "unused";
   o.every_steps = 5;
   o.every_hours = 1.0;
-  CheckpointManager m(o, 0, [] {});
+  CheckpointManager m(o, 0, agree_alone());
   EXPECT_TRUE(m.due(10, false, 0));
   EXPECT_FALSE(m.due(11, false, 0.5));
   EXPECT_TRUE(m.due(11, false, 1.0));

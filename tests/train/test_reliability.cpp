@@ -136,7 +136,7 @@ TEST(RunLock, ASecondRunOnTheSameDirectoryIsRefusedAndTheFirstIsUnharmed) {
   // The killed holder's lock is taken over, and its checkpoints are intact.
   CheckpointOptions options;
   options.dir = dir + "/ckpt";
-  const auto newest = CheckpointManager(options, 0, [] {}).find_resumable(nullptr, nullptr);
+  const auto newest = CheckpointManager(options, 0, agree_alone()).find_resumable(nullptr, nullptr);
   ASSERT_TRUE(newest.has_value());
   const ProcessResult third = run_process(train_argv(7, int(newest->step) + 2), 60, {"OMP_NUM_THREADS=1"});
   EXPECT_EQ(third.exit_code, 0) << third.output;
@@ -183,7 +183,7 @@ TEST(Resume, TrainerStateAndTensorsAreCheckedAgainstManifestAndModelBeforeAnythi
   const json config = {{"optimizer", {{"type", "AdamW"}}}, {"scheduler", {{"type", "constant"}}}};
   CheckpointOptions options;
   options.dir = dir;
-  CheckpointManager manager(options, 0, [] {});
+  CheckpointManager manager(options, 0, agree_alone());
   TrainerProgress progress;
   progress.step = 20;
   // One rank, holding and writing everything.
@@ -224,6 +224,22 @@ TEST(Resume, TrainerStateAndTensorsAreCheckedAgainstManifestAndModelBeforeAnythi
   }
   EXPECT_EQ(load_training_state(step_dir, model, *optimizer, layout).step, 20);  // and the intact one loads
   EXPECT_GT(flat.data().abs().sum().item<double>(), 0);
+}
+
+// Every rank writes its part of a checkpoint: one that cannot (a full disk) fails the save on every
+// rank at the next agreement, naming it, rather than leaving the others in a barrier until the
+// collective timeout; nothing of that checkpoint stays on disk.
+TEST(Resume, AFailedSaveOnOneRankStopsEveryRankAndKeepsNothing) {
+  const std::string dir = scratch_dir("save_failure");
+  const TrainingRun run = train(dir, 2, {"checkpoint.every_steps=2", "checkpoint.keep=0", "dist.timeout_s=120"}, {},
+                                {"DTRAIN_INJECT_SAVE_FAILURE=4:1"});
+  EXPECT_NE(run.result.exit_code, 0);
+  EXPECT_TRUE(contains(run.result.output, "no space left on device (injected)")) << run.result.output;
+  EXPECT_TRUE(contains(run.result.output, "checkpoint of step 4: rank(s) 1 failed to write their part (their logs say why); nothing of it is kept"))
+      << run.result.output;
+  EXPECT_TRUE(fs::exists(ckpt(dir, 2)));
+  EXPECT_FALSE(fs::exists(ckpt(dir, 4)));
+  EXPECT_FALSE(fs::exists(ckpt(dir, 4) + ".tmp"));
 }
 
 TEST(Resume, AFatalErrorIsInTheRankLogToo) {
