@@ -112,8 +112,9 @@ TEST(RunLock, ASecondRunOnTheSameDirectoryIsRefusedAndTheFirstIsUnharmed) {
     pids = processes_with_markers({std::string("\0train\0", 7), "train.run_dir=" + dir, "train.seed=7"});
     std::ifstream lock(dir + "/.dtrain.lock");
     lock_text.assign(std::istreambuf_iterator<char>(lock), {});
-    return pids.size() == 1 && contains(lock_text, "pid " + std::to_string(pids[0]) + " on host") &&
-           fs::exists(ckpt(dir, 1) + "/manifest.json");
+    // `latest` appears with the first commit and stays; step 1 itself is pruned (checkpoint.keep 2)
+    // as soon as step 3 is saved, which a slow poll can miss.
+    return pids.size() == 1 && contains(lock_text, "pid " + std::to_string(pids[0]) + " on host") && fs::exists(dir + "/ckpt/latest");
   }, 60);
   if (!locked) {
     std::string found;
@@ -121,7 +122,7 @@ TEST(RunLock, ASecondRunOnTheSameDirectoryIsRefusedAndTheFirstIsUnharmed) {
     for (int pid : pids) ::kill(pid, SIGKILL);
     runner.join();
     FAIL() << "the first run never took its lock: processes found:" << (found.empty() ? " none" : found) << "; lock file: '"
-           << lock_text << "'; step 1 committed: " << fs::exists(ckpt(dir, 1) + "/manifest.json") << "\n" << first.output;
+           << lock_text << "'; a step committed: " << fs::exists(dir + "/ckpt/latest") << "\n" << first.output;
   }
   const std::string holder = "pid " + std::to_string(pids[0]);
   const ProcessResult second = run_process(train_argv(8, 5), 60, {"OMP_NUM_THREADS=1"});
