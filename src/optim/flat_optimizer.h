@@ -20,6 +20,9 @@ class FlatOptimizer {
   virtual ~FlatOptimizer() = default;
   // One update of `params` from `grads` at learning rate `lr`.
   virtual void step(at::Tensor& params, const at::Tensor& grads, const Spans& decay, double lr) = 0;
+  // After this every rank's parameters hold the last update whole (ZeRO's all-gathers of the updated
+  // pieces may otherwise still be running into them while the next forward pass starts).
+  virtual void finish_parameter_updates() {}
   // This rank's state: flat tensors, one value per element of the buffer it steps (a sharded
   // optimizer's: of its shard), and the step count as a 0-d tensor. Kept in memory they are the live
   // tensors; kept in files (NVMe offload) they are read into fresh ones.

@@ -134,6 +134,7 @@ class Trainer {
   std::unique_ptr<LrSchedule> schedule_;
   std::unique_ptr<BucketedGradSync> grad_sync_;
   std::unique_ptr<FullyShardedParameters> sharded_;  // ZeRO stage 3 only
+  ParameterAllGather* parameter_gather_ = nullptr;    // ZeRO stages 1 and 2 only; owned by optimizer_
   std::unique_ptr<DeviceMesh> hybrid_mesh_;           // hybrid sharding only: replicate x shard
   std::unique_ptr<StabilityGuard> guard_;
   std::unique_ptr<LossScaler> scaler_;  // fp16 only
@@ -322,7 +323,13 @@ void Trainer::build_model() {
                    (c_.gather_16bit ? "; units with matmul weights gathered in " + precision_name(c_.precision) : "");
     auto inner = c_.offload_optimizer.device == "nvme" ? make_nvme_optimizer(shards.shard_numel())
                                                        : make_flat_optimizer(c_.optimizer, at::empty({shards.shard_numel()}, flat_->options()));
-    optimizer_ = std::make_unique<ZeroOptimizer>(std::move(inner), std::move(shards), c_.zero_stage, group);
+    std::unique_ptr<ParameterAllGather> gather;
+    if (!sharded_) {  // stages 1 and 2: the updated pieces come back during the next forward pass
+      gather = std::make_unique<ParameterAllGather>(shards, group, flat_->entries(), c_.model.n_layer);
+      parameter_gather_ = gather.get();
+      model_->set_part_hooks(parameter_gather_);
+    }
+    optimizer_ = std::make_unique<ZeroOptimizer>(std::move(inner), std::move(shards), c_.zero_stage, std::move(gather));
   } else {
     optimizer_ = make_flat_optimizer(c_.optimizer, flat_->data());
   }
@@ -394,6 +401,7 @@ std::unique_ptr<ElementwiseOptimizer> Trainer::make_nvme_optimizer(int64_t numel
 }
 
 void Trainer::read_checkpoint(const std::string& dir) {
+  optimizer_->finish_parameter_updates();  // no gather may write into what is loaded
   progress_ = load_training_state(dir, model_, *optimizer_, layout_);
   if (sharded_) sharded_->evict_shard();
 }
@@ -492,7 +500,10 @@ std::optional<double> Trainer::evaluate() {
   const int64_t available = std::min<int64_t>(dataset_->size(Split::Validation), c_.eval_samples);
   if (available == 0) return std::nullopt;
   at::NoGradGuard no_grad;
-  if (!sharded_) model_->refresh_working_copy();
+  if (!sharded_) {
+    optimizer_->finish_parameter_updates();
+    model_->refresh_working_copy();
+  }
   double sum = 0;
   int64_t count = 0;
   std::vector<int64_t> mine;
@@ -511,7 +522,10 @@ std::optional<double> Trainer::evaluate() {
 void Trainer::train_step(int64_t step) {
   const auto t0 = Clock::now();
   if (sharded_ && c_.wall_clock_breakdown) sharded_->start_trace();
-  if (!sharded_) model_->refresh_working_copy();  // stage 3 rounds each unit as it gathers it
+  if (!sharded_) {  // stage 3 rounds each unit as it gathers it
+    if (model_->precision().enabled()) optimizer_->finish_parameter_updates();  // the working copies read every weight
+    model_->refresh_working_copy();
+  }
   grad_sync_->zero_grad();
   StepOutcome out;
   const bool inject = scaler_ && overflow_injected(step + 1);
@@ -608,6 +622,7 @@ void Trainer::report_step(int64_t step, const StepOutcome& out) {
         m["unit_trace"] = nlohmann::json::array();
         for (const auto& e : sharded_->trace()) m["unit_trace"].push_back({e.what, e.index, e.ms});
       }
+      if (parameter_gather_) m["gather_waited_before_part"] = parameter_gather_->waited_before_part();
     }
     metrics_->write(m);
   }
@@ -646,6 +661,7 @@ void Trainer::save(int64_t step) {
 // — a bug, or a silent fault on its machine — stops the run before anything is written, on every
 // rank alike.
 void Trainer::check_replicas_agree(int64_t step) {
+  optimizer_->finish_parameter_updates();
   std::vector<at::Tensor> replicated = frozen_;
   if (!sharded_) replicated.push_back(flat_->data());
   if (replica_drift_injected(step)) {
@@ -675,6 +691,7 @@ void Trainer::check_replicas_agree(int64_t step) {
 // Every rank reaches the same answer: the replicated parameters are the same on every rank, and
 // shards are agreed on.
 bool Trainer::parameters_finite() {
+  optimizer_->finish_parameter_updates();
   if (!sharded_) return flat_->data().isfinite().all().item<bool>();
   auto finite = at::scalar_tensor(sharded_->shard().isfinite().all().item<bool>() ? 1.0 : 0.0, at::kDouble).reshape({1}).to(world_->device());
   all_reduce(*world_->world_group(), finite, ReduceOp::Min, "parameters finite");
@@ -801,6 +818,7 @@ int Trainer::train() {
       return 0;
     }
   }
+  optimizer_->finish_parameter_updates();
   if (!guard_->last_step_healthy()) {
     const auto good = checkpoints_->newest_healthy();
     log_.warn("the run ended on an unhealthy step (" + last_unhealthy_reason_ + "); " +

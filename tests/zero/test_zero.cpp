@@ -306,5 +306,26 @@ TEST(ZeroStage3, PrefetchesTheNextUnitWhileAPartComputes) {
   }
 }
 
+// Stages 1 and 2 gather the updated parameters during the next forward pass: each bucket's gather
+// is waited for just before the first part that reads it (wall_clock_breakdown records which), so
+// the embeddings' bucket, launched first, is waited for before part 0, and the first bucket (the head
+// and the end of the last block) only before the last block; a step that waited for every gather at
+// its start would show none of them in a part.
+TEST(ZeroStage1, TheUpdatedParametersAreGatheredDuringTheNextForwardPass) {
+  const int layers = 4;
+  for (int stage : {1, 2}) {
+    const TrainingRun run = train_at_stage(scratch_dir("zero_gather_overlap"), 2,
+                                           {"model.n_layer=" + std::to_string(layers), "train.steps=2", "wall_clock_breakdown=true",
+                                            "zero_optimization.reduce_bucket_size=3000"},
+                                           stage);
+    ASSERT_EQ(run.steps.size(), 2u);
+    const auto& waits = run.steps[1]["gather_waited_before_part"];
+    ASSERT_TRUE(waits.is_array() && waits.size() >= 3) << run.steps[1].dump();
+    EXPECT_EQ(waits.back(), 0) << "the embeddings' bucket: " << waits.dump();
+    EXPECT_GE(waits.front(), layers) << "the first bucket: " << waits.dump();
+    for (size_t b = 1; b < waits.size(); ++b) EXPECT_GE(waits[b - 1], waits[b]) << "buckets waited out of order: " << waits.dump();
+  }
+}
+
 }  // namespace
 }  // namespace dtrain::test
