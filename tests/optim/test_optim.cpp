@@ -75,6 +75,35 @@ TEST(AdamW, MatchesAPerTensorReferenceIncludingDecayMask) {
 // ZeRO updates the scattered pieces a rank owns with state kept elsewhere: pieces whose state sits
 // in another order must update exactly like the whole buffer, also across AdamW's denominator
 // chunks (the buffer is longer than one).
+// AdamW's two paths: the fused pass (contiguous fp32 on the CPU) and ATen's operations (every other
+// device and layout, here reached through a strided view of the same values) make the same update,
+// weight decay on the same spans, within fp32 rounding (ATen's kernels may contract into
+// multiply-adds), over more than one of the ATen path's denominator chunks.
+TEST(AdamW, TheFusedPassAndAtenOperationsUpdateAlike) {
+  const int64_t n = (1 << 20) + 777;
+  const Spans decay = {{0, 1000}, {5000, n - 6000}};
+  torch::manual_seed(11);
+  const at::Tensor start = torch::randn({n});
+  at::Tensor fused = start.clone();
+  at::Tensor strided_storage = torch::zeros({2 * n});
+  at::Tensor strided = strided_storage.slice(0, 0, 2 * n, 2);  // every other element: not contiguous
+  strided.copy_(start);
+  ASSERT_FALSE(strided.is_contiguous());
+  const nlohmann::json spec = {{"type", "AdamW"}, {"params", {{"lr", 0.01}, {"weight_decay", 0.1}}}};
+  auto a = make_flat_optimizer(spec, fused), b = make_flat_optimizer(spec, fused);
+  for (int step = 0; step < 3; ++step) {
+    const at::Tensor g = torch::randn({n});
+    a->step(fused, g, decay, 0.01);
+    b->step(strided, g, decay, 0.01);
+  }
+  EXPECT_TRUE(torch::allclose(fused, strided, 1e-6, 1e-7)) << (fused - strided).abs().max().item<double>();
+  EXPECT_FALSE(torch::equal(fused, start));
+  // The moments are sums of gradients of either sign, so an element can sit near zero: besides a few
+  // ulps of its own size, each may differ by a few ulps of the gradients' size (~1, exp_avg_sq's ~1).
+  for (const auto& [name, t] : a->state())
+    EXPECT_TRUE(torch::allclose(t, b->state().at(name), 1e-6, 1e-6)) << name << ": " << (t - b->state().at(name)).abs().max().item<double>();
+}
+
 TEST(ElementwiseOptimizer, PiecesWithTheirStateAnywhereUpdateLikeTheWhole) {
   const int64_t n = (1 << 20) + 3001, a = 1000;
   for (const nlohmann::json spec : {nlohmann::json{{"type", "AdamW"}}, nlohmann::json{{"type", "SGD"}, {"params", {{"momentum", 0.9}, {"weight_decay", 0.1}}}}}) {
