@@ -1,11 +1,11 @@
 #include "optim/adamw.h"
 
-#include "optim/fused_adamw.h"
-
 #include <ATen/core/grad_mode.h>
 
 #include <algorithm>
 #include <cmath>
+
+#include "optim/fused_adamw.h"
 
 namespace dtrain {
 

@@ -72,6 +72,22 @@ std::string scientific(double v) {
 // The exit code of a run stopped because training diverged (docs/training.md).
 constexpr int kDivergedExitCode = 3;
 
+// Bytes as MiB with one decimal: "472.0".
+std::string mib(int64_t bytes) { return fixed(double(bytes) / (1 << 20), 1); }
+
+// Makes what offloads to NVMe under the offload section `key`: refused on a device other than the
+// CPU, and a path it cannot use (std::invalid_argument) named by the key.
+template <typename Make>
+void offload_to_nvme(const std::string& key, const at::Device& device, Make make) {
+  if (!device.is_cpu())
+    throw ConfigError(key + ".device=nvme on a " + device.str() + " run is not implemented yet in this version of dtrain");
+  try {
+    make();
+  } catch (const std::invalid_argument& e) {
+    throw ConfigError(key + ".nvme_path: " + e.what());
+  }
+}
+
 std::string rate(double tokens_per_s) {
   return tokens_per_s >= 1e6 ? fixed(tokens_per_s / 1e6, 2) + "M" : fixed(tokens_per_s / 1e3, 1) + "k";
 }
@@ -348,7 +364,6 @@ void Trainer::build_model() {
             (frozen_.empty() ? "" : "; " + std::to_string(frozen_count) + " frozen parameters in " +
                                         std::to_string(frozen_.size()) + " tensors, not communicated"));
   if (!zero_line.empty()) setup_lines_.push_back(zero_line);
-  const auto mib = [](int64_t bytes) { return fixed(double(bytes) / (1 << 20), 1); };
   const int64_t param_bytes = sharded_ ? (sharded_->shard_in_file() ? 0 : sharded_->shard().nbytes()) : flat_->data().nbytes(),
                 grad_bytes = grad_sync_->grads().nbytes(),
                 optimizer_bytes = optimizer_->resident_bytes();
@@ -363,14 +378,8 @@ void Trainer::build_model() {
 // ZeRO-3's parameter shard in a file under nvme_path (parallel/zero/fully_sharded_parameters.h).
 void Trainer::keep_shard_on_nvme() {
   const std::string key = "zero_optimization.offload_param";
-  if (!world_->device().is_cpu())
-    throw ConfigError(key + ".device=nvme on a " + world_->device().str() + " run is not implemented yet in this version of dtrain");
-  try {
-    sharded_->keep_shard_in_file(c_.offload_param.nvme_path);
-  } catch (const std::invalid_argument& e) {
-    throw ConfigError(key + ".nvme_path: " + e.what());
-  }
-  setup_lines_.push_back(key + ".device=nvme: the parameter shard (" + fixed(double(sharded_->shard().nbytes()) / (1 << 20), 1) +
+  offload_to_nvme(key, world_->device(), [&] { sharded_->keep_shard_in_file(c_.offload_param.nvme_path); });
+  setup_lines_.push_back(key + ".device=nvme: the parameter shard (" + mib(sharded_->shard().nbytes()) +
                          " MiB) in an unnamed file under " + printable(c_.offload_param.nvme_path) +
                          ", mapped: the kernel pages it in when used, and its pages leave memory after each use");
 }
@@ -378,16 +387,11 @@ void Trainer::keep_shard_on_nvme() {
 // The optimizer state of `numel` shard elements in files under nvme_path (parallel/zero/nvme_optimizer.h).
 std::unique_ptr<ElementwiseOptimizer> Trainer::make_nvme_optimizer(int64_t numel) {
   const std::string key = "zero_optimization.offload_optimizer";
-  if (!world_->device().is_cpu())
-    throw ConfigError(key + ".device=nvme on a " + world_->device().str() + " run is not implemented yet in this version of dtrain");
   std::unique_ptr<NvmeOptimizer> nvme;
-  try {
+  offload_to_nvme(key, world_->device(), [&] {
     nvme = std::make_unique<NvmeOptimizer>(make_elementwise_rule(c_.optimizer), numel, flat_->options(),
                                            NvmeOffloadOptions{c_.offload_optimizer.nvme_path, c_.sub_group_size});
-  } catch (const std::invalid_argument& e) {
-    throw ConfigError(key + ".nvme_path: " + e.what());
-  }
-  const auto mib = [](int64_t bytes) { return fixed(double(bytes) / (1 << 20), 1); };
+  });
   const int64_t sub_group = std::min(c_.sub_group_size, numel);
   setup_lines_.push_back(key + ".device=nvme: optimizer state (" + mib(nvme->offloaded_bytes()) + " MiB) in unnamed files under " +
                          printable(c_.offload_optimizer.nvme_path) + ", streamed in " + std::to_string((numel + sub_group - 1) / sub_group) +
@@ -678,13 +682,14 @@ void Trainer::check_replicas_agree(int64_t step) {
     const int64_t got = all[2 * rank + index].item<int64_t>(), expected = all[2 * holder + index].item<int64_t>();
     if (got == expected) return;
     throw std::runtime_error("after step " + std::to_string(step) + " " + what + " of rank " + std::to_string(rank) +
-                             (index == 0 ? " differ from rank " : " differs from rank ") + std::to_string(holder) + "'s (fingerprints " + std::to_string(got) + " and " + std::to_string(expected) +
-                             "): the replicas have diverged, a bug or a fault on rank " + std::to_string(rank) + "'s machine; no "
-                             "checkpoint is written");
+                             (index == 0 ? " differ from rank " : " differs from rank ") + std::to_string(holder) + "'s (fingerprints " +
+                             std::to_string(got) + " and " + std::to_string(expected) + "): the replicas have diverged, a bug or a fault on rank " +
+                             std::to_string(rank) + "'s machine; no checkpoint is written");
   };
   for (int r = 1; r < world_->size(); ++r) {
     differ(sharded_ ? "the frozen parameters" : "the parameters", r, 0, 0);
-    if (sharded_) differ("the parameter shard", r, r % shard_size, 1);  // mesh ranks run shard-fastest: r % size holds r's shard in the first group
+    // Mesh ranks run shard-fastest: rank r % shard_size holds rank r's shard in the first group.
+    if (sharded_) differ("the parameter shard", r, r % shard_size, 1);
   }
 }
 

@@ -12,9 +12,20 @@ namespace dtrain {
 
 namespace {
 
-std::string model_key(const std::string& name) { return "model/" + name; }
-std::string state_key(const std::string& state, const std::string& name) { return "optimizer/" + state + "/" + name; }
-std::string step_key(const std::string& state) { return "optimizer/" + state; }
+// A global tensor's name in the checkpoint: "model/<parameter>", "optimizer/<state>/<parameter>" or
+// "optimizer/<state>" (the step count).
+const std::string kModel = "model/", kOptimizer = "optimizer/";
+std::string model_key(const std::string& name) { return kModel + name; }
+std::string state_key(const std::string& state, const std::string& name) { return kOptimizer + state + "/" + name; }
+std::string step_key(const std::string& state) { return kOptimizer + state; }
+bool is_parameter(const std::string& key) { return key.rfind(kModel, 0) == 0; }
+
+// Every parameter of the model, frozen ones included.
+std::map<std::string, GlobalTensor> parameter_tensors(Transformer& model) {
+  std::map<std::string, GlobalTensor> out;
+  for (const auto& item : model->named_parameters()) out[model_key(item.key())] = {item.value().sizes().vec(), item.value().scalar_type()};
+  return out;
+}
 
 // `fn(entry, offset in the parameter, offset in the local tensor, numel)` for each run of one
 // parameter's elements among `pieces`.
@@ -30,9 +41,7 @@ void for_each_run(const std::vector<FlatEntry>& entries, const std::vector<FlatP
 // What the checkpoint must hold for this model and optimizer: every parameter, and each flat state
 // tensor per trainable parameter (a 0-d one, the step count, once).
 std::map<std::string, GlobalTensor> expected_tensors(Transformer& model, const FlatOptimizer& optimizer, const StateLayout& layout) {
-  std::map<std::string, GlobalTensor> out;
-  for (const auto& item : model->named_parameters())
-    out[model_key(item.key())] = {item.value().sizes().vec(), item.value().scalar_type()};
+  std::map<std::string, GlobalTensor> out = parameter_tensors(model);
   for (const auto& s : optimizer.state_entries()) {
     if (!s.flat) {
       out[step_key(s.name)] = {{}, s.dtype};
@@ -43,12 +52,15 @@ std::map<std::string, GlobalTensor> expected_tensors(Transformer& model, const F
   return out;
 }
 
-// Every tensor the model and optimizer need present with its shape and dtype, and nothing else: a
-// checkpoint of another model (or an edited one) is refused before anything changes.
-void check_tensors(const ShardedCheckpointReader& ckpt, const std::string& index, const std::map<std::string, GlobalTensor>& expected) {
+// Every tensor of `expected` present with its shape and dtype, and nothing else (of the parameters
+// alone with `parameters_only`): a checkpoint of another model (or an edited one) is refused before
+// anything changes.
+void check_tensors(const ShardedCheckpointReader& ckpt, const std::string& index, const std::map<std::string, GlobalTensor>& expected,
+                   bool parameters_only = false) {
   for (const auto& [name, want] : expected) {
-    const bool is_param = name.rfind("model/", 0) == 0;
-    const std::string what = is_param ? "parameter '" + name.substr(6) + "'" : "optimizer state '" + name.substr(10) + "'";
+    const bool is_param = is_parameter(name);
+    const std::string what = is_param ? "parameter '" + name.substr(kModel.size()) + "'"
+                                      : "optimizer state '" + name.substr(kOptimizer.size()) + "'";
     auto it = ckpt.tensors().find(name);
     if (it == ckpt.tensors().end())
       throw std::runtime_error(index + " has no " + what + (is_param ? "" : " (saved by another optimizer type, or with other parameters frozen?)"));
@@ -60,9 +72,9 @@ void check_tensors(const ShardedCheckpointReader& ckpt, const std::string& index
                                c10::toString(want.dtype));
   }
   for (const auto& [name, t] : ckpt.tensors())
-    if (!expected.count(name))
+    if (!expected.count(name) && (is_parameter(name) || !parameters_only))
       throw std::runtime_error(index + " has a tensor '" + name + "' this model and optimizer do not have" +
-                               (name.rfind("optimizer/", 0) == 0 ? " (saved by another optimizer type, or with other parameters frozen?)" : ""));
+                               (is_parameter(name) ? "" : " (saved by another optimizer type, or with other parameters frozen?)"));
 }
 
 // trainer_state.json, checked field by field and against the step the manifest records.
@@ -205,7 +217,7 @@ std::map<std::string, at::Tensor> read_parameters(const std::string& dir) {
   ShardedCheckpointReader ckpt(dir);
   std::map<std::string, at::Tensor> out;
   for (const auto& [name, t] : ckpt.tensors())
-    if (name.rfind("model/", 0) == 0) out[name.substr(6)] = ckpt.read(name);
+    if (is_parameter(name)) out[name.substr(kModel.size())] = ckpt.read(name);
   return out;
 }
 
@@ -214,12 +226,7 @@ Transformer load_model(const std::string& dir) {
   const std::string index = dir + "/" + kCheckpointIndexFile;
   if (!ckpt.metadata().contains("model_config")) throw std::runtime_error(index + " has no model_config metadata (not written by dtrain?)");
   Transformer model(transformer_config_from_json(ckpt.metadata()["model_config"]), 0);
-  std::map<std::string, GlobalTensor> expected;
-  for (const auto& item : model->named_parameters())
-    expected[model_key(item.key())] = {item.value().sizes().vec(), item.value().scalar_type()};
-  for (const auto& [name, t] : ckpt.tensors())
-    if (name.rfind("model/", 0) != 0) expected[name] = t;  // generation needs the parameters alone
-  check_tensors(ckpt, index, expected);
+  check_tensors(ckpt, index, parameter_tensors(model), /*parameters_only=*/true);  // generation needs nothing else
   at::NoGradGuard no_grad;
   for (auto& item : model->named_parameters()) ckpt.read(model_key(item.key()), 0, item.value().detach().view({-1}));
   return model;

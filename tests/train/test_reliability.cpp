@@ -39,8 +39,6 @@ void patch_same_size(const std::string& path, const std::string& from, const std
   std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
 }
 
-std::string ckpt(const std::string& dir, int step) { return dir + "/ckpt/" + CheckpointManager::step_dir_name(step); }
-
 const std::string kConstantLr = "scheduler={\"type\":\"constant\"}";
 const std::string kBlowUp = "optimizer.params={\"lr\":1e6}";
 

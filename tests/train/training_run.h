@@ -5,12 +5,12 @@
 #include <nlohmann/json.hpp>
 
 #include <cmath>
-#include <cstdio>
 #include <fstream>
 #include <map>
 #include <string>
 #include <vector>
 
+#include "ckpt/checkpoint_manager.h"
 #include "support/process.h"
 #include "train/training_state.h"
 
@@ -50,11 +50,10 @@ inline TrainingRun train(const std::string& dir, int nproc, const std::vector<st
   return run;
 }
 
-inline std::map<std::string, at::Tensor> final_parameters(const TrainingRun& run, int step) {
-  char name[32];
-  std::snprintf(name, sizeof name, "step-%08d", step);
-  return read_parameters(run.dir + "/ckpt/" + name);
-}
+// The checkpoint of `step` in a run directory (checkpoint.dir at its default).
+inline std::string ckpt(const std::string& run_dir, int step) { return run_dir + "/ckpt/" + CheckpointManager::step_dir_name(step); }
+
+inline std::map<std::string, at::Tensor> final_parameters(const TrainingRun& run, int step) { return read_parameters(ckpt(run.dir, step)); }
 
 // Every parameter equal bit for bit, and none on one side only.
 inline void expect_same_parameters(const std::map<std::string, at::Tensor>& a, const std::map<std::string, at::Tensor>& b) {

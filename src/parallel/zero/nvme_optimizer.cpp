@@ -47,8 +47,7 @@ std::vector<uint64_t> NvmeOptimizer::transfer(bool write, int64_t group, int set
     void* data = buffers_[size_t(set)][i].data_ptr();
     const size_t bytes = size_t(group_numel(group)) * item;
     const off_t at = off_t(group_begin(group)) * off_t(item);
-    const std::string name = "optimizer state '" + names_[i] + "' in " + path_;
-    tickets.push_back(write ? io_->write(files_[i], name, data, bytes, at) : io_->read(files_[i], name, data, bytes, at));
+    tickets.push_back(write ? io_->write(files_[i], file_name(i), data, bytes, at) : io_->read(files_[i], file_name(i), data, bytes, at));
   }
   return tickets;
 }
@@ -87,7 +86,7 @@ std::map<std::string, at::Tensor> NvmeOptimizer::state() const {
   std::map<std::string, at::Tensor> out = {{"step", at::scalar_tensor(steps_, at::kLong)}};
   for (size_t i = 0; i < names_.size(); ++i) {
     at::Tensor t = at::empty({numel_}, options_);
-    io_->wait(io_->read(files_[i], "optimizer state '" + names_[i] + "' in " + path_, t.data_ptr(), t.nbytes(), 0));
+    io_->wait(io_->read(files_[i], file_name(i), t.data_ptr(), t.nbytes(), 0));
     out[names_[i]] = t;
   }
   return out;
@@ -103,7 +102,7 @@ void NvmeOptimizer::load_state(const std::map<std::string, at::Tensor>& state) {
   for (size_t i = 0; i < names_.size(); ++i) {
     at::Tensor t = at::empty({numel_}, options_);
     restore_state_tensor(state, names_[i], t);
-    io_->wait(io_->write(files_[i], "optimizer state '" + names_[i] + "' in " + path_, t.data_ptr(), t.nbytes(), 0));
+    io_->wait(io_->write(files_[i], file_name(i), t.data_ptr(), t.nbytes(), 0));
   }
   steps_ = state_step(state);
 }

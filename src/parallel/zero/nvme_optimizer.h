@@ -44,6 +44,8 @@ class NvmeOptimizer : public ElementwiseOptimizer {
   std::vector<uint64_t> transfer(bool write, int64_t group, int set) const;
   int64_t group_begin(int64_t group) const { return group * sub_group_; }
   int64_t group_numel(int64_t group) const { return std::min(sub_group_, numel_ - group_begin(group)); }
+  // What errors call state tensor i's file (it has no name of its own).
+  std::string file_name(size_t i) const { return "optimizer state '" + names_[i] + "' in " + path_; }
 
   std::unique_ptr<ElementwiseRule> rule_;
   std::vector<std::string> names_;  // rule_->state_names()

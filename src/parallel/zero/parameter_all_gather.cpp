@@ -31,7 +31,7 @@ ParameterAllGather::~ParameterAllGather() {
 }
 
 void ParameterAllGather::launch(at::Tensor& params) {
-  finish();
+  TORCH_CHECK(pending_.empty(), "ParameterAllGather::launch: the last step's gathers are still running (finish() them first)");
   at::NoGradGuard no_grad;
   params_ = params;
   const auto& pieces = shards_.pieces();

@@ -23,7 +23,8 @@ class ParameterAllGather : public ForwardPartHooks {
   // Waits for what is still running into the buffers (every rank ends the same way).
   ~ParameterAllGather() override;
 
-  // Starts the all-gathers of `params` (the whole flat buffer, this rank's pieces updated).
+  // Starts the all-gathers of `params` (the whole flat buffer, this rank's pieces updated); the last
+  // ones must be finished, since they write into the pieces the update changed.
   void launch(at::Tensor& params);
   // Every launched all-gather done and its bucket complete.
   void finish();
