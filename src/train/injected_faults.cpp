@@ -17,5 +17,6 @@ bool injected(const char* variable, int64_t step) {
 bool overflow_injected(int64_t step) { return injected("DTRAIN_INJECT_OVERFLOW", step); }
 bool replica_drift_injected(int64_t step) { return injected("DTRAIN_INJECT_REPLICA_DRIFT", step); }
 bool save_failure_injected(int64_t step) { return injected("DTRAIN_INJECT_SAVE_FAILURE", step); }
+bool load_failure_injected(int64_t step) { return injected("DTRAIN_INJECT_LOAD_FAILURE", step); }
 
 }  // namespace dtrain

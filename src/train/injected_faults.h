@@ -5,6 +5,8 @@
 // - DTRAIN_INJECT_REPLICA_DRIFT: before the step's checkpoint one parameter element moves by one ulp
 //   on that rank, as a silent fault would, for the check that every rank holds the same parameters.
 // - DTRAIN_INJECT_SAVE_FAILURE: the step's checkpoint cannot be written on that rank, as on a full disk.
+// - DTRAIN_INJECT_LOAD_FAILURE: the step's checkpoint cannot be read on that rank (not rank 0, which
+//   chose it), as when its file system fails there.
 #pragma once
 #include <cstdint>
 
@@ -13,5 +15,6 @@ namespace dtrain {
 bool overflow_injected(int64_t step);
 bool replica_drift_injected(int64_t step);
 bool save_failure_injected(int64_t step);
+bool load_failure_injected(int64_t step);
 
 }  // namespace dtrain

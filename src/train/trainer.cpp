@@ -466,6 +466,8 @@ void Trainer::load_checkpoint(const std::string& dir) {
   // stops every rank here, rather than leaving the others waiting in the next collective.
   std::exception_ptr error;
   try {
+    if (world_->rank() != 0 && load_failure_injected(CheckpointManager::read_manifest(dir).step))
+      throw std::runtime_error("cannot read " + dir + ": input/output error (injected)");
     if (world_->rank() != 0) read_checkpoint(dir);
   } catch (...) {
     error = std::current_exception();

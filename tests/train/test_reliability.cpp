@@ -241,6 +241,18 @@ TEST(Resume, AFailedSaveOnOneRankStopsEveryRankAndKeepsNothing) {
   EXPECT_FALSE(fs::exists(ckpt(dir, 4) + ".tmp"));
 }
 
+// A rank other than rank 0 (which chose the checkpoint and loaded it) that cannot read its pieces
+// stops every rank at once, named, rather than leaving the others in the next collective.
+TEST(Resume, ALoadThatFailsOnOneRankStopsEveryRank) {
+  const std::string dir = scratch_dir("load_failure");
+  ASSERT_EQ(train(dir, 2, {"checkpoint.every_steps=2"}).result.exit_code, 0);
+  const TrainingRun again = train(dir, 2, {"train.steps=6", "dist.timeout_s=120"}, {}, {"DTRAIN_INJECT_LOAD_FAILURE=4:1"});
+  EXPECT_NE(again.result.exit_code, 0);
+  EXPECT_TRUE(contains(again.result.output, "input/output error (injected)")) << again.result.output;
+  EXPECT_TRUE(contains(again.result.output, "rank 1 could not load " + ckpt(dir, 4) + " (its log says why), so this rank stops too"))
+      << again.result.output;
+}
+
 TEST(Resume, AFatalErrorIsInTheRankLogToo) {
   const std::string dir = scratch_dir("fatal_log");
   const TrainingRun run = train(dir, 1, {"train.resume=" + dir + "/no-such-checkpoint"});
