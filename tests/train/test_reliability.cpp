@@ -230,12 +230,14 @@ TEST(Resume, TrainerStateAndTensorsAreCheckedAgainstManifestAndModelBeforeAnythi
 // collective timeout; nothing of that checkpoint stays on disk.
 TEST(Resume, AFailedSaveOnOneRankStopsEveryRankAndKeepsNothing) {
   const std::string dir = scratch_dir("save_failure");
-  const TrainingRun run = train(dir, 2, {"checkpoint.every_steps=2", "checkpoint.keep=0", "dist.timeout_s=120"}, {},
-                                {"DTRAIN_INJECT_SAVE_FAILURE=4:1"});
-  EXPECT_NE(run.result.exit_code, 0);
-  EXPECT_TRUE(contains(run.result.output, "no space left on device (injected)")) << run.result.output;
-  EXPECT_TRUE(contains(run.result.output, "checkpoint of step 4: rank(s) 1 failed to write their part (their logs say why); nothing of it is kept"))
-      << run.result.output;
+  const auto ranks = train_ranks_alone(dir, 2, {"checkpoint.every_steps=2", "checkpoint.keep=0", "dist.timeout_s=120"},
+                                       {"DTRAIN_INJECT_SAVE_FAILURE=4:1"});
+  EXPECT_NE(ranks[1].exit_code, 0);
+  EXPECT_TRUE(contains(ranks[1].output, "no space left on device (injected)")) << ranks[1].output;
+  // Rank 0 wrote its part and learns at the commit's agreement that rank 1 did not.
+  EXPECT_NE(ranks[0].exit_code, 0);
+  EXPECT_TRUE(contains(ranks[0].output, "checkpoint of step 4: rank(s) 1 failed to write their part (their logs say why); nothing of it is kept"))
+      << ranks[0].output;
   EXPECT_TRUE(fs::exists(ckpt(dir, 2)));
   EXPECT_FALSE(fs::exists(ckpt(dir, 4)));
   EXPECT_FALSE(fs::exists(ckpt(dir, 4) + ".tmp"));
@@ -246,11 +248,12 @@ TEST(Resume, AFailedSaveOnOneRankStopsEveryRankAndKeepsNothing) {
 TEST(Resume, ALoadThatFailsOnOneRankStopsEveryRank) {
   const std::string dir = scratch_dir("load_failure");
   ASSERT_EQ(train(dir, 2, {"checkpoint.every_steps=2"}).result.exit_code, 0);
-  const TrainingRun again = train(dir, 2, {"train.steps=6", "dist.timeout_s=120"}, {}, {"DTRAIN_INJECT_LOAD_FAILURE=4:1"});
-  EXPECT_NE(again.result.exit_code, 0);
-  EXPECT_TRUE(contains(again.result.output, "input/output error (injected)")) << again.result.output;
-  EXPECT_TRUE(contains(again.result.output, "rank 1 could not load " + ckpt(dir, 4) + " (its log says why), so this rank stops too"))
-      << again.result.output;
+  const auto ranks = train_ranks_alone(dir, 2, {"train.steps=6", "dist.timeout_s=120"}, {"DTRAIN_INJECT_LOAD_FAILURE=4:1"});
+  EXPECT_NE(ranks[1].exit_code, 0);
+  EXPECT_TRUE(contains(ranks[1].output, "input/output error (injected)")) << ranks[1].output;
+  EXPECT_NE(ranks[0].exit_code, 0);
+  EXPECT_TRUE(contains(ranks[0].output, "rank 1 could not load " + ckpt(dir, 4) + " (its log says why), so this rank stops too"))
+      << ranks[0].output;
 }
 
 TEST(Resume, AFatalErrorIsInTheRankLogToo) {

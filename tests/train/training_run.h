@@ -8,6 +8,7 @@
 #include <fstream>
 #include <map>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "ckpt/checkpoint_manager.h"
@@ -48,6 +49,29 @@ inline TrainingRun train(const std::string& dir, int nproc, const std::vector<st
     if (j.contains("loss")) run.steps.push_back(j);
   }
   return run;
+}
+
+// The job's ranks as `dtrain train` processes of their own, without the launcher, which would stop
+// the others as soon as one fails: what each rank does about another's failure shows in its own
+// result (by rank), deterministically.
+inline std::vector<ProcessResult> train_ranks_alone(const std::string& dir, int nproc, const std::vector<std::string>& sets,
+                                                    const std::vector<std::string>& env = {}) {
+  std::vector<std::string> argv = {DTRAIN_BIN, "train", "--set", "train.run_dir=" + dir};
+  for (const auto& s : kBase) argv.insert(argv.end(), {"--set", s});
+  for (const auto& s : sets) argv.insert(argv.end(), {"--set", s});
+  const std::string port = std::to_string(free_port()), world = std::to_string(nproc);
+  std::vector<ProcessResult> results(static_cast<size_t>(nproc));
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < nproc; ++r)
+    ranks.emplace_back([&, r] {
+      const std::string rank = std::to_string(r);
+      std::vector<std::string> full_env = {"OMP_NUM_THREADS=1", "RANK=" + rank, "LOCAL_RANK=" + rank, "WORLD_SIZE=" + world,
+                                           "LOCAL_WORLD_SIZE=" + world, "MASTER_ADDR=127.0.0.1", "MASTER_PORT=" + port};
+      full_env.insert(full_env.end(), env.begin(), env.end());
+      results[size_t(r)] = run_process(argv, 180, full_env);
+    });
+  for (auto& t : ranks) t.join();
+  return results;
 }
 
 // The checkpoint of `step` in a run directory (checkpoint.dir at its default).
