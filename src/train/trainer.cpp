@@ -30,6 +30,7 @@
 #include "optim/lr_schedule.h"
 #include "parallel/ddp/data_parallel.h"
 #include "parallel/zero/fully_sharded_parameters.h"
+#include "parallel/zero/host_offload_optimizer.h"
 #include "parallel/zero/nvme_optimizer.h"
 #include "parallel/zero/parameter_units.h"
 #include "parallel/zero/reduce_scatter_grads.h"
@@ -75,12 +76,10 @@ constexpr int kDivergedExitCode = 3;
 // Bytes as MiB with one decimal: "472.0".
 std::string mib(int64_t bytes) { return fixed(double(bytes) / (1 << 20), 1); }
 
-// Makes what offloads to NVMe under the offload section `key`: refused on a device other than the
-// CPU, and a path it cannot use (std::invalid_argument) named by the key.
+// Makes what offloads to NVMe under the offload section `key`; a path it cannot use
+// (std::invalid_argument) is named by the key.
 template <typename Make>
-void offload_to_nvme(const std::string& key, const at::Device& device, Make make) {
-  if (!device.is_cpu())
-    throw ConfigError(key + ".device=nvme on a " + device.str() + " run is not implemented yet in this version of dtrain");
+void offload_to_nvme(const std::string& key, Make make) {
   try {
     make();
   } catch (const std::invalid_argument& e) {
@@ -118,7 +117,8 @@ class Trainer {
   void build_model();
   void resume_or_start();
   std::vector<int> ranks_that_failed(bool ok, const std::string& what);
-  std::unique_ptr<ElementwiseOptimizer> make_nvme_optimizer(int64_t numel);
+  std::unique_ptr<ElementwiseOptimizer> make_shard_optimizer(int64_t numel);
+  std::unique_ptr<ElementwiseOptimizer> make_nvme_optimizer(int64_t numel, at::TensorOptions options);
   void keep_shard_on_nvme();
   std::string choose_checkpoint();
   // Loads a checkpoint into the model, optimizer and progress_ (every check first).
@@ -289,10 +289,19 @@ void Trainer::build_model() {
   }
   if (c_.zero_stage == 3) {
     const auto units = make_unit_buckets(flat_->entries(), c_.model.n_layer);
+    if (!world_->device().is_cpu() && c_.offload_param.device != "none" && c_.offload_optimizer.device == "none")
+      throw ConfigError("zero_optimization.offload_param.device=" + c_.offload_param.device + " on a " + world_->device().str() +
+                        " run needs zero_optimization.offload_optimizer.device \"cpu\" or \"nvme\" too: the optimizer updates the " +
+                        "parameter shard where it lives, on the host");
     // Sharded before anything else of the model's size is allocated: a whole model beside the
     // sharded state would be this rank's peak. Every rank starts from rank 0's parameters.
     sharded_ = std::make_unique<FullyShardedParameters>(*flat_, units, c_.model.n_layer, group, c_.reshard_after_forward);
     if (c_.offload_param.device == "nvme") keep_shard_on_nvme();
+    if (c_.offload_param.device == "cpu" && !world_->device().is_cpu()) {
+      sharded_->keep_shard_on_host();
+      setup_lines_.push_back("zero_optimization.offload_param.device=cpu: the parameter shard (" + mib(sharded_->shard().nbytes()) +
+                             " MiB) in host memory, copied to the " + world_->device().str() + " piece by piece as each unit is gathered");
+    }
     if (precision.enabled()) {
       std::vector<ParamGroup> groups = model_->matmul_groups();
       std::vector<std::pair<at::Tensor, at::Tensor*>> working;
@@ -313,12 +322,9 @@ void Trainer::build_model() {
   }
   for (const auto& [what, device] : {std::pair<std::string, std::string>{"optimizer", c_.offload_optimizer.device},
                                      {"param", c_.offload_param.device}}) {
-    if (device != "cpu") continue;
-    if (!world_->device().is_cpu())
-      throw ConfigError("zero_optimization.offload_" + what + ".device=cpu on a " + world_->device().str() +
-                        " run is accepted but not implemented yet in this version of dtrain; set it to \"none\"");
-    setup_lines_.push_back("zero_optimization.offload_" + what + ".device=cpu: this run computes on the CPU, so the " +
-                           (what == "param" ? "parameters" : "optimizer state") + " already live in host memory; nothing moves");
+    if (device == "cpu" && world_->device().is_cpu())
+      setup_lines_.push_back("zero_optimization.offload_" + what + ".device=cpu: this run computes on the CPU, so the " +
+                             (what == "param" ? "parameters" : "optimizer state") + " already live in host memory; nothing moves");
   }
   // Every rank owns 1/dp of every bucket: under ZeRO the pieces it updates, and at every stage the
   // pieces it writes into a checkpoint.
@@ -337,8 +343,7 @@ void Trainer::build_model() {
       zero_line += "; " + std::to_string(grad_sync_->buckets().size()) + " units gathered one at a time with the next prefetched, " +
                    (c_.reshard_after_forward ? "blocks freed between forward and backward" : "kept whole from forward to backward") +
                    (c_.gather_16bit ? "; units with matmul weights gathered in " + precision_name(c_.precision) : "");
-    auto inner = c_.offload_optimizer.device == "nvme" ? make_nvme_optimizer(shards.shard_numel())
-                                                       : make_flat_optimizer(c_.optimizer, at::empty({shards.shard_numel()}, flat_->options()));
+    auto inner = make_shard_optimizer(shards.shard_numel());
     std::unique_ptr<ParameterAllGather> gather;
     if (!sharded_) {  // stages 1 and 2: the updated pieces come back during the next forward pass
       gather = std::make_unique<ParameterAllGather>(shards, group, flat_->entries(), c_.model.n_layer);
@@ -364,7 +369,9 @@ void Trainer::build_model() {
             (frozen_.empty() ? "" : "; " + std::to_string(frozen_count) + " frozen parameters in " +
                                         std::to_string(frozen_.size()) + " tensors, not communicated"));
   if (!zero_line.empty()) setup_lines_.push_back(zero_line);
-  const int64_t param_bytes = sharded_ ? (sharded_->shard_in_file() ? 0 : sharded_->shard().nbytes()) : flat_->data().nbytes(),
+  // What stays in the memory the run computes in: an offloaded shard is in a file or in host memory.
+  const bool shard_offloaded = sharded_ && (sharded_->shard_in_file() || sharded_->shard().device() != world_->device());
+  const int64_t param_bytes = sharded_ ? (shard_offloaded ? 0 : sharded_->shard().nbytes()) : flat_->data().nbytes(),
                 grad_bytes = grad_sync_->grads().nbytes(),
                 optimizer_bytes = optimizer_->resident_bytes();
   setup_lines_.push_back("model states on this rank: parameters " + mib(param_bytes) + " MiB, gradients " + mib(grad_bytes) +
@@ -378,18 +385,37 @@ void Trainer::build_model() {
 // ZeRO-3's parameter shard in a file under nvme_path (parallel/zero/fully_sharded_parameters.h).
 void Trainer::keep_shard_on_nvme() {
   const std::string key = "zero_optimization.offload_param";
-  offload_to_nvme(key, world_->device(), [&] { sharded_->keep_shard_in_file(c_.offload_param.nvme_path); });
+  offload_to_nvme(key, [&] { sharded_->keep_shard_in_file(c_.offload_param.nvme_path); });
   setup_lines_.push_back(key + ".device=nvme: the parameter shard (" + mib(sharded_->shard().nbytes()) +
                          " MiB) in an unnamed file under " + printable(c_.offload_param.nvme_path) +
                          ", mapped: the kernel pages it in when used, and its pages leave memory after each use");
 }
 
+// The optimizer of this rank's `numel` shard elements: its state beside the parameters, or where
+// offload_optimizer puts it. On an accelerator an offloaded state is updated by the CPU, where it is
+// (parallel/zero/host_offload_optimizer.h).
+std::unique_ptr<ElementwiseOptimizer> Trainer::make_shard_optimizer(int64_t numel) {
+  const std::string& where = c_.offload_optimizer.device;
+  const at::Device device = world_->device();
+  const bool on_host = !device.is_cpu() && where != "none";
+  const at::TensorOptions options = on_host ? flat_->options().device(at::kCPU) : flat_->options();
+  std::unique_ptr<ElementwiseOptimizer> inner =
+      where == "nvme" ? make_nvme_optimizer(numel, options) : make_flat_optimizer(c_.optimizer, at::empty({numel}, options));
+  if (!on_host) return inner;
+  const bool params_on_host = sharded_ && sharded_->shard().device() != device;
+  auto offloaded = std::make_unique<HostOffloadOptimizer>(std::move(inner), numel, flat_->options(), device, params_on_host);
+  setup_lines_.push_back("zero_optimization.offload_optimizer.device=" + where + ": the optimizer state is updated on the CPU where it lives, " +
+                         "nothing of it on the " + device.str() + "; " + mib(offloaded->host_bytes()) + " MiB of host memory with the " +
+                         (params_on_host ? "gradients'" : "gradients' and parameters'") + " staging buffers");
+  return offloaded;
+}
+
 // The optimizer state of `numel` shard elements in files under nvme_path (parallel/zero/nvme_optimizer.h).
-std::unique_ptr<ElementwiseOptimizer> Trainer::make_nvme_optimizer(int64_t numel) {
+std::unique_ptr<ElementwiseOptimizer> Trainer::make_nvme_optimizer(int64_t numel, at::TensorOptions options) {
   const std::string key = "zero_optimization.offload_optimizer";
   std::unique_ptr<NvmeOptimizer> nvme;
-  offload_to_nvme(key, world_->device(), [&] {
-    nvme = std::make_unique<NvmeOptimizer>(make_elementwise_rule(c_.optimizer), numel, flat_->options(),
+  offload_to_nvme(key, [&] {
+    nvme = std::make_unique<NvmeOptimizer>(make_elementwise_rule(c_.optimizer), numel, options,
                                            NvmeOffloadOptions{c_.offload_optimizer.nvme_path, c_.sub_group_size});
   });
   const int64_t sub_group = std::min(c_.sub_group_size, numel);

@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstring>
 
+#include "parallel/zero/host_offload_optimizer.h"
 #include "parallel/zero/parameter_units.h"
 #include "parallel/zero/unnamed_file.h"
 
@@ -101,8 +102,12 @@ void FullyShardedParameters::keep_shard_in_file(const std::string& dir) {
   const int error = errno;
   ::close(fd);  // the mapping keeps the file
   if (data == MAP_FAILED) throw std::invalid_argument("'" + dir + "': cannot map the parameter shard's file: " + std::strerror(error));
-  shard_ = at::from_blob(data, shard_.sizes(), [bytes](void* p) { ::munmap(p, bytes); }, shard_.options());
+  shard_ = at::from_blob(data, shard_.sizes(), [bytes](void* p) { ::munmap(p, bytes); }, shard_.options().device(at::kCPU));
   shard_in_file_ = true;
+}
+
+void FullyShardedParameters::keep_shard_on_host() {
+  shard_ = shard_.to(host_staging_options(shard_.options(), shard_.device()));
 }
 
 void FullyShardedParameters::evict(int64_t offset, int64_t numel) {
@@ -129,13 +134,14 @@ void FullyShardedParameters::gather(int unit) {
   const ShardPiece& p = shards_.pieces()[unit];
   fill_storage(whole_[unit]);
   const std::string label = "zero-3:all-gather unit " + std::to_string(unit);
-  if (gather_16bit_ && working_[unit].defined()) {
-    fill_storage(working_[unit]);
-    sending_[unit] = shard_.narrow(0, p.shard_offset, p.piece).to(working_[unit].scalar_type());
-    gathering_[unit] = all_gather_async(*group_, sending_[unit], working_[unit], label);
-  } else {
-    gathering_[unit] = all_gather_async(*group_, shard_.narrow(0, p.shard_offset, p.piece), whole_[unit], label);
-  }
+  at::Tensor& into = gathers_16bit(unit) ? working_[unit] : whole_[unit];
+  if (gathers_16bit(unit)) fill_storage(into);
+  // The piece sent is rounded to 16 bits, or copied from the host to the device the unit lives on
+  // (offload_param), where it differs from the unit's.
+  at::Tensor piece = shard_.narrow(0, p.shard_offset, p.piece);
+  if (piece.scalar_type() != into.scalar_type() || piece.device() != into.device())
+    piece = sending_[unit] = piece.to(into.options(), /*non_blocking=*/true);
+  gathering_[unit] = all_gather_async(*group_, piece, into, label);
   state_[unit] = State::Gathering;
 }
 
@@ -146,8 +152,8 @@ void FullyShardedParameters::wait(int unit) {
   gathering_[unit] = CommHandle();
   const ShardPiece& p = shards_.pieces()[unit];
   evict(p.shard_offset, p.piece);
-  if (sending_[unit].defined()) {  // gathered in 16 bits: the fp32 parameters are its values
-    sending_[unit] = at::Tensor();
+  sending_[unit] = at::Tensor();
+  if (gathers_16bit(unit)) {  // the fp32 parameters are its values
     at::NoGradGuard no_grad;
     whole_[unit].copy_(working_[unit]);
   } else if (working_[unit].defined()) {

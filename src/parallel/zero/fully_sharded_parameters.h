@@ -49,6 +49,9 @@ class FullyShardedParameters : public ForwardPartHooks {
   // std::invalid_argument saying what is wrong with `dir`.
   void keep_shard_in_file(const std::string& dir);
   bool shard_in_file() const { return shard_in_file_; }
+  // Moves the shard to host memory (offload_param cpu on an accelerator): each gather copies this
+  // rank's piece to the device first.
+  void keep_shard_on_host();
   // Drops the shard's pages from memory when it lives in a file (its contents stay there).
   void evict_shard() { evict(0, shard_.numel()); }
 
@@ -88,6 +91,7 @@ class FullyShardedParameters : public ForwardPartHooks {
   void note(const char* what, int part);
   void evict(int64_t offset, int64_t numel);
   bool is_block(int part) const { return part >= 1 && part <= n_layer_; }
+  bool gathers_16bit(int unit) const { return gather_16bit_ && working_[unit].defined(); }
 
   std::shared_ptr<Group> group_;
   std::vector<FlatEntry> entries_;
@@ -101,7 +105,7 @@ class FullyShardedParameters : public ForwardPartHooks {
   std::vector<at::Tensor> whole_;  // per unit: its padded buffer, storage empty while free
   std::vector<at::Tensor> working_;  // per unit: the 16-bit copy of whole_ under mixed precision (else undefined)
   bool gather_16bit_ = false;        // units with a working_ buffer are gathered into it
-  std::vector<at::Tensor> sending_;  // per unit, while a 16-bit gather runs: this rank's piece rounded
+  std::vector<at::Tensor> sending_;  // per unit, while its gather runs: this rank's piece rounded or moved to the device
   std::vector<State> state_;
   std::vector<CommHandle> gathering_;
   std::vector<std::vector<int>> units_of_part_;

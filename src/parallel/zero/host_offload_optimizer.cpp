@@ -1,0 +1,41 @@
+#include "parallel/zero/host_offload_optimizer.h"
+
+namespace dtrain {
+
+at::TensorOptions host_staging_options(at::TensorOptions options, const at::Device& device) {
+  return options.device(at::kCPU).pinned_memory(device.is_cuda());
+}
+
+HostOffloadOptimizer::HostOffloadOptimizer(std::unique_ptr<ElementwiseOptimizer> inner, int64_t numel, at::TensorOptions options,
+                                           at::Device device, bool params_on_host)
+    : inner_(std::move(inner)), params_on_host_(params_on_host) {
+  const at::TensorOptions host = host_staging_options(options, device);
+  grads_ = at::empty({numel}, host);
+  if (!params_on_host_) params_ = at::empty({numel}, host);
+}
+
+void HostOffloadOptimizer::step_pieces(const std::vector<StatePiece>& pieces, double lr) {
+  std::vector<StatePiece> host;
+  // Blocking copies in: the update reads them next. The ones back out need not wait: they run on the
+  // compute stream, before anything that reads the parameters and before the next step's copies in.
+  for (const auto& p : pieces) {
+    const int64_t n = p.params.numel();
+    at::Tensor grads = grads_.narrow(0, p.state_offset, n);
+    grads.copy_(p.grads);
+    at::Tensor params = params_on_host_ ? p.params : params_.narrow(0, p.state_offset, n);
+    if (!params_on_host_) params.copy_(p.params);
+    host.push_back({params, grads, p.decay, p.state_offset});
+  }
+  inner_->step_pieces(host, lr);
+  if (params_on_host_) return;
+  for (size_t i = 0; i < pieces.size(); ++i) {
+    at::Tensor out = pieces[i].params;
+    out.copy_(host[i].params, /*non_blocking=*/true);
+  }
+}
+
+int64_t HostOffloadOptimizer::host_bytes() const {
+  return inner_->resident_bytes() + int64_t(grads_.nbytes()) + (params_.defined() ? int64_t(params_.nbytes()) : 0);
+}
+
+}  // namespace dtrain
