@@ -388,7 +388,9 @@ void Trainer::keep_shard_on_nvme() {
   offload_to_nvme(key, [&] { sharded_->keep_shard_in_file(c_.offload_param.nvme_path); });
   setup_lines_.push_back(key + ".device=nvme: the parameter shard (" + mib(sharded_->shard().nbytes()) +
                          " MiB) in an unnamed file under " + printable(c_.offload_param.nvme_path) +
-                         ", mapped: the kernel pages it in when used, and its pages leave memory after each use");
+                         ", read piece by piece for each gather and " +
+                         (c_.offload_optimizer.device == "nvme" ? "streamed through the optimizer's buffers with its state"
+                                                                : "mapped for the optimizer step, its pages dropped after it"));
 }
 
 // The optimizer of this rank's `numel` shard elements: its state beside the parameters, or where
@@ -418,6 +420,7 @@ std::unique_ptr<ElementwiseOptimizer> Trainer::make_nvme_optimizer(int64_t numel
     nvme = std::make_unique<NvmeOptimizer>(make_elementwise_rule(c_.optimizer), numel, options,
                                            NvmeOffloadOptions{c_.offload_optimizer.nvme_path, c_.sub_group_size});
   });
+  if (sharded_ && sharded_->shard_in_file()) nvme->stream_parameters_from(sharded_->shard_file(), sharded_->shard_file_name());
   const int64_t sub_group = std::min(c_.sub_group_size, numel);
   setup_lines_.push_back(key + ".device=nvme: optimizer state (" + mib(nvme->offloaded_bytes()) + " MiB) in unnamed files under " +
                          printable(c_.offload_optimizer.nvme_path) + ", streamed in " + std::to_string((numel + sub_group - 1) / sub_group) +

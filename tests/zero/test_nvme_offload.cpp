@@ -13,6 +13,7 @@
 
 #include "optim/flat_optimizer.h"
 #include "parallel/zero/nvme_optimizer.h"
+#include "parallel/zero/unnamed_file.h"
 #include "support/process.h"
 #include "support/scratch.h"
 #include "train/training_run.h"
@@ -60,6 +61,40 @@ TEST(NvmeOptimizer, StreamsTheStateThroughSubGroupsExactlyLikeMemory) {
         EXPECT_EQ(nvme.resident_bytes(), std::min<int64_t>(groups, 3) * int64_t(spec["type"] == "AdamW" ? 2 : 1) * buffer * 4) << what;
       }
   ::unsetenv("DTRAIN_IO_URING");
+}
+
+// ZeRO-3 with both offloads: the parameters are streamed from their file through the buffers with
+// the state, never read or written through the pieces' own tensors, and end up in the file exactly
+// as the in-memory optimizer leaves them.
+TEST(NvmeOptimizer, StreamsTheParametersFromTheirFileWithTheState) {
+  const int64_t n = 10007;
+  const Spans decay = {{0, 500}, {700, 4000}, {9000, 1007}};
+  const nlohmann::json spec = {{"type", "AdamW"}};
+  for (int64_t sub_group : {int64_t(20000), int64_t(3500), int64_t(1000)}) {
+    torch::manual_seed(5);
+    at::Tensor expected = torch::randn({n});
+    const std::string dir = scratch_dir("nvme_params");
+    const int fd = make_unnamed_file(dir, n * 4);
+    ASSERT_EQ(::pwrite(fd, expected.data_ptr(), size_t(n * 4), 0), n * 4);
+    auto memory = make_flat_optimizer(spec, expected);
+    NvmeOptimizer nvme(make_elementwise_rule(spec), n, expected.options(), {dir, sub_group});
+    nvme.stream_parameters_from(fd, "the parameters' file");
+    at::Tensor untouched = at::full({n}, 7.0f);  // stands for the file's mapping, which the step must not use
+    for (int step = 0; step < 3; ++step) {
+      const at::Tensor g = torch::randn({n});
+      memory->step_pieces({{expected, g, decay, 0}}, 0.01);
+      nvme.step_pieces({{untouched, g, decay, 0}}, 0.01);
+    }
+    at::Tensor in_file = at::empty({n});
+    ASSERT_EQ(::pread(fd, in_file.data_ptr(), size_t(n * 4), 0), n * 4);
+    ::close(fd);
+    EXPECT_TRUE(torch::equal(expected, in_file)) << "sub-group " << sub_group;
+    EXPECT_TRUE(torch::equal(untouched, at::full({n}, 7.0f))) << "sub-group " << sub_group;
+    for (const auto& [name, t] : memory->state()) EXPECT_TRUE(torch::equal(t, nvme.state().at(name))) << name;
+    // A third buffer per set, for the parameters.
+    const int64_t groups = (n + sub_group - 1) / sub_group, buffer = std::min(sub_group, n);
+    EXPECT_EQ(nvme.resident_bytes(), std::min<int64_t>(groups, 3) * 3 * buffer * 4) << "sub-group " << sub_group;
+  }
 }
 
 std::string refusal(const std::string& path) {

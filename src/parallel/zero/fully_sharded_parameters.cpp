@@ -100,10 +100,32 @@ void FullyShardedParameters::keep_shard_in_file(const std::string& dir) {
   const int fd = make_unnamed_file(dir, int64_t(bytes));
   void* data = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   const int error = errno;
-  ::close(fd);  // the mapping keeps the file
-  if (data == MAP_FAILED) throw std::invalid_argument("'" + dir + "': cannot map the parameter shard's file: " + std::strerror(error));
+  if (data == MAP_FAILED) {
+    ::close(fd);
+    throw std::invalid_argument("'" + dir + "': cannot map the parameter shard's file: " + std::strerror(error));
+  }
   shard_ = at::from_blob(data, shard_.sizes(), [bytes](void* p) { ::munmap(p, bytes); }, shard_.options().device(at::kCPU));
-  shard_in_file_ = true;
+  shard_fd_ = fd;
+  shard_file_name_ = "the parameter shard's file in " + dir;
+}
+
+FullyShardedParameters::~FullyShardedParameters() {
+  if (shard_fd_ >= 0) ::close(shard_fd_);  // the mapping, wherever shard_ still lives, keeps the file
+}
+
+at::Tensor FullyShardedParameters::read_shard(int64_t offset, int64_t numel) const {
+  at::Tensor out = at::empty({numel}, shard_.options());
+  char* to = static_cast<char*>(out.data_ptr());
+  const size_t bytes = out.nbytes();
+  for (size_t done = 0; done < bytes;) {
+    const ssize_t n = ::pread(shard_fd_, to + done, bytes - done, off_t(offset * shard_.element_size() + int64_t(done)));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0)
+      throw std::runtime_error("cannot read " + shard_file_name_ + " at byte " + std::to_string(offset * shard_.element_size() + int64_t(done)) +
+                               ": " + (n < 0 ? std::strerror(errno) : "end of file"));
+    done += size_t(n);
+  }
+  return out;
 }
 
 void FullyShardedParameters::keep_shard_on_host() {
@@ -111,7 +133,7 @@ void FullyShardedParameters::keep_shard_on_host() {
 }
 
 void FullyShardedParameters::evict(int64_t offset, int64_t numel) {
-  if (!shard_in_file_ || numel <= 0) return;
+  if (!shard_in_file() || numel <= 0) return;
   // Whole pages around the range: dropping a neighbour's page from a shared file mapping loses
   // nothing, it is only read in again when touched.
   const uintptr_t page = uintptr_t(::sysconf(_SC_PAGESIZE)), item = shard_.element_size();
@@ -136,9 +158,10 @@ void FullyShardedParameters::gather(int unit) {
   const std::string label = "zero-3:all-gather unit " + std::to_string(unit);
   at::Tensor& into = gathers_16bit(unit) ? working_[unit] : whole_[unit];
   if (gathers_16bit(unit)) fill_storage(into);
-  // The piece sent is rounded to 16 bits, or copied from the host to the device the unit lives on
-  // (offload_param), where it differs from the unit's.
-  at::Tensor piece = shard_.narrow(0, p.shard_offset, p.piece);
+  // The piece sent is read from the shard's file without mapping it in (offload_param nvme), and
+  // rounded to 16 bits or copied from the host to the device the unit lives on where it differs from
+  // the unit's.
+  at::Tensor piece = shard_in_file() ? (sending_[unit] = read_shard(p.shard_offset, p.piece)) : shard_.narrow(0, p.shard_offset, p.piece);
   if (piece.scalar_type() != into.scalar_type() || piece.device() != into.device())
     piece = sending_[unit] = piece.to(into.options(), /*non_blocking=*/true);
   gathering_[unit] = all_gather_async(*group_, piece, into, label);
@@ -150,8 +173,6 @@ void FullyShardedParameters::wait(int unit) {
   if (state_[unit] != State::Gathering) return;
   gathering_[unit].wait();
   gathering_[unit] = CommHandle();
-  const ShardPiece& p = shards_.pieces()[unit];
-  evict(p.shard_offset, p.piece);
   sending_[unit] = at::Tensor();
   if (gathers_16bit(unit)) {  // the fp32 parameters are its values
     at::NoGradGuard no_grad;

@@ -17,10 +17,13 @@
 // instead gathered straight into that 16-bit buffer, half the bytes, and the fp32 one filled from it:
 // every parameter of the unit is then used as rounded to 16 bits, while the shard stays fp32.
 //
-// With offload_param on NVMe the shard itself lives in an unnamed file (parallel/zero/unnamed_file.h),
-// mapped into memory: the kernel reads a page in when a gather, the optimizer or a checkpoint touches
-// it, and the shard's pages leave this process's memory again after each use (evict_shard(), and a
-// unit's piece once its gather is done), their contents kept by the file.
+// With offload_param on NVMe the shard itself lives in an unnamed file (parallel/zero/unnamed_file.h).
+// A gather reads its piece from the file (pread, from the page cache when recently written) without
+// mapping it in; the optimizer streams the shard through its buffers when its state is on NVMe too
+// (NvmeOptimizer::stream_parameters_from). Every other reader (a checkpoint, the finiteness check,
+// the optimizer with its state in memory) sees shard() as the file's shared mapping, into which the
+// kernel reads pages as they are touched; they leave this process's memory again with evict_shard(),
+// their contents kept by the file.
 #pragma once
 #include <memory>
 #include <string>
@@ -40,6 +43,9 @@ class FullyShardedParameters : public ForwardPartHooks {
   // be broadcast.
   FullyShardedParameters(FlatParameters& params, std::vector<GradBucket> units, int n_layer, std::shared_ptr<Group> group,
                          bool reshard_after_forward);
+  ~FullyShardedParameters();
+  FullyShardedParameters(const FullyShardedParameters&) = delete;
+  FullyShardedParameters& operator=(const FullyShardedParameters&) = delete;
   // Mixed precision: `working` holds, per matmul weight (a parameter), the slot of its 16-bit working
   // copy in `dtype`, which becomes a view into the unit's 16-bit buffer (call while whole).
   // `gather_16bit`: the units with such a buffer are gathered into it (see above).
@@ -48,7 +54,10 @@ class FullyShardedParameters : public ForwardPartHooks {
   // Moves the shard into an unnamed file under `dir` (call before anything is in it); throws
   // std::invalid_argument saying what is wrong with `dir`.
   void keep_shard_in_file(const std::string& dir);
-  bool shard_in_file() const { return shard_in_file_; }
+  bool shard_in_file() const { return shard_fd_ >= 0; }
+  // The shard's file (shard() is its mapping), -1 unless shard_in_file(), and what errors call it.
+  int shard_file() const { return shard_fd_; }
+  const std::string& shard_file_name() const { return shard_file_name_; }
   // Moves the shard to host memory (offload_param cpu on an accelerator): each gather copies this
   // rank's piece to the device first.
   void keep_shard_on_host();
@@ -90,6 +99,7 @@ class FullyShardedParameters : public ForwardPartHooks {
   void release(int unit);
   void note(const char* what, int part);
   void evict(int64_t offset, int64_t numel);
+  at::Tensor read_shard(int64_t offset, int64_t numel) const;  // from the file, throws naming it
   bool is_block(int part) const { return part >= 1 && part <= n_layer_; }
   bool gathers_16bit(int unit) const { return gather_16bit_ && working_[unit].defined(); }
 
@@ -100,7 +110,8 @@ class FullyShardedParameters : public ForwardPartHooks {
   int n_layer_;
   bool reshard_after_forward_;
   at::Tensor shard_;
-  bool shard_in_file_ = false;
+  int shard_fd_ = -1;
+  std::string shard_file_name_;
   Spans shard_decay_;
   std::vector<at::Tensor> whole_;  // per unit: its padded buffer, storage empty while free
   std::vector<at::Tensor> working_;  // per unit: the 16-bit copy of whole_ under mixed precision (else undefined)

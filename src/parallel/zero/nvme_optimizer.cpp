@@ -1,6 +1,10 @@
 #include "parallel/zero/nvme_optimizer.h"
 
+#include <sys/mman.h>
 #include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 
 #include "optim/optimizer_state.h"
 #include "parallel/zero/unnamed_file.h"
@@ -40,14 +44,21 @@ NvmeOptimizer::~NvmeOptimizer() {
   for (int fd : files_) ::close(fd);
 }
 
+void NvmeOptimizer::stream_parameters_from(int fd, const std::string& name) {
+  TORCH_CHECK(options_.dtype() == at::kFloat, "NvmeOptimizer: streamed parameters are fp32, like the state");
+  params_fd_ = fd;
+  params_name_ = name;
+  for (auto& set : buffers_) set.push_back(at::empty({sub_group_}, options_));
+}
+
 std::vector<uint64_t> NvmeOptimizer::transfer(bool write, int64_t group, int set) const {
   std::vector<uint64_t> tickets;
   const size_t item = options_.dtype().itemsize();
-  for (size_t i = 0; i < names_.size(); ++i) {
+  for (size_t i = 0; i < streamed_files(); ++i) {
     void* data = buffers_[size_t(set)][i].data_ptr();
     const size_t bytes = size_t(group_numel(group)) * item;
     const off_t at = off_t(group_begin(group)) * off_t(item);
-    tickets.push_back(write ? io_->write(files_[i], file_name(i), data, bytes, at) : io_->read(files_[i], file_name(i), data, bytes, at));
+    tickets.push_back(write ? io_->write(file(i), file_name(i), data, bytes, at) : io_->read(file(i), file_name(i), data, bytes, at));
   }
   return tickets;
 }
@@ -67,28 +78,34 @@ void NvmeOptimizer::step_pieces(const std::vector<StatePiece>& pieces, double lr
       reading = transfer(false, g + 1, next);
     }
     const int64_t begin = group_begin(g), n = group_numel(g);
+    const auto& buffers = buffers_[size_t(set)];
     std::vector<StatePiece> mine;
     for (const auto& p : pieces) {
       const int64_t from = std::max(p.state_offset, begin), to = std::min(p.state_offset + p.params.numel(), begin + n);
       if (from >= to) continue;
       const int64_t at = from - p.state_offset, len = to - from;
-      mine.push_back({p.params.narrow(0, at, len), p.grads.narrow(0, at, len), spans_within(p.decay, at, len), from - begin});
+      at::Tensor params = params_fd_ >= 0 ? buffers.back().narrow(0, from - begin, len) : p.params.narrow(0, at, len);
+      mine.push_back({params, p.grads.narrow(0, at, len), spans_within(p.decay, at, len), from - begin});
     }
     std::vector<at::Tensor> state;
-    for (const auto& t : buffers_[size_t(set)]) state.push_back(t.narrow(0, 0, n));
+    for (size_t i = 0; i < names_.size(); ++i) state.push_back(buffers[i].narrow(0, 0, n));
     rule_->update(mine, state, steps_, lr);
     writing[size_t(set)] = transfer(true, g, set);
   }
   io_->wait_all();
 }
 
+at::Tensor NvmeOptimizer::map_state(size_t i) const {
+  const size_t bytes = size_t(numel_) * options_.dtype().itemsize();
+  if (bytes == 0) return at::empty({0}, options_);
+  void* data = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, files_[i], 0);
+  if (data == MAP_FAILED) throw std::runtime_error("cannot map " + file_name(i) + ": " + std::strerror(errno));
+  return at::from_blob(data, {numel_}, [bytes](void* p) { ::munmap(p, bytes); }, options_);
+}
+
 std::map<std::string, at::Tensor> NvmeOptimizer::state() const {
   std::map<std::string, at::Tensor> out = {{"step", at::scalar_tensor(steps_, at::kLong)}};
-  for (size_t i = 0; i < names_.size(); ++i) {
-    at::Tensor t = at::empty({numel_}, options_);
-    io_->wait(io_->read(files_[i], file_name(i), t.data_ptr(), t.nbytes(), 0));
-    out[names_[i]] = t;
-  }
+  for (size_t i = 0; i < names_.size(); ++i) out[names_[i]] = map_state(i);
   return out;
 }
 
@@ -100,9 +117,8 @@ std::vector<FlatOptimizer::StateEntry> NvmeOptimizer::state_entries() const {
 
 void NvmeOptimizer::load_state(const std::map<std::string, at::Tensor>& state) {
   for (size_t i = 0; i < names_.size(); ++i) {
-    at::Tensor t = at::empty({numel_}, options_);
-    restore_state_tensor(state, names_[i], t);
-    io_->wait(io_->write(files_[i], file_name(i), t.data_ptr(), t.nbytes(), 0));
+    at::Tensor t = map_state(i);
+    restore_state_tensor(state, names_[i], t);  // onto itself when `state` came from state() and was filled in place
   }
   steps_ = state_step(state);
 }

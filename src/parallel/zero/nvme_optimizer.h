@@ -27,8 +27,15 @@ class NvmeOptimizer : public ElementwiseOptimizer {
   NvmeOptimizer(std::unique_ptr<ElementwiseRule> rule, int64_t numel, at::TensorOptions options, NvmeOffloadOptions offload);
   ~NvmeOptimizer() override;
 
+  // ZeRO-3 with its parameter shard on NVMe too (FullyShardedParameters::shard_file()): the
+  // parameters of state element i are the fp32 value at byte 4·i of `fd` (not owned), and a step
+  // streams them through the buffers with the state instead of touching the pieces' params, so the
+  // shard never becomes resident. The pieces' params must be that file's mapping.
+  void stream_parameters_from(int fd, const std::string& name);
   void step_pieces(const std::vector<StatePiece>& pieces, double lr) override;
-  // Read whole from the files (for a checkpoint: memory for the whole state while it is saved).
+  // The files' shared mappings: a checkpoint reads (a resume writes) the state through the page
+  // cache, which the kernel can reclaim, not through memory of this process's own. Live, like state
+  // kept in memory: a later step changes what they hold.
   std::map<std::string, at::Tensor> state() const override;
   std::vector<StateEntry> state_entries() const override;
   void load_state(const std::map<std::string, at::Tensor>& state) override;
@@ -42,10 +49,14 @@ class NvmeOptimizer : public ElementwiseOptimizer {
  private:
   // Starts moving sub-group `group` of every state file into (out of) buffer set `set`.
   std::vector<uint64_t> transfer(bool write, int64_t group, int set) const;
+  at::Tensor map_state(size_t i) const;  // state tensor i's file, mapped shared
   int64_t group_begin(int64_t group) const { return group * sub_group_; }
   int64_t group_numel(int64_t group) const { return std::min(sub_group_, numel_ - group_begin(group)); }
-  // What errors call state tensor i's file (it has no name of its own).
-  std::string file_name(size_t i) const { return "optimizer state '" + names_[i] + "' in " + path_; }
+  // What errors call file i (they have no names of their own).
+  std::string file_name(size_t i) const { return i < names_.size() ? "optimizer state '" + names_[i] + "' in " + path_ : params_name_; }
+  // The files a step streams: the state's, then the parameters' when streamed.
+  size_t streamed_files() const { return files_.size() + (params_fd_ >= 0 ? 1 : 0); }
+  int file(size_t i) const { return i < files_.size() ? files_[i] : params_fd_; }
 
   std::unique_ptr<ElementwiseRule> rule_;
   std::vector<std::string> names_;  // rule_->state_names()
@@ -53,7 +64,9 @@ class NvmeOptimizer : public ElementwiseOptimizer {
   at::TensorOptions options_;
   std::string path_;
   std::vector<int> files_;                       // per state name, unnamed
-  std::vector<std::vector<at::Tensor>> buffers_;  // per buffer set, per state name: sub_group_ elements
+  int params_fd_ = -1;                           // stream_parameters_from()
+  std::string params_name_;
+  std::vector<std::vector<at::Tensor>> buffers_;  // per buffer set, per streamed file: sub_group_ elements
   std::unique_ptr<AsyncFileIo> io_;
   int64_t steps_ = 0;
 };
