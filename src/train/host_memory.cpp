@@ -3,8 +3,10 @@
 #include <malloc.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 
 namespace dtrain {
 
@@ -18,6 +20,24 @@ const char* keep_freed_host_memory() {
                   mallopt(M_TOP_PAD, 256 << 20) == 1;
   return ok ? "host memory: glibc malloc keeps freed memory for reuse (no trimming, heap blocks up to 32 MiB)"
             : "host memory: glibc malloc refused the settings that keep freed memory; it runs as it ships";
+}
+
+namespace {
+
+// This process's resident bytes now (/proc/self/statm), 0 where it cannot be read.
+int64_t resident_bytes() {
+  std::ifstream statm("/proc/self/statm");
+  int64_t size = 0, resident = 0;
+  if (!(statm >> size >> resident)) return 0;
+  return resident * int64_t(::sysconf(_SC_PAGESIZE));
+}
+
+}  // namespace
+
+int64_t release_freed_host_memory() {
+  const int64_t before = resident_bytes();
+  malloc_trim(0);
+  return std::max<int64_t>(0, before - resident_bytes());
 }
 
 }  // namespace dtrain

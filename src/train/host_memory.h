@@ -7,10 +7,17 @@
 // DTRAIN_GLIBC_MALLOC_DEFAULTS=1 leaves glibc as it ships (for comparisons), and so does any
 // MALLOC_*_ variable the user set.
 #pragma once
+#include <cstdint>
 
 namespace dtrain {
 
 // Returns a line saying what was set, or why nothing was.
 const char* keep_freed_host_memory();
+
+// Gives the kernel back the free pages malloc holds (malloc_trim): once, when setting up is over.
+// What building the model freed — the parameters as first created, before they moved into flat
+// buffers or shards, and ZeRO-3's whole units — would otherwise stay resident for the whole run
+// under keep_freed_host_memory(), beyond what any step needs. Returns by how much resident memory fell.
+int64_t release_freed_host_memory();
 
 }  // namespace dtrain
