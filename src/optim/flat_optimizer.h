@@ -24,8 +24,8 @@ class FlatOptimizer {
   // pieces may otherwise still be running into them while the next forward pass starts).
   virtual void finish_parameter_updates() {}
   // This rank's state: flat tensors, one value per element of the buffer it steps (a sharded
-  // optimizer's: of its shard), and the step count as a 0-d tensor. Kept in memory they are the live
-  // tensors; kept in files (NVMe offload) they are read into fresh ones.
+  // optimizer's: of its shard), and the step count as a 0-d tensor: the live tensors, in memory or,
+  // under NVMe offload, the files' shared mappings.
   virtual std::map<std::string, at::Tensor> state() const = 0;
   // state()'s names and dtypes, and whether each is flat, without reading any values.
   struct StateEntry {

@@ -426,7 +426,7 @@ std::unique_ptr<ElementwiseOptimizer> Trainer::make_nvme_optimizer(int64_t numel
                          printable(c_.offload_optimizer.nvme_path) + ", streamed in " + std::to_string((numel + sub_group - 1) / sub_group) +
                          " sub-group(s) of " + std::to_string(sub_group) + " elements through " + mib(nvme->resident_bytes()) +
                          " MiB of buffers; I/O by " + nvme->io_mode());
-  if (nvme->resident_bytes() >= nvme->offloaded_bytes())
+  if (nvme->resident_bytes() >= nvme->streamed_bytes())
     setup_lines_.push_back("warning: zero_optimization.sub_group_size " + std::to_string(c_.sub_group_size) + " leaves the buffers as large as the " +
                            std::to_string(numel) + "-element state they stream, so offloading saves no memory; set it to " +
                            std::to_string(std::max<int64_t>(1, numel / 16)) + " or so");

@@ -1,6 +1,7 @@
 #include "support/process.h"
 
 #include <dirent.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <poll.h>
@@ -19,7 +20,9 @@ namespace dtrain::test {
 ProcessResult run_process(const std::vector<std::string>& argv, double timeout_s,
                           const std::vector<std::string>& env) {
   int fds[2];
-  if (pipe(fds) != 0) throw std::runtime_error("pipe failed");
+  // Close-on-exec: a process started at the same time from another thread must not inherit this
+  // pipe's write end, or this one's output would not end until that process does.
+  if (pipe2(fds, O_CLOEXEC) != 0) throw std::runtime_error("pipe failed");
   auto start = std::chrono::steady_clock::now();
   pid_t pid = fork();
   if (pid < 0) throw std::runtime_error("fork failed");

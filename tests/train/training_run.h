@@ -68,7 +68,11 @@ inline std::vector<ProcessResult> train_ranks_alone(const std::string& dir, int 
       std::vector<std::string> full_env = {"OMP_NUM_THREADS=1", "RANK=" + rank, "LOCAL_RANK=" + rank, "WORLD_SIZE=" + world,
                                            "LOCAL_WORLD_SIZE=" + world, "MASTER_ADDR=127.0.0.1", "MASTER_PORT=" + port};
       full_env.insert(full_env.end(), env.begin(), env.end());
-      results[size_t(r)] = run_process(argv, 180, full_env);
+      try {
+        results[size_t(r)] = run_process(argv, 180, full_env);
+      } catch (const std::exception& e) {  // not out of the thread: that would end the test binary
+        results[size_t(r)].output = "could not start rank " + rank + ": " + e.what();
+      }
     });
   for (auto& t : ranks) t.join();
   return results;

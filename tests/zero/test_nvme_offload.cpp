@@ -166,6 +166,21 @@ TEST(NvmeOffload, TrainsAndResumesBitForBitLikeStateInMemory) {
   }
 }
 
+// The parameter shard on NVMe with the optimizer state in memory: gathers read the file, the step
+// updates the shard through its mapping.
+TEST(NvmeOffload, TheParameterShardAloneOnNvmeTrainsBitForBitLikeMemory) {
+  const TrainingRun memory = train(scratch_dir("nvme_param_memory"), 2, job(3));
+  ASSERT_EQ(memory.result.exit_code, 0) << memory.result.output;
+  auto sets = job(3);
+  sets.push_back("zero_optimization.offload_param={\"device\":\"nvme\",\"nvme_path\":\"" + scratch_dir("nvme_param_path") + "\"}");
+  const TrainingRun offloaded = train(scratch_dir("nvme_param_offloaded"), 2, sets);
+  ASSERT_EQ(offloaded.result.exit_code, 0) << offloaded.result.output;
+  EXPECT_TRUE(contains(offloaded.result.output, "mapped for the optimizer step")) << offloaded.result.output;
+  ASSERT_EQ(offloaded.steps.size(), 6u);
+  for (int i = 0; i < 6; ++i) EXPECT_EQ(offloaded.steps[i]["loss"].get<double>(), memory.steps[i]["loss"].get<double>()) << "step " << i + 1;
+  expect_same_parameters(final_parameters(memory, 6), final_parameters(offloaded, 6));
+}
+
 TEST(NvmeOffload, AMissingPathIsANamedErrorAndNothingIsWritten) {
   const std::string dir = scratch_dir("nvme_missing");
   for (const std::string what : {"param", "optimizer"}) {

@@ -114,7 +114,7 @@ FullyShardedParameters::~FullyShardedParameters() {
 }
 
 at::Tensor FullyShardedParameters::read_shard(int64_t offset, int64_t numel) const {
-  at::Tensor out = at::empty({numel}, shard_.options());
+  at::Tensor out = at::empty({numel}, host_staging_options(shard_.options(), whole_.front().device()));
   char* to = static_cast<char*>(out.data_ptr());
   const size_t bytes = out.nbytes();
   for (size_t done = 0; done < bytes;) {
@@ -129,7 +129,10 @@ at::Tensor FullyShardedParameters::read_shard(int64_t offset, int64_t numel) con
 }
 
 void FullyShardedParameters::keep_shard_on_host() {
-  shard_ = shard_.to(host_staging_options(shard_.options(), shard_.device()));
+  // at::empty, not Tensor::to: a copy to the CPU pins its result only when asked not to block.
+  at::Tensor host = at::empty(shard_.sizes(), host_staging_options(shard_.options(), shard_.device()));
+  host.copy_(shard_);
+  shard_ = host;
 }
 
 void FullyShardedParameters::evict(int64_t offset, int64_t numel) {
@@ -158,12 +161,12 @@ void FullyShardedParameters::gather(int unit) {
   const std::string label = "zero-3:all-gather unit " + std::to_string(unit);
   at::Tensor& into = gathers_16bit(unit) ? working_[unit] : whole_[unit];
   if (gathers_16bit(unit)) fill_storage(into);
-  // The piece sent is read from the shard's file without mapping it in (offload_param nvme), and
-  // rounded to 16 bits or copied from the host to the device the unit lives on where it differs from
-  // the unit's.
+  // The piece sent is read from the shard's file without mapping it in (offload_param nvme), copied
+  // from the host to the device the unit lives on (offload_param), and rounded to 16 bits there,
+  // wherever it differs from the unit's.
   at::Tensor piece = shard_in_file() ? (sending_[unit] = read_shard(p.shard_offset, p.piece)) : shard_.narrow(0, p.shard_offset, p.piece);
-  if (piece.scalar_type() != into.scalar_type() || piece.device() != into.device())
-    piece = sending_[unit] = piece.to(into.options(), /*non_blocking=*/true);
+  if (piece.device() != into.device()) piece = sending_[unit] = piece.to(into.device(), /*non_blocking=*/true);
+  if (piece.scalar_type() != into.scalar_type()) piece = sending_[unit] = piece.to(into.scalar_type());
   gathering_[unit] = all_gather_async(*group_, piece, into, label);
   state_[unit] = State::Gathering;
 }

@@ -16,16 +16,19 @@ HostOffloadOptimizer::HostOffloadOptimizer(std::unique_ptr<ElementwiseOptimizer>
 
 void HostOffloadOptimizer::step_pieces(const std::vector<StatePiece>& pieces, double lr) {
   std::vector<StatePiece> host;
-  // Blocking copies in: the update reads them next. The ones back out need not wait: they run on the
-  // compute stream, before anything that reads the parameters and before the next step's copies in.
+  // The copies in are queued on the compute stream and the last one blocks, which waits for all of
+  // them: the update reads them next. The ones back out need not wait: they run on the compute
+  // stream, before anything that reads the parameters and before the next step's copies in.
+  std::vector<std::pair<at::Tensor, at::Tensor>> in;  // (host, device)
   for (const auto& p : pieces) {
     const int64_t n = p.params.numel();
     at::Tensor grads = grads_.narrow(0, p.state_offset, n);
-    grads.copy_(p.grads);
+    in.emplace_back(grads, p.grads);
     at::Tensor params = params_on_host_ ? p.params : params_.narrow(0, p.state_offset, n);
-    if (!params_on_host_) params.copy_(p.params);
+    if (!params_on_host_) in.emplace_back(params, p.params);
     host.push_back({params, grads, p.decay, p.state_offset});
   }
+  for (size_t i = 0; i < in.size(); ++i) in[i].first.copy_(in[i].second, /*non_blocking=*/i + 1 < in.size());
   inner_->step_pieces(host, lr);
   if (params_on_host_) return;
   for (size_t i = 0; i < pieces.size(); ++i) {

@@ -42,11 +42,13 @@ NvmeOptimizer::NvmeOptimizer(std::unique_ptr<ElementwiseRule> rule, int64_t nume
 NvmeOptimizer::~NvmeOptimizer() {
   io_.reset();  // every transfer finished before the files close
   for (int fd : files_) ::close(fd);
+  if (params_fd_ >= 0) ::close(params_fd_);
 }
 
 void NvmeOptimizer::stream_parameters_from(int fd, const std::string& name) {
   TORCH_CHECK(options_.dtype() == at::kFloat, "NvmeOptimizer: streamed parameters are fp32, like the state");
-  params_fd_ = fd;
+  params_fd_ = ::dup(fd);  // its own: the shard's owner may close its descriptor first
+  if (params_fd_ < 0) throw std::runtime_error("cannot duplicate the descriptor of " + name + ": " + std::strerror(errno));
   params_name_ = name;
   for (auto& set : buffers_) set.push_back(at::empty({sub_group_}, options_));
 }

@@ -28,7 +28,7 @@ class NvmeOptimizer : public ElementwiseOptimizer {
   ~NvmeOptimizer() override;
 
   // ZeRO-3 with its parameter shard on NVMe too (FullyShardedParameters::shard_file()): the
-  // parameters of state element i are the fp32 value at byte 4·i of `fd` (not owned), and a step
+  // parameters of state element i are the fp32 value at byte 4·i of `fd` (duplicated), and a step
   // streams them through the buffers with the state instead of touching the pieces' params, so the
   // shard never becomes resident. The pieces' params must be that file's mapping.
   void stream_parameters_from(int fd, const std::string& name);
@@ -44,6 +44,8 @@ class NvmeOptimizer : public ElementwiseOptimizer {
   int64_t resident_bytes() const override;
   // Bytes of state in the files.
   int64_t offloaded_bytes() const { return numel_ * int64_t(names_.size()) * int64_t(options_.dtype().itemsize()); }
+  // Bytes a step streams through the buffers: the state, and the parameters when streamed.
+  int64_t streamed_bytes() const { return numel_ * int64_t(streamed_files()) * int64_t(options_.dtype().itemsize()); }
   const std::string& io_mode() const { return io_->mode(); }
 
  private:
