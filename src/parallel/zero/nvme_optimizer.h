@@ -49,7 +49,7 @@ class NvmeOptimizer : public ElementwiseOptimizer {
   const std::string& io_mode() const { return io_->mode(); }
 
  private:
-  // Starts moving sub-group `group` of every state file into (out of) buffer set `set`.
+  // Starts moving sub-group `group` of every streamed file into (out of) buffer set `set`.
   std::vector<uint64_t> transfer(bool write, int64_t group, int set) const;
   at::Tensor map_state(size_t i) const;  // state tensor i's file, mapped shared
   int64_t group_begin(int64_t group) const { return group * sub_group_; }
