@@ -11,6 +11,7 @@
 
 #include "ckpt/durable_file.h"
 #include "ckpt/safetensors.h"
+#include "common/positioned_io.h"
 
 namespace dtrain {
 
@@ -185,19 +186,10 @@ void ShardedCheckpointReader::read(const std::string& name, int64_t offset, at::
     const int64_t from = std::max(offset, c.offset), to = std::min(offset + n, c.offset + c.numel);
     if (from >= to) continue;
     char* dst = static_cast<char*>(host.data_ptr()) + (from - offset) * item;
-    size_t left = size_t(to - from) * item;
-    off_t at = off_t(c.begin + uint64_t(from - c.offset) * item);
-    const int fd = descriptor(c.file);
-    while (left > 0) {
-      const ssize_t got = ::pread(fd, dst, left, at);
-      if (got < 0 && errno == EINTR) continue;
-      if (got <= 0)
-        throw std::runtime_error("checkpoint file '" + dir_ + "/" + c.file + "' is truncated or unreadable where '" + name +
-                                 "' should be" + (got < 0 ? std::string(": ") + std::strerror(errno) : std::string()));
-      dst += got;
-      at += got;
-      left -= size_t(got);
-    }
+    const size_t bytes = size_t(to - from) * item;
+    if (transfer_all(false, descriptor(c.file), dst, bytes, off_t(c.begin + uint64_t(from - c.offset) * item)) != bytes)
+      throw std::runtime_error("checkpoint file '" + dir_ + "/" + c.file + "' is truncated or unreadable where '" + name +
+                               "' should be" + (errno ? std::string(": ") + std::strerror(errno) : std::string()));
   }
   if (!host.is_same(out)) out.copy_(host);
 }

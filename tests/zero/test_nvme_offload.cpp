@@ -12,6 +12,7 @@
 #include <fstream>
 
 #include "optim/flat_optimizer.h"
+#include "parallel/zero/async_file_io.h"
 #include "parallel/zero/nvme_optimizer.h"
 #include "parallel/zero/unnamed_file.h"
 #include "support/process.h"
@@ -95,6 +96,26 @@ TEST(NvmeOptimizer, StreamsTheParametersFromTheirFileWithTheState) {
     const int64_t groups = (n + sub_group - 1) / sub_group, buffer = std::min(sub_group, n);
     EXPECT_EQ(nvme.resident_bytes(), std::min<int64_t>(groups, 3) * 3 * buffer * 4) << "sub-group " << sub_group;
   }
+}
+
+// A read that meets the end of its file fails naming the file and the offset, under io_uring and
+// under pread alike, instead of leaving the rest of the buffer unread.
+TEST(AsyncFileIo, AReadPastTheEndOfTheFileIsANamedError) {
+  for (const char* uring : {"1", "0"}) {
+    ::setenv("DTRAIN_IO_URING", uring, 1);
+    AsyncFileIo io;
+    const int fd = make_unnamed_file(scratch_dir("io_eof"), 4096);
+    std::vector<char> buffer(8192);
+    std::string error;
+    try {
+      io.wait(io.read(fd, "the test file", buffer.data(), buffer.size(), 0));
+    } catch (const std::runtime_error& e) {
+      error = e.what();
+    }
+    ::close(fd);
+    EXPECT_EQ(error, "cannot read 8192 bytes at offset 0 of 'the test file': Input/output error") << "io_uring " << uring;
+  }
+  ::unsetenv("DTRAIN_IO_URING");
 }
 
 std::string refusal(const std::string& path) {

@@ -8,12 +8,9 @@
 #include <cstring>
 #include <stdexcept>
 
-namespace dtrain {
+#include "common/positioned_io.h"
 
-namespace {
-// One request moves at most this much at a time: the kernel caps a single read or write near 2 GiB.
-constexpr size_t kMaxTransfer = size_t(1) << 30;
-}  // namespace
+namespace dtrain {
 
 AsyncFileIo::AsyncFileIo(unsigned queue_depth) : queue_depth_(queue_depth) {
   if (const char* env = std::getenv("DTRAIN_IO_URING"); env && std::string(env) == "0") {
@@ -104,17 +101,8 @@ void AsyncFileIo::reap_one() {
 }
 
 void AsyncFileIo::finish_synchronously(Request& r) {
-  while (r.done < r.bytes) {
-    const size_t len = std::min(r.bytes - r.done, kMaxTransfer);
-    const off_t at = r.offset + off_t(r.done);
-    const ssize_t got = r.write ? ::pwrite(r.fd, r.buffer + r.done, len, at) : ::pread(r.fd, r.buffer + r.done, len, at);
-    if (got < 0 && errno == EINTR) continue;
-    if (got <= 0) {
-      r.error = got < 0 ? errno : EIO;
-      break;
-    }
-    r.done += size_t(got);
-  }
+  r.done += transfer_all(r.write, r.fd, r.buffer + r.done, r.bytes - r.done, r.offset + off_t(r.done));
+  if (r.done < r.bytes) r.error = errno ? errno : EIO;  // errno 0: a read past the end of the file
   r.finished = true;
 }
 

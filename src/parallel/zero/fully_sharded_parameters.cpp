@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstring>
 
+#include "common/positioned_io.h"
 #include "parallel/zero/host_offload_optimizer.h"
 #include "parallel/zero/parameter_units.h"
 #include "parallel/zero/unnamed_file.h"
@@ -115,16 +116,11 @@ FullyShardedParameters::~FullyShardedParameters() {
 
 at::Tensor FullyShardedParameters::read_shard(int64_t offset, int64_t numel) const {
   at::Tensor out = at::empty({numel}, host_staging_options(shard_.options(), whole_.front().device()));
-  char* to = static_cast<char*>(out.data_ptr());
-  const size_t bytes = out.nbytes();
-  for (size_t done = 0; done < bytes;) {
-    const ssize_t n = ::pread(shard_fd_, to + done, bytes - done, off_t(offset * shard_.element_size() + int64_t(done)));
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0)
-      throw std::runtime_error("cannot read " + shard_file_name_ + " at byte " + std::to_string(offset * shard_.element_size() + int64_t(done)) +
-                               ": " + (n < 0 ? std::strerror(errno) : "end of file"));
-    done += size_t(n);
-  }
+  const off_t at = off_t(offset * shard_.element_size());
+  const size_t got = transfer_all(false, shard_fd_, static_cast<char*>(out.data_ptr()), out.nbytes(), at);
+  if (got != out.nbytes())
+    throw std::runtime_error("cannot read " + shard_file_name_ + " at byte " + std::to_string(at + off_t(got)) + ": " +
+                             (errno ? std::strerror(errno) : "end of file"));
   return out;
 }
 
