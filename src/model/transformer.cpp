@@ -130,6 +130,13 @@ std::vector<ParamGroup> TransformerImpl::matmul_groups() const {
   return groups;
 }
 
+std::vector<at::Tensor> TransformerImpl::matmul_only_weights() const {
+  std::vector<at::Tensor> weights;
+  for (const auto& group : matmul_groups())
+    if (!c_.tie_embeddings || group.get() != wte.get()) weights.push_back(group->weight);
+  return weights;
+}
+
 void TransformerImpl::refresh_working_copy() {
   for (auto& group : matmul_groups()) group->refresh_working_copy(mp_);
 }

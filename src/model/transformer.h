@@ -73,6 +73,9 @@ class TransformerImpl : public torch::nn::Module {
   void refresh_working_copy();
   // The groups whose weights are matmul operands, which mixed precision keeps working copies of.
   std::vector<ParamGroup> matmul_groups() const;
+  // Their weights that nothing but the matmuls reads: under mixed precision they are used only as
+  // their working copies. All but a tied embedding, which the token lookup reads in fp32.
+  std::vector<at::Tensor> matmul_only_weights() const;
   // Called around each part of every forward pass (null: none). The hooks outlive the model's use.
   void set_part_hooks(ForwardPartHooks* hooks) { hooks_ = hooks; }
 

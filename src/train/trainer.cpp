@@ -269,6 +269,8 @@ void Trainer::build_model() {
   precision.round_gradients = c_.grad_accum_16bit;
   model_->set_precision(precision);
   if (c_.precision == at::kHalf) scaler_ = std::make_unique<LossScaler>(c_.loss_scaler);
+  const std::vector<at::Tensor> matmul_only = model_->matmul_only_weights();
+  named = group_matmul_weights(named, c_.model.n_layer, matmul_only);
   // Stages 2 and 3 keep no whole gradient: autograd's per-parameter gradients go into reduce-scatter
   // buckets. Stage 3 keeps no whole parameters either: they move into per-unit buffers.
   flat_ = std::make_unique<FlatParameters>(named, c_.zero_stage == 3   ? FlatParameters::Buffers::None
@@ -288,7 +290,7 @@ void Trainer::build_model() {
     group = hybrid_mesh_->group("shard");
   }
   if (c_.zero_stage == 3) {
-    const auto units = make_unit_buckets(flat_->entries(), c_.model.n_layer);
+    const auto units = make_unit_buckets(flat_->entries(), c_.model.n_layer, precision.enabled() ? matmul_only : std::vector<at::Tensor>{});
     if (!world_->device().is_cpu() && c_.offload_param.device != "none" && c_.offload_optimizer.device == "none")
       throw ConfigError("zero_optimization.offload_param.device=" + c_.offload_param.device + " on a " + world_->device().str() +
                         " run needs zero_optimization.offload_optimizer.device \"cpu\" or \"nvme\" too: the optimizer updates the " +
@@ -306,7 +308,7 @@ void Trainer::build_model() {
       std::vector<ParamGroup> groups = model_->matmul_groups();
       std::vector<std::pair<at::Tensor, at::Tensor*>> working;
       for (auto& g : groups) working.emplace_back(g->weight, &g->working);
-      sharded_->keep_working_copies(precision.compute, working, c_.gather_16bit);
+      sharded_->keep_working_copies(precision.compute, working, matmul_only, c_.gather_16bit);
     }
     broadcast(*world_->world_group(), sharded_->unit_buffers(), 0, "broadcast parameters");
     sharded_->reshard();
@@ -342,7 +344,9 @@ void Trainer::build_model() {
     if (sharded_)
       zero_line += "; " + std::to_string(grad_sync_->buckets().size()) + " units gathered one at a time with the next prefetched, " +
                    (c_.reshard_after_forward ? "blocks freed between forward and backward" : "kept whole from forward to backward") +
-                   (c_.gather_16bit ? "; units with matmul weights gathered in " + precision_name(c_.precision) : "");
+                   (!model_->precision().enabled() ? ""
+                    : c_.gather_16bit ? "; every unit with matmul weights gathered in " + precision_name(c_.precision)
+                                      : "; matmul weights gathered in " + precision_name(c_.precision) + ", norms, biases and embeddings in fp32");
     auto inner = make_shard_optimizer(shards.shard_numel());
     std::unique_ptr<ParameterAllGather> gather;
     if (!sharded_) {  // stages 1 and 2: the updated pieces come back during the next forward pass
@@ -656,6 +660,7 @@ void Trainer::report_step(int64_t step, const StepOutcome& out) {
       if (sharded_) {
         m["unit_trace"] = nlohmann::json::array();
         for (const auto& e : sharded_->trace()) m["unit_trace"].push_back({e.what, e.index, e.ms});
+        m["unit_gather_bytes"] = sharded_->gathered_bytes();
       }
       if (parameter_gather_) m["gather_waited_before_part"] = parameter_gather_->waited_before_part();
     }

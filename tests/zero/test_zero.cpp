@@ -207,6 +207,24 @@ TEST(ParameterUnits, EachBlockIsAUnitAndTheRestRunsWhereTheyLie) {
     EXPECT_EQ(units[u].offset, expected[u].first * 10) << "unit " << u;
     EXPECT_EQ(units[u].numel, expected[u].second * 10) << "unit " << u;
   }
+  // Under mixed precision a part's matmul-only weights are a unit of their own; the layout puts them
+  // first in their part (last in registration order, which the flat buffer reverses).
+  const at::Tensor qkv = at::zeros({2}), fc = at::zeros({2}), ln = at::zeros({2}), bias = at::zeros({2}), wte = at::zeros({2});
+  const auto named = group_matmul_weights({{"wte.weight", wte}, {"blocks.0.ln1.weight", ln}, {"blocks.0.qkv.weight", qkv},
+                                           {"blocks.0.qkv.bias", bias}, {"blocks.0.fc.weight", fc}},
+                                          1, {qkv, fc});
+  std::vector<std::string> order;
+  for (const auto& [name, t] : named) order.push_back(name);
+  EXPECT_EQ(order, (std::vector<std::string>{"wte.weight", "blocks.0.ln1.weight", "blocks.0.qkv.bias", "blocks.0.qkv.weight",
+                                             "blocks.0.fc.weight"}));
+  std::vector<FlatEntry> entries;
+  for (auto it = named.rbegin(); it != named.rend(); ++it) entries.push_back({it->first, it->second, int64_t(entries.size()) * 10, 10, true});
+  const auto split = make_unit_buckets(entries, 1, {qkv, fc});
+  ASSERT_EQ(split.size(), 3u);
+  EXPECT_EQ(split[0].entries, 2);  // fc and qkv weights
+  EXPECT_EQ(split[1].entries, 2);  // the bias and the norm
+  EXPECT_EQ(split[2].entries, 1);  // the embedding
+  EXPECT_EQ(make_unit_buckets(entries, 1).size(), 2u);
   EXPECT_EQ(forward_part_of("wte.weight", 2), 0);
   EXPECT_EQ(forward_part_of("blocks.1.fc.weight", 2), 2);
   EXPECT_EQ(forward_part_of("lm_head.weight", 2), 3);

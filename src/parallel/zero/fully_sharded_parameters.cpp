@@ -76,19 +76,23 @@ FullyShardedParameters::FullyShardedParameters(FlatParameters& params, std::vect
   state_.assign(units_.size(), State::Whole);
   gathering_.resize(units_.size());
   working_.resize(units_.size());
+  matmul_only_.assign(units_.size(), false);
   sending_.resize(units_.size());
 }
 
 void FullyShardedParameters::keep_working_copies(at::ScalarType dtype, const std::vector<std::pair<at::Tensor, at::Tensor*>>& working,
-                                                 bool gather_16bit) {
+                                                 const std::vector<at::Tensor>& matmul_only, bool gather_16bit) {
   gather_16bit_ = gather_16bit;
   at::NoGradGuard no_grad;
   for (int u = 0; u < int(units_.size()); ++u) {
     TORCH_CHECK(state_[u] == State::Whole, "FullyShardedParameters::keep_working_copies: unit ", u, " is not whole");
     const GradBucket& b = units_[u];
+    matmul_only_[u] = true;
     for (int i = b.first_entry; i < b.first_entry + b.entries; ++i) {
       const FlatEntry& e = entries_[i];
       const auto it = std::find_if(working.begin(), working.end(), [&](const auto& w) { return w.first.is_same(e.param); });
+      const bool sole = std::any_of(matmul_only.begin(), matmul_only.end(), [&](const at::Tensor& w) { return w.is_same(e.param); });
+      matmul_only_[u] = matmul_only_[u] && sole && it != working.end();
       if (it == working.end()) continue;
       if (!working_[u].defined()) working_[u] = whole_[u].to(dtype);
       *it->second = alias(working_[u], e.offset - b.offset, e.numel, e.param.sizes());
@@ -147,13 +151,14 @@ void FullyShardedParameters::note(const char* what, int part) { trace_.push_back
 void FullyShardedParameters::start_trace() {
   trace_.clear();
   trace_start_ = now_ms();
+  gathered_bytes_ = 0;
 }
 
 void FullyShardedParameters::gather(int unit) {
   if (state_[unit] != State::Free) return;
   note("gather", part_of_unit_[unit]);
   const ShardPiece& p = shards_.pieces()[unit];
-  fill_storage(whole_[unit]);
+  if (!matmul_only_[unit]) fill_storage(whole_[unit]);
   const std::string label = "zero-3:all-gather unit " + std::to_string(unit);
   at::Tensor& into = gathers_16bit(unit) ? working_[unit] : whole_[unit];
   if (gathers_16bit(unit)) fill_storage(into);
@@ -164,6 +169,7 @@ void FullyShardedParameters::gather(int unit) {
   if (piece.device() != into.device()) piece = sending_[unit] = piece.to(into.device(), /*non_blocking=*/true);
   if (piece.scalar_type() != into.scalar_type()) piece = sending_[unit] = piece.to(into.scalar_type());
   gathering_[unit] = all_gather_async(*group_, piece, into, label);
+  gathered_bytes_ += int64_t(into.nbytes());
   state_[unit] = State::Gathering;
 }
 
@@ -173,9 +179,11 @@ void FullyShardedParameters::wait(int unit) {
   gathering_[unit].wait();
   gathering_[unit] = CommHandle();
   sending_[unit] = at::Tensor();
-  if (gathers_16bit(unit)) {  // the fp32 parameters are its values
-    at::NoGradGuard no_grad;
-    whole_[unit].copy_(working_[unit]);
+  if (gathers_16bit(unit)) {
+    if (!matmul_only_[unit]) {  // its other parameters are read in fp32, as rounded
+      at::NoGradGuard no_grad;
+      whole_[unit].copy_(working_[unit]);
+    }
   } else if (working_[unit].defined()) {
     fill_storage(working_[unit]);
     at::NoGradGuard no_grad;

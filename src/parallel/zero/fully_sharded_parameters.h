@@ -12,10 +12,12 @@
 // The module's parameters stay the tensors autograd knows; each is a view into its unit's buffer,
 // whose storage is allocated on gather and emptied on free (what autograd saved for backward sees
 // the storage refilled by the next gather). Under mixed precision the 16-bit working copies of the
-// matmul weights are views into a second buffer per unit, rounded from the first after each gather
-// and emptied with it. With 16-bit gathers (FSDP's param_dtype) a unit holding matmul weights is
-// instead gathered straight into that 16-bit buffer, half the bytes, and the fp32 one filled from it:
-// every parameter of the unit is then used as rounded to 16 bits, while the shard stays fp32.
+// matmul weights are views into a second buffer per unit. A unit of matmul-only weights
+// (parameter_units.h) is gathered straight into it, half the bytes, each rank rounding its own piece:
+// its fp32 parameters are never read, so their buffer stays empty. Any other unit with working copies
+// (a tied embedding) is gathered in fp32 and rounded into its 16-bit buffer after each gather. With
+// 16-bit gathers of every such unit (FSDP's param_dtype) the fp32 buffer is filled from the 16-bit
+// one instead, and the unit's other parameters are used rounded. The shard stays fp32 throughout.
 //
 // With offload_param on NVMe the shard itself lives in an unnamed file (parallel/zero/unnamed_file.h).
 // A gather reads its piece from the file (pread, from the page cache when recently written) without
@@ -47,9 +49,11 @@ class FullyShardedParameters : public ForwardPartHooks {
   FullyShardedParameters(const FullyShardedParameters&) = delete;
   FullyShardedParameters& operator=(const FullyShardedParameters&) = delete;
   // Mixed precision: `working` holds, per matmul weight (a parameter), the slot of its 16-bit working
-  // copy in `dtype`, which becomes a view into the unit's 16-bit buffer (call while whole).
-  // `gather_16bit`: the units with such a buffer are gathered into it (see above).
-  void keep_working_copies(at::ScalarType dtype, const std::vector<std::pair<at::Tensor, at::Tensor*>>& working, bool gather_16bit);
+  // copy in `dtype`, which becomes a view into the unit's 16-bit buffer (call while whole). Units
+  // made of `matmul_only` weights are gathered into that buffer; with `gather_16bit`, every unit
+  // with one is (see above).
+  void keep_working_copies(at::ScalarType dtype, const std::vector<std::pair<at::Tensor, at::Tensor*>>& working,
+                           const std::vector<at::Tensor>& matmul_only, bool gather_16bit);
 
   // Moves the shard into an unnamed file under `dir` (call before anything is in it); throws
   // std::invalid_argument saying what is wrong with `dir`.
@@ -91,6 +95,8 @@ class FullyShardedParameters : public ForwardPartHooks {
   };
   void start_trace();
   const std::vector<Event>& trace() const { return trace_; }
+  // Bytes this rank's gathers received since start_trace(), padding included.
+  int64_t gathered_bytes() const { return gathered_bytes_; }
 
  private:
   enum class State { Free, Gathering, Whole };
@@ -101,7 +107,7 @@ class FullyShardedParameters : public ForwardPartHooks {
   void evict(int64_t offset, int64_t numel);
   at::Tensor read_shard(int64_t offset, int64_t numel) const;  // from the file, throws naming it
   bool is_block(int part) const { return part >= 1 && part <= n_layer_; }
-  bool gathers_16bit(int unit) const { return gather_16bit_ && working_[unit].defined(); }
+  bool gathers_16bit(int unit) const { return working_[unit].defined() && (gather_16bit_ || matmul_only_[unit]); }
 
   std::shared_ptr<Group> group_;
   std::vector<FlatEntry> entries_;
@@ -115,7 +121,8 @@ class FullyShardedParameters : public ForwardPartHooks {
   Spans shard_decay_;
   std::vector<at::Tensor> whole_;  // per unit: its padded buffer, storage empty while free
   std::vector<at::Tensor> working_;  // per unit: the 16-bit copy of whole_ under mixed precision (else undefined)
-  bool gather_16bit_ = false;        // units with a working_ buffer are gathered into it
+  std::vector<bool> matmul_only_;    // per unit: only matmul weights, gathered into working_ (its whole_ stays empty)
+  bool gather_16bit_ = false;        // every unit with a working_ buffer is gathered into it
   std::vector<at::Tensor> sending_;  // per unit, while its gather runs: this rank's piece rounded or moved to the device
   std::vector<State> state_;
   std::vector<CommHandle> gathering_;
@@ -123,6 +130,7 @@ class FullyShardedParameters : public ForwardPartHooks {
   std::vector<int> part_of_unit_;
   std::vector<Event> trace_;
   double trace_start_ = 0;
+  int64_t gathered_bytes_ = 0;
 };
 
 }  // namespace dtrain
