@@ -24,20 +24,22 @@ perf record -F 499 -g -o "$out/perf.data" -p "$pid" 2>"$out/perf-record.log" &
 perf_pid=$!
 wait "$pid"
 wait "$perf_pid" || true
-perf report -i "$out/perf.data" --no-children --sort symbol --stdio --percent-limit 0.3 2>/dev/null |
+perf report -i "$out/perf.data" --no-children --sort dso,symbol --stdio 2>/dev/null |
   grep -E '^ +[0-9.]+%' >"$out/symbols.txt"
 /usr/bin/python3 - "$out/symbols.txt" "$threads" <<'PY'
 import re, sys
 rows = []
 for line in open(sys.argv[1]):
-    m = re.match(r"\s*([0-9.]+)%\s+\[.\]\s+(.*)", line)
+    m = re.match(r"\s*([0-9.]+)%\s+(.+?)\s+\[.\]\s+(.*)", line)
     if m:
-        rows.append((float(m.group(1)), m.group(2).strip()))
-gemm = re.compile(r"gemm|sgemm|brgemm|jit_avx|mkl_blas|pack", re.I)
-matmul = sum(p for p, s in rows if gemm.search(s))
+        rows.append((float(m.group(1)), m.group(2), m.group(3).strip()))
+# oneDNN generates its GEMM kernels at run time: perf sees them as code of no file ("[JIT]").
+gemm_symbol = re.compile(r"gemm|sgemm|brgemm|jit_avx|mkl_blas|pack", re.I)
+is_gemm = lambda dso, s: dso.startswith("[JIT]") or gemm_symbol.search(s)
+matmul = sum(p for p, d, s in rows if is_gemm(d, s))
 print(f"| one rank, {sys.argv[2]} thread(s) | share of samples |")
 print("|---|---:|")
 print(f"| matrix multiplication (GEMM kernels and packing) | {matmul:.1f}% |")
-for p, s in [r for r in rows if not gemm.search(r[1])][:10]:
+for p, d, s in [r for r in rows if not is_gemm(r[1], r[2])][:10]:
     print(f"| {s[:90]} | {p:.1f}% |")
 PY

@@ -61,7 +61,8 @@ wait  # FSDP's ranks sometimes abort while tearing Gloo down, after printing the
 import json, re, sys
 out, steps, warmup, peer = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
 kinds = [
-    ("matrix multiplication (GEMM kernels, packing)", lambda d, s: re.search(r"gemm|brgemm|jit_|mkl_blas|pack", s, re.I)),
+    # oneDNN generates its GEMM kernels at run time: perf sees them as code of no file ("[JIT]").
+    ("matrix multiplication (GEMM kernels, packing)", lambda d, s: d.startswith("[JIT]") or re.search(r"gemm|brgemm|jit_|mkl_blas|pack", s, re.I)),
     ("attention (fused kernel)", lambda d, s: re.search(r"flash|attention|sdpa", s, re.I)),
     ("Python interpreter", lambda d, s: d.startswith("python") or d.startswith("libpython") or re.match(r"_?Py", s)),
     ("memory copies and fills (libc)", lambda d, s: re.search(r"memcpy|memmove|memset", s)),
@@ -74,7 +75,7 @@ def profile(name):
     ms = {k: 0.0 for k, _ in kinds}
     tops = {k: [] for k, _ in kinds}
     for line in open(f"{out}/{name}.symbols"):
-        m = re.match(r"\s*([0-9.]+)%\s+(\S+)\s+\[(.)\]\s+(.*)", line)
+        m = re.match(r"\s*([0-9.]+)%\s+(.+?)\s+\[(.)\]\s+(.*)", line)
         if not m:
             continue
         pct, dso, _, sym = float(m.group(1)), m.group(2), m.group(3), m.group(4).strip()

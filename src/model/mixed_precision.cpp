@@ -2,6 +2,8 @@
 
 #include <torch/csrc/autograd/custom_function.h>
 
+#include "model/linear_gemm.h"
+
 namespace dtrain {
 
 namespace {
@@ -25,7 +27,7 @@ at::Tensor gemm_nt(const MixedPrecision& mp, const at::Tensor& a, const at::Tens
     if (out == at::kFloat && a.is_cuda() && a.dim() == 2) return at::mm(a, b.t(), at::kFloat);
     return at::matmul(a, b.t()).to(out);
   }
-  return at::matmul(a.to(at::kFloat), b.to(at::kFloat).t()).to(out);
+  return matmul_nt(a.to(at::kFloat), b.to(at::kFloat)).to(out);
 }
 
 // Inputs {x, working, weight} or {x, working, weight, bias}: a list, because autograd takes no
@@ -94,7 +96,7 @@ at::Tensor MixedPrecision::operand(const at::Tensor& t) const {
 
 at::Tensor mixed_linear(const MixedPrecision& mp, const at::Tensor& x, const at::Tensor& weight, const at::Tensor& working,
                         const at::Tensor& bias) {
-  if (!mp.enabled()) return at::linear(x, weight, bias);
+  if (!mp.enabled()) return linear_fp32(x, weight, bias);
   TORCH_CHECK(working.defined() && working.scalar_type() == mp.compute, "mixed_linear: the working copy of a ",
               c10::str(weight.sizes()), " weight is missing or not ", precision_name(mp.compute),
               " (refresh_working_copy not called?)");

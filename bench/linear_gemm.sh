@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# MKL's SGEMM (what at::linear and at::mm call) against oneDNN's matmul (what dtrain's fp32 linear
+# layers call on the CPU, src/model/linear_gemm.h) on the linear layers of the bench model
+# (bench/gpt_bench.json: d 384, MLP 1536, vocab 256, micro-batch 8 x 256 tokens), one thread: alone,
+# then two processes at once as the two ranks of the speed tables run. Prints the tables.
+# Usage: bench/linear_gemm.sh [REPS] [ROUNDS]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+reps=${1:-20}
+rounds=${2:-3}
+make -s build >/dev/null
+out=bench/out/linear_gemm
+rm -rf "$out"
+mkdir -p "$out"
+run() { build/bench_linear_gemm --reps "$reps" --rounds "$rounds" "$@"; }
+echo "one process, 1 thread:"
+run
+echo
+echo "two processes at once, 1 thread each (the first's table; the second's is in $out/second.md):"
+run >"$out/second.md" &
+run
+wait
