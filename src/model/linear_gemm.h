@@ -2,9 +2,9 @@
 // library LibTorch ships for its mkldnn operators) rather than the MKL SGEMM that at::linear calls:
 // MKL takes its own AVX2 kernels on AMD processors even where the processor has AVX-512, while
 // oneDNN picks its kernels by instruction set alone. On the benchmark machine (AMD EPYC with AVX-512)
-// that is 6-7% less time over the bench model's forward and backward products, and the GEMMs are
-// 85% of a step (bench/linear_gemm.sh compares the two on any machine). Other devices and types,
-// and a LibTorch built without oneDNN, keep ATen's kernels.
+// the output and input-gradient products take 5-20% less time, and the GEMMs are 85% of a step
+// (bench/linear_gemm.sh compares the two on any machine). Other devices and types, and a LibTorch
+// built without oneDNN, keep ATen's kernels.
 #pragma once
 #include <ATen/ATen.h>
 
