@@ -57,6 +57,14 @@ TEST(NvmeOptimizer, StreamsTheStateThroughSubGroupsExactlyLikeMemory) {
         NvmeOptimizer restored(make_elementwise_rule(spec), n, expected.options(), {scratch_dir("nvme_unit_restored"), sub_group});
         restored.load_state(memory->state());
         for (const auto& [name, t] : memory->state()) EXPECT_TRUE(torch::equal(t, restored.state().at(name))) << what << " " << name;
+        // A resume fills state()'s own mappings in place and loads them: the files keep what was written.
+        auto own = restored.state();
+        for (auto& [name, t] : own)
+          if (t.dim() > 0) t.fill_(0.5);
+        restored.load_state(own);
+        own.clear();
+        for (const auto& [name, t] : restored.state())
+          if (t.dim() > 0) EXPECT_TRUE(torch::equal(t, at::full({n}, 0.5f))) << what << " " << name;
         // At most three buffer sets, one per sub-group, of each state tensor (AdamW's fused path keeps no scratch).
         const int64_t groups = (n + sub_group - 1) / sub_group, buffer = std::min(sub_group, n);
         EXPECT_EQ(nvme.resident_bytes(), std::min<int64_t>(groups, 3) * int64_t(spec["type"] == "AdamW" ? 2 : 1) * buffer * 4) << what;

@@ -107,8 +107,19 @@ at::Tensor NvmeOptimizer::map_state(size_t i) const {
 
 std::map<std::string, at::Tensor> NvmeOptimizer::state() const {
   std::map<std::string, at::Tensor> out = {{"step", at::scalar_tensor(steps_, at::kLong)}};
-  for (size_t i = 0; i < names_.size(); ++i) out[names_[i]] = map_state(i);
+  handed_out_.clear();
+  for (size_t i = 0; i < names_.size(); ++i) {
+    out[names_[i]] = map_state(i);
+    handed_out_.push_back(out[names_[i]].storage().getWeakStorageImpl());
+  }
   return out;
+}
+
+bool NvmeOptimizer::is_state_mapping(size_t i, const at::Tensor& t) const {
+  // A weak reference: a mapping since unmapped cannot be mistaken for one that reuses its address.
+  if (i >= handed_out_.size()) return false;
+  const auto mapping = handed_out_[i].lock();
+  return mapping && mapping.get() == t.storage().unsafeGetStorageImpl() && t.storage_offset() == 0 && t.numel() == numel_;
 }
 
 std::vector<FlatOptimizer::StateEntry> NvmeOptimizer::state_entries() const {
@@ -119,8 +130,10 @@ std::vector<FlatOptimizer::StateEntry> NvmeOptimizer::state_entries() const {
 
 void NvmeOptimizer::load_state(const std::map<std::string, at::Tensor>& state) {
   for (size_t i = 0; i < names_.size(); ++i) {
+    const auto it = state.find(names_[i]);
+    if (it != state.end() && is_state_mapping(i, it->second)) continue;  // written through: the file holds it
     at::Tensor t = map_state(i);
-    restore_state_tensor(state, names_[i], t);  // onto itself when `state` came from state() and was filled in place
+    restore_state_tensor(state, names_[i], t);
   }
   steps_ = state_step(state);
 }

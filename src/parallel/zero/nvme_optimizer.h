@@ -38,6 +38,8 @@ class NvmeOptimizer : public ElementwiseOptimizer {
   // kept in memory: a later step changes what they hold.
   std::map<std::string, at::Tensor> state() const override;
   std::vector<StateEntry> state_entries() const override;
+  // Copies into the files what is not already there: state()'s own mappings, filled in place (a
+  // resume), are skipped.
   void load_state(const std::map<std::string, at::Tensor>& state) override;
   double base_lr() const override { return rule_->base_lr(); }
   // The streaming buffers and the rule's scratch: what stays in memory.
@@ -52,6 +54,7 @@ class NvmeOptimizer : public ElementwiseOptimizer {
   // Starts moving sub-group `group` of every streamed file into (out of) buffer set `set`.
   std::vector<uint64_t> transfer(bool write, int64_t group, int set) const;
   at::Tensor map_state(size_t i) const;  // state tensor i's file, mapped shared
+  bool is_state_mapping(size_t i, const at::Tensor& t) const;  // t is state()'s mapping of file i, still alive
   int64_t group_begin(int64_t group) const { return group * sub_group_; }
   int64_t group_numel(int64_t group) const { return std::min(sub_group_, numel_ - group_begin(group)); }
   // What errors call file i (they have no names of their own).
@@ -71,6 +74,7 @@ class NvmeOptimizer : public ElementwiseOptimizer {
   std::vector<std::vector<at::Tensor>> buffers_;  // per buffer set, per streamed file: sub_group_ elements
   std::unique_ptr<AsyncFileIo> io_;
   int64_t steps_ = 0;
+  mutable std::vector<c10::weak_intrusive_ptr<c10::StorageImpl>> handed_out_;  // per state file: state()'s last mapping
 };
 
 }  // namespace dtrain
