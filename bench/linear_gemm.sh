@@ -2,7 +2,9 @@
 # MKL's SGEMM (what at::linear and at::mm call) against oneDNN's matmul (what dtrain's fp32 linear
 # layers call on the CPU, src/model/linear_gemm.h) on the linear layers of the bench model
 # (bench/gpt_bench.json: d 384, MLP 1536, vocab 256, micro-batch 8 x 256 tokens), one thread: alone,
-# then two processes at once as the two ranks of the speed tables run. Prints the tables.
+# then two processes at once as the two ranks of the speed tables run; last, the totals alone again
+# under each MKL setting that selects its code path, to see whether one gives MKL what oneDNN has.
+# Prints the tables.
 # Usage: bench/linear_gemm.sh [REPS] [ROUNDS]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -20,3 +22,11 @@ echo "two processes at once, 1 thread each (the first's table; the second's is i
 run >"$out/second.md" &
 run
 wait
+echo
+echo "MKL's code-path settings, one process (totals over the 15 products, ms):"
+echo "| setting | MKL SGEMM | oneDNN matmul |"
+echo "|---|---:|---:|"
+for setting in "" MKL_ENABLE_INSTRUCTIONS=AVX512 MKL_CBWR=AVX512 MKL_DEBUG_CPU_TYPE=5; do
+  env $setting build/bench_linear_gemm --reps "$reps" --rounds "$rounds" | awk -F'|' -v s="${setting:-as shipped}" \
+    '$2 ~ /^ all $/ { printf "| %s | %.1f | %.1f |\n", s, $5, $6 }'
+done
