@@ -7,6 +7,7 @@
 #include <torch/types.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -196,18 +197,31 @@ TEST(NvmeOffload, TrainsAndResumesBitForBitLikeStateInMemory) {
 }
 
 // The parameter shard on NVMe with the optimizer state in memory: gathers read the file, the step
-// updates the shard through its mapping.
+// updates the shard through its mapping. In forward each part's piece is read while the part two
+// before it computes, ahead of its gather (the trace of wall_clock_breakdown, read for order only).
 TEST(NvmeOffload, TheParameterShardAloneOnNvmeTrainsBitForBitLikeMemory) {
   const TrainingRun memory = train(scratch_dir("nvme_param_memory"), 2, job(3));
   ASSERT_EQ(memory.result.exit_code, 0) << memory.result.output;
   auto sets = job(3);
   sets.push_back("zero_optimization.offload_param={\"device\":\"nvme\",\"nvme_path\":\"" + scratch_dir("nvme_param_path") + "\"}");
+  sets.push_back("wall_clock_breakdown=true");
   const TrainingRun offloaded = train(scratch_dir("nvme_param_offloaded"), 2, sets);
   ASSERT_EQ(offloaded.result.exit_code, 0) << offloaded.result.output;
   EXPECT_TRUE(contains(offloaded.result.output, "mapped for the optimizer step")) << offloaded.result.output;
   ASSERT_EQ(offloaded.steps.size(), 6u);
   for (int i = 0; i < 6; ++i) EXPECT_EQ(offloaded.steps[i]["loss"].get<double>(), memory.steps[i]["loss"].get<double>()) << "step " << i + 1;
   expect_same_parameters(final_parameters(memory, 6), final_parameters(offloaded, 6));
+  std::vector<std::pair<std::string, int>> events;
+  for (const auto& e : offloaded.steps[1]["unit_trace"]) events.emplace_back(e[0].get<std::string>(), e[1].get<int>());
+  auto first = [&](const std::string& what, int part) {
+    return size_t(std::find(events.begin(), events.end(), std::make_pair(what, part)) - events.begin());
+  };
+  const int last_part = 3;  // the tiny model's two blocks are parts 1 and 2, the head part 3
+  for (int part = 2; part <= last_part; ++part) {
+    ASSERT_LT(first("read", part), events.size()) << "part " << part << " never read ahead";
+    EXPECT_LT(first("read", part), first("end", part - 2)) << "part " << part;
+    EXPECT_LT(first("read", part), first("gather", part)) << "part " << part;
+  }
 }
 
 TEST(NvmeOffload, AMissingPathIsANamedErrorAndNothingIsWritten) {

@@ -10,7 +10,6 @@
 #include <chrono>
 #include <cstring>
 
-#include "common/positioned_io.h"
 #include "parallel/zero/host_offload_optimizer.h"
 #include "parallel/zero/parameter_units.h"
 #include "parallel/zero/unnamed_file.h"
@@ -112,20 +111,48 @@ void FullyShardedParameters::keep_shard_in_file(const std::string& dir) {
   shard_ = at::from_blob(data, shard_.sizes(), [bytes](void* p) { ::munmap(p, bytes); }, shard_.options().device(at::kCPU));
   shard_fd_ = fd;
   shard_file_name_ = "the parameter shard's file in " + dir;
+  io_ = std::make_unique<AsyncFileIo>();
 }
 
 FullyShardedParameters::~FullyShardedParameters() {
+  drop_reads();  // the kernel writes into their buffers until they complete
   if (shard_fd_ >= 0) ::close(shard_fd_);  // the mapping, wherever shard_ still lives, keeps the file
 }
 
-at::Tensor FullyShardedParameters::read_shard(int64_t offset, int64_t numel) const {
-  at::Tensor out = at::empty({numel}, host_staging_options(shard_.options(), whole_.front().device()));
-  const off_t at = off_t(offset * shard_.element_size());
-  const size_t got = transfer_all(false, shard_fd_, static_cast<char*>(out.data_ptr()), out.nbytes(), at);
-  if (got != out.nbytes())
-    throw std::runtime_error("cannot read " + shard_file_name_ + " at byte " + std::to_string(at + off_t(got)) + ": " +
-                             (errno ? std::strerror(errno) : "end of file"));
-  return out;
+void FullyShardedParameters::read_ahead(int part) {
+  if (!shard_in_file() || part < 0 || part >= int(units_of_part_.size())) return;
+  for (int u : units_of_part_[size_t(part)]) {
+    if (state_[u] != State::Free || reads_.count(u)) continue;
+    start_read(u);
+    note("read", part);
+  }
+}
+
+void FullyShardedParameters::start_read(int unit) {
+  const ShardPiece& p = shards_.pieces()[unit];
+  PieceRead& r = reads_[unit];
+  r.buffer = at::empty({p.piece}, host_staging_options(shard_.options(), whole_.front().device()));
+  r.ticket = io_->read(shard_fd_, shard_file_name_, r.buffer.data_ptr(), r.buffer.nbytes(), off_t(p.shard_offset * shard_.element_size()));
+}
+
+at::Tensor FullyShardedParameters::take_piece(int unit) {
+  if (!reads_.count(unit)) start_read(unit);
+  const auto it = reads_.find(unit);
+  at::Tensor piece = it->second.buffer;
+  const uint64_t ticket = it->second.ticket;
+  reads_.erase(it);
+  io_->wait(ticket);
+  return piece;
+}
+
+void FullyShardedParameters::drop_reads() {
+  for (auto& [unit, r] : reads_) {
+    try {
+      io_->wait(r.ticket);  // the kernel writes into the buffer until the read completes
+    } catch (const std::exception&) {  // nobody needs the data: a gather of the unit reads it again, and reports
+    }
+  }
+  reads_.clear();
 }
 
 void FullyShardedParameters::keep_shard_on_host() {
@@ -165,7 +192,7 @@ void FullyShardedParameters::gather(int unit) {
   // The piece sent is read from the shard's file without mapping it in (offload_param nvme), copied
   // from the host to the device the unit lives on (offload_param), and rounded to 16 bits there,
   // wherever it differs from the unit's.
-  at::Tensor piece = shard_in_file() ? (sending_[unit] = read_shard(p.shard_offset, p.piece)) : shard_.narrow(0, p.shard_offset, p.piece);
+  at::Tensor piece = shard_in_file() ? (sending_[unit] = take_piece(unit)) : shard_.narrow(0, p.shard_offset, p.piece);
   if (piece.device() != into.device()) piece = sending_[unit] = piece.to(into.device(), /*non_blocking=*/true);
   if (piece.scalar_type() != into.scalar_type()) piece = sending_[unit] = piece.to(into.scalar_type());
   gathering_[unit] = all_gather_async(*group_, piece, into, label);
@@ -218,10 +245,14 @@ void FullyShardedParameters::release_all() {
 }
 
 void FullyShardedParameters::before_part(int part) {
+  // The shard changes only between passes (the optimizer's step, a resume): what was read ahead in
+  // the last one may be stale.
+  if (part == 0) drop_reads();
   note("begin", part);
   for (int u : units_of_part_[size_t(part)]) wait(u);
   if (part + 1 < int(units_of_part_.size()))
     for (int u : units_of_part_[size_t(part + 1)]) gather(u);
+  read_ahead(part + 2);
 }
 
 void FullyShardedParameters::after_part(int part, const at::Tensor& output) {
@@ -244,6 +275,7 @@ void FullyShardedParameters::after_part(int part, const at::Tensor& output) {
     for (int u : units_of_part_[size_t(part)]) wait(u);
     if (is_block(part - 1))
       for (int u : units_of_part_[size_t(part - 1)]) gather(u);
+    if (is_block(part - 2)) read_ahead(part - 2);
   });
 }
 

@@ -20,13 +20,16 @@
 // one instead, and the unit's other parameters are used rounded. The shard stays fp32 throughout.
 //
 // With offload_param on NVMe the shard itself lives in an unnamed file (parallel/zero/unnamed_file.h).
-// A gather reads its piece from the file (pread, from the page cache when recently written) without
-// mapping it in; the optimizer streams the shard through its buffers when its state is on NVMe too
+// A gather takes its piece from the file without mapping it in, read with asynchronous I/O one part
+// ahead of its gather (io_uring, AsyncFileIo), so the disk works while the part before computes; reads
+// left over are dropped when the next pass begins, since the shard changes only between passes. The
+// optimizer streams the shard through its buffers when its state is on NVMe too
 // (NvmeOptimizer::stream_parameters_from). Every other reader (a checkpoint, the finiteness check,
 // the optimizer with its state in memory) sees shard() as the file's shared mapping, into which the
 // kernel reads pages as they are touched; they leave this process's memory again with evict_shard(),
 // their contents kept by the file.
 #pragma once
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -34,6 +37,7 @@
 #include "comm/collectives.h"
 #include "model/forward_part_hooks.h"
 #include "optim/flat_parameters.h"
+#include "parallel/zero/async_file_io.h"
 #include "parallel/zero/bucket_shards.h"
 
 namespace dtrain {
@@ -85,9 +89,9 @@ class FullyShardedParameters : public ForwardPartHooks {
   void gradients_taken(int unit) { release(unit); }
 
   // What the passes since start_trace() did, in order: "begin"/"end" of a part's forward, "backward"
-  // when its backward begins, "gather" (launched), "gathered" (waited for) and "free" of its
-  // parameters, each with the part's index and ms since start_trace(). For wall_clock_breakdown and
-  // the prefetch test.
+  // when its backward begins, "read" (of its pieces from the shard's file, started ahead), "gather"
+  // (launched), "gathered" (waited for) and "free" of its parameters, each with the part's index and
+  // ms since start_trace(). For wall_clock_breakdown and the prefetch tests.
   struct Event {
     std::string what;
     int index;
@@ -105,7 +109,12 @@ class FullyShardedParameters : public ForwardPartHooks {
   void release(int unit);
   void note(const char* what, int part);
   void evict(int64_t offset, int64_t numel);
-  at::Tensor read_shard(int64_t offset, int64_t numel) const;  // from the file, throws naming it
+  // Pieces from the shard's file: the reads of a part's free units started ahead, one started, the
+  // piece of a unit taken (read now unless read ahead; throws naming the file), all pending dropped.
+  void read_ahead(int part);
+  void start_read(int unit);
+  at::Tensor take_piece(int unit);
+  void drop_reads();
   bool is_block(int part) const { return part >= 1 && part <= n_layer_; }
   bool gathers_16bit(int unit) const { return working_[unit].defined() && (gather_16bit_ || matmul_only_[unit]); }
 
@@ -118,6 +127,12 @@ class FullyShardedParameters : public ForwardPartHooks {
   at::Tensor shard_;
   int shard_fd_ = -1;
   std::string shard_file_name_;
+  std::unique_ptr<AsyncFileIo> io_;  // with the shard in a file
+  struct PieceRead {
+    at::Tensor buffer;
+    uint64_t ticket = 0;
+  };
+  std::map<int, PieceRead> reads_;  // per unit, pieces being read ahead of their gathers
   Spans shard_decay_;
   std::vector<at::Tensor> whole_;  // per unit: its padded buffer, storage empty while free
   std::vector<at::Tensor> working_;  // per unit: the 16-bit copy of whole_ under mixed precision (else undefined)
