@@ -9,10 +9,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rounds=${1:-15}
-make -s build >/dev/null
-out=bench/out/activation_cost
-rm -rf "$out"
-mkdir -p "$out"
+source bench/prepare.sh activation_cost
 bench=build/bench_activation_checkpointing
 for precision in fp32 bf16; do
   echo "$precision, 1x2..." >&2

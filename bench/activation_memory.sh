@@ -10,10 +10,7 @@ cd "$(dirname "$0")/.."
 steps=${1:-8}
 rounds=${2:-1}
 warmup=2
-make -s build >/dev/null
-out=bench/out/activation_memory
-rm -rf "$out"
-mkdir -p "$out"
+source bench/prepare.sh activation_memory
 modes=(none selective every:2 full)
 for ((round = 1; round <= rounds; round++)); do
 for precision in fp32 bf16; do

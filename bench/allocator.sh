@@ -10,10 +10,7 @@ cd "$(dirname "$0")/.."
 steps=${1:-15}
 rounds=${2:-2}
 warmup=3
-make -s build >/dev/null
-out=bench/out/allocator
-rm -rf "$out"
-mkdir -p "$out"
+source bench/prepare.sh allocator
 lib=/usr/lib/x86_64-linux-gnu
 declare -A env_of=(
   [glibc]="DTRAIN_GLIBC_MALLOC_DEFAULTS=1"

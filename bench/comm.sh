@@ -10,11 +10,7 @@ max_bytes=${1:-67108864}
 shift || true
 rank_counts=("$@")
 [ ${#rank_counts[@]} -gt 0 ] || rank_counts=(2 4)
-scripts/setup.sh --bench
-make -s build >/dev/null
-out=bench/out/comm
-rm -rf "$out"
-mkdir -p "$out"
+source bench/prepare.sh comm --peers
 gcc -O2 bench/memcpy_bandwidth.c -o "$out/memcpy_bandwidth"
 mpicc -O2 bench/mpi_collectives.c -o "$out/mpi_collectives"
 

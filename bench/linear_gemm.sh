@@ -10,10 +10,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 reps=${1:-20}
 rounds=${2:-3}
-make -s build >/dev/null
-out=bench/out/linear_gemm
-rm -rf "$out"
-mkdir -p "$out"
+source bench/prepare.sh linear_gemm
 run() { build/bench_linear_gemm --reps "$reps" --rounds "$rounds" "$@"; }
 echo "one process, 1 thread:"
 run

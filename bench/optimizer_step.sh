@@ -10,12 +10,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 rounds=${1:-3}
 steps=${2:-10}
-make -s build >/dev/null
-scripts/setup.sh --bench >/dev/null
+source bench/prepare.sh optimizer_step --peers
 source bench/peer_settings.sh
-out=bench/out/optimizer_step
-rm -rf "$out"
-mkdir -p "$out"
 shapes=$out/shapes.json
 for round in $(seq "$rounds"); do
   for threads in 1 2; do

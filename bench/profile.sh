@@ -8,10 +8,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 steps=${1:-12}
 threads=${2:-1}
-make -s build >/dev/null
-out=bench/out/profile
-rm -rf "$out"
-mkdir -p "$out"
+source bench/prepare.sh profile
 build/dtrain train --config bench/gpt_bench.json --set train.threads="$threads" --set train.steps="$steps" \
   --set train.peak_flops=1e11 --set train.run_dir="$out/run" >"$out/train.log" 2>&1 &
 pid=$!

@@ -9,10 +9,7 @@ cd "$(dirname "$0")/.."
 steps=${1:-15}
 rounds=${2:-2}
 warmup=3
-make -s build >/dev/null
-out=bench/out/scaling
-rm -rf "$out"
-mkdir -p "$out"
+source bench/prepare.sh scaling
 for ((round = 1; round <= rounds; round++)); do
   for run in "1 auto" "2 auto" "2 gloo"; do
     read -r ranks backend <<<"$run"

@@ -9,17 +9,13 @@
 # and ROUNDS rounds of all of them interleave, so that a slow spell of a shared machine hits every
 # row alike; each row reports its best round. Last, bench/profile.sh says where one rank's step
 # goes (the share in matrix multiplication) on the same build.
-# Usage: bench/train.sh [STEPS] [ROUNDS]     Prints two tables (also kept in bench/out/).
+# Usage: bench/train.sh [STEPS] [ROUNDS]     Prints two tables (also kept in bench/out/train/).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 steps=${1:-20}
 rounds=${2:-1}
 warmup=3
-scripts/setup.sh --bench
-make -s build >/dev/null
-out=bench/out
-rm -rf "$out"
-mkdir -p "$out"
+source bench/prepare.sh train --peers
 source bench/peer_settings.sh
 declare -A settings=([shipped]="" [malloc]="$kept_malloc" [malloc+passive]="$kept_malloc $passive_wait")
 

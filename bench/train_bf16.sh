@@ -14,11 +14,7 @@ cd "$(dirname "$0")/.."
 steps=${1:-10}
 pt_steps=${2:-1}
 warmup=3
-scripts/setup.sh --bench
-make -s build >/dev/null
-out=bench/out/bf16
-rm -rf "$out"
-mkdir -p "$out"
+source bench/prepare.sh bf16 --peers
 source bench/peer_settings.sh
 tuned="$kept_malloc $passive_wait"
 

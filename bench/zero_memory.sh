@@ -13,10 +13,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 steps=${1:-3}
 rounds=${2:-3}
-make -s build >/dev/null
-out=bench/out/zero_memory
-rm -rf "$out"
-mkdir -p "$out"
+source bench/prepare.sh zero_memory
 stages=(0 1 2 3)
 mkdir -p "$out/nvme"
 for ((round = 1; round <= rounds; round++)); do

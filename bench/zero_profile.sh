@@ -14,11 +14,7 @@ steps=${2:-10}
 warmup=3
 peers=(ddp zero1 fsdp_grad_op fsdp_full)
 peer=${peers[$stage]}
-scripts/setup.sh --bench
-make -s build >/dev/null
-out=bench/out/zero_profile
-rm -rf "$out"
-mkdir -p "$out"
+source bench/prepare.sh zero_profile --peers
 source bench/peer_settings.sh
 
 # profile NAME PID MARKER_FILE MARKER: records PID from the first MARKER line in MARKER_FILE until it exits.

@@ -13,11 +13,7 @@ cd "$(dirname "$0")/.."
 steps=${1:-10}
 rounds=${2:-1}
 warmup=3
-scripts/setup.sh --bench
-make -s build >/dev/null
-out=bench/out/zero_speed
-rm -rf "$out"
-mkdir -p "$out"
+source bench/prepare.sh zero_speed --peers
 source bench/peer_settings.sh
 declare -A settings=([shipped]="" [tuned]="$kept_malloc $passive_wait")
 for ((round = 1; round <= rounds; round++)); do
