@@ -1,7 +1,7 @@
 // The three products of each linear layer of a GPT (the output x·Wᵀ + b, the input gradient g·W,
 // the weight gradient gᵀ·x) timed through MKL's SGEMM, as at::linear and at::mm take them, and
-// through oneDNN's matmul as matmul_nt (model/linear_gemm.h) takes it, and which of the two the
-// model's fp32 layers use (linear_fp32). Per product: the best of --rounds rounds of the median of
+// through oneDNN's inner product (ATen's mkldnn linear operator, as model/linear_gemm.h calls it),
+// and which of the two the model's fp32 layers take (matmul_nt's choice). Per product: the best of --rounds rounds of the median of
 // --reps calls, the two sides alternating. Prints a table.
 // Usage: build/bench_linear_gemm [--d-model 384] [--d-ff 1536] [--vocab 256] [--tokens 2048] [--threads 1]
 #include <CLI/CLI.hpp>
@@ -36,7 +36,7 @@ double median_ms(const std::function<at::Tensor()>& call, int reps) {
 int main(int argc, char** argv) {
   int64_t d = 384, ff = 1536, vocab = 256, tokens = 2048;
   int threads = 1, reps = 20, rounds = 3;
-  CLI::App app{"MKL's SGEMM against oneDNN's matmul on a GPT's linear layers."};
+  CLI::App app{"MKL's SGEMM against oneDNN's inner product on a GPT's linear layers."};
   app.add_option("--d-model", d, "model width")->capture_default_str()->check(dtrain::whole_number(1, 1 << 20));
   app.add_option("--d-ff", ff, "MLP width")->capture_default_str()->check(dtrain::whole_number(1, 1 << 20));
   app.add_option("--vocab", vocab, "vocabulary (the head)")->capture_default_str()->check(dtrain::whole_number(1, 1 << 24));
@@ -47,7 +47,7 @@ int main(int argc, char** argv) {
   if (const auto code = dtrain::parse_command_line(app, argc, argv)) return *code;
 
   at::set_num_threads(threads);
-  std::printf("| layer | out x in | product | MKL SGEMM (ms) | oneDNN matmul (ms) | MKL / oneDNN | dtrain takes |\n"
+  std::printf("| layer | out x in | product | MKL SGEMM (ms) | oneDNN (ms) | MKL / oneDNN | dtrain takes |\n"
               "|---|---|---|---:|---:|---:|---|\n");
   double mkl_total = 0, onednn_total = 0, dtrain_total = 0;
   const std::vector<std::tuple<const char*, int64_t, int64_t>> layers = {
@@ -56,9 +56,9 @@ int main(int argc, char** argv) {
     const at::Tensor x = torch::randn({tokens, k}), w = torch::randn({n, k}), b = torch::randn({n}), g = torch::randn({tokens, n});
     using Product = std::tuple<const char*, std::function<at::Tensor()>, std::function<at::Tensor()>, bool>;
     const std::vector<Product> products = {
-        {"x·Wᵀ + b", [&] { return at::linear(x, w, b); }, [&] { return dtrain::matmul_nt(x, w, b); }, true},
-        {"g·W", [&] { return at::mm(g, w); }, [&] { return dtrain::matmul_nt(g, w.t()); }, true},
-        {"gᵀ·x", [&] { return at::mm(g.t(), x); }, [&] { return dtrain::matmul_nt(g.t(), x.t()); }, false}};
+        {"x·Wᵀ + b", [&] { return at::linear(x, w, b); }, [&] { return dtrain::onednn_matmul_nt(x, w, b); }, dtrain::matmul_nt_uses_onednn(x)},
+        {"g·W", [&] { return at::mm(g, w); }, [&] { return dtrain::onednn_matmul_nt(g, w.t()); }, dtrain::matmul_nt_uses_onednn(g)},
+        {"gᵀ·x", [&] { return at::mm(g.t(), x); }, [&] { return dtrain::onednn_matmul_nt(g.t(), x.t()); }, dtrain::matmul_nt_uses_onednn(g.t())}};
     for (const auto& [product, mkl, onednn, dtrain_onednn] : products) {
       double best_mkl = 1e300, best_onednn = 1e300;
       for (int r = 0; r < rounds; ++r) {

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# MKL's SGEMM (what at::linear and at::mm call) against oneDNN's matmul (what dtrain's fp32 linear
+# MKL's SGEMM (what at::linear and at::mm call) against oneDNN's inner product (what dtrain's fp32 linear
 # layers call on the CPU, src/model/linear_gemm.h) on the linear layers of the bench model
 # (bench/gpt_bench.json: d 384, MLP 1536, vocab 256, micro-batch 8 x 256 tokens), one thread: alone,
 # then two processes at once as the two ranks of the speed tables run; last, the totals alone again
@@ -17,11 +17,12 @@ run
 echo
 echo "two processes at once, 1 thread each (the first's table; the second's is in $out/second.md):"
 run >"$out/second.md" &
+second=$!
 run
-wait
+wait "$second"
 echo
 echo "MKL's code-path settings, one process (totals over the 15 products, ms):"
-echo "| setting | MKL SGEMM | oneDNN matmul |"
+echo "| setting | MKL SGEMM | oneDNN |"
 echo "|---|---:|---:|"
 for setting in "" MKL_ENABLE_INSTRUCTIONS=AVX512 MKL_CBWR=AVX512 MKL_DEBUG_CPU_TYPE=5; do
   env $setting build/bench_linear_gemm --reps "$reps" --rounds "$rounds" | awk -F'|' -v s="${setting:-as shipped}" \

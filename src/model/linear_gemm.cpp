@@ -13,7 +13,7 @@ namespace {
 using OneDnnLinear = at::Tensor(const at::Tensor&, const at::Tensor&, const std::optional<at::Tensor>&, std::string_view,
                                 c10::List<std::optional<at::Scalar>>, std::optional<std::string_view>);
 
-// ATen's operator over oneDNN's matmul, found once; absent from a LibTorch built without oneDNN.
+// ATen's operator over oneDNN's inner product, found once; absent from a LibTorch built without oneDNN.
 const std::optional<c10::TypedOperatorHandle<OneDnnLinear>>& onednn_linear() {
   static const std::optional<c10::TypedOperatorHandle<OneDnnLinear>> op = []() -> std::optional<c10::TypedOperatorHandle<OneDnnLinear>> {
     if (!at::hasMKLDNN()) return std::nullopt;
@@ -30,9 +30,10 @@ using torch::autograd::variable_list;
 // Inputs {x, weight} or {x, weight, bias}: autograd takes no undefined tensor as an input.
 struct LinearFp32 : public torch::autograd::Function<LinearFp32> {
   static at::Tensor forward(AutogradContext* ctx, at::TensorList inputs) {
-    ctx->save_for_backward({inputs[0], inputs[1]});
+    const at::Tensor &x = inputs[0], &weight = inputs[1];
+    ctx->save_for_backward({weight.requires_grad() ? x : at::Tensor(), x.requires_grad() ? weight : at::Tensor()});
     ctx->saved_data["bias"] = inputs.size() == 3;
-    return matmul_nt(inputs[0], inputs[1], inputs.size() == 3 ? inputs[2] : at::Tensor());
+    return matmul_nt(x, weight, inputs.size() == 3 ? inputs[2] : at::Tensor());
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grad_outputs) {
@@ -42,9 +43,7 @@ struct LinearFp32 : public torch::autograd::Function<LinearFp32> {
     variable_list grads(has_bias ? 3 : 2);
     if (ctx->needs_input_grad(0)) grads[0] = matmul_nt(g, weight.t());
     const at::Tensor g2 = g.reshape({-1, g.size(-1)});
-    // The weight gradient sums over tokens, along both operands' rows: ATen's oneDNN operator would
-    // copy gᵀ into rows first, while MKL reads it transposed in place, in the same time.
-    if (ctx->needs_input_grad(1)) grads[1] = at::mm(g2.t(), x.reshape({-1, x.size(-1)}));
+    if (ctx->needs_input_grad(1)) grads[1] = matmul_nt(g2.t(), x.reshape({-1, x.size(-1)}).t());
     if (has_bias && ctx->needs_input_grad(2)) grads[2] = g2.sum(0);
     return grads;
   }
@@ -52,11 +51,20 @@ struct LinearFp32 : public torch::autograd::Function<LinearFp32> {
 
 }  // namespace
 
-bool matmul_nt_uses_onednn(const at::Tensor& a) { return a.is_cpu() && a.scalar_type() == at::kFloat && onednn_linear().has_value(); }
+bool onednn_available() { return onednn_linear().has_value(); }
+
+bool matmul_nt_uses_onednn(const at::Tensor& a) {
+  return a.is_cpu() && a.scalar_type() == at::kFloat && a.is_contiguous() && onednn_available();
+}
+
+at::Tensor onednn_matmul_nt(const at::Tensor& a, const at::Tensor& b, const at::Tensor& bias) {
+  TORCH_CHECK(onednn_available(), "onednn_matmul_nt: this LibTorch has no oneDNN");
+  return onednn_linear()->call(a, b, bias.defined() ? std::optional<at::Tensor>(bias) : std::nullopt, "none",
+                               c10::List<std::optional<at::Scalar>>(), std::nullopt);
+}
 
 at::Tensor matmul_nt(const at::Tensor& a, const at::Tensor& b, const at::Tensor& bias) {
-  if (!matmul_nt_uses_onednn(a)) return at::linear(a, b, bias);
-  return onednn_linear()->call(a, b, bias.defined() ? std::optional<at::Tensor>(bias) : std::nullopt, "none", c10::List<std::optional<at::Scalar>>(), std::nullopt);
+  return matmul_nt_uses_onednn(a) ? onednn_matmul_nt(a, b, bias) : at::linear(a, b, bias);
 }
 
 at::Tensor linear_fp32(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias) {

@@ -43,7 +43,7 @@ double measure_matmul_flops(const at::Device& device, int64_t tokens, int64_t d_
   const at::Tensor g = at::full({tokens, d_ff}, 0.125, options);
   return std::max({best_rate([&] { return matmul_nt(x, w); }, flops, kWindows, window_s),
                    best_rate([&] { return matmul_nt(g, w.t()); }, flops, kWindows, window_s),
-                   best_rate([&] { return at::mm(g.t(), x); }, flops, kWindows, window_s)});
+                   best_rate([&] { return matmul_nt(g.t(), x.t()); }, flops, kWindows, window_s)});
 }
 
 }  // namespace dtrain

@@ -90,8 +90,9 @@ void FullyShardedParameters::keep_working_copies(at::ScalarType dtype, const std
     for (int i = b.first_entry; i < b.first_entry + b.entries; ++i) {
       const FlatEntry& e = entries_[i];
       const auto it = std::find_if(working.begin(), working.end(), [&](const auto& w) { return w.first.is_same(e.param); });
-      const bool sole = std::any_of(matmul_only.begin(), matmul_only.end(), [&](const at::Tensor& w) { return w.is_same(e.param); });
-      matmul_only_[u] = matmul_only_[u] && sole && it != working.end();
+      const bool sole = is_one_of(e.param, matmul_only);
+      TORCH_CHECK(!sole || it != working.end(), "FullyShardedParameters::keep_working_copies: ", e.name, " is matmul-only without a working copy");
+      matmul_only_[u] = matmul_only_[u] && sole;
       if (it == working.end()) continue;
       if (!working_[u].defined()) working_[u] = whole_[u].to(dtype);
       *it->second = alias(working_[u], e.offset - b.offset, e.numel, e.param.sizes());
@@ -116,6 +117,7 @@ void FullyShardedParameters::keep_shard_in_file(const std::string& dir) {
 
 FullyShardedParameters::~FullyShardedParameters() {
   drop_reads();  // the kernel writes into their buffers until they complete
+  for (at::Tensor& t : abandoned_) t.unsafeReleaseTensorImpl();  // left to the kernel: never freed
   if (shard_fd_ >= 0) ::close(shard_fd_);  // the mapping, wherever shard_ still lives, keeps the file
 }
 
@@ -130,26 +132,28 @@ void FullyShardedParameters::read_ahead(int part) {
 
 void FullyShardedParameters::start_read(int unit) {
   const ShardPiece& p = shards_.pieces()[unit];
-  PieceRead& r = reads_[unit];
+  PieceRead r;
   r.buffer = at::empty({p.piece}, host_staging_options(shard_.options(), whole_.front().device()));
   r.ticket = io_->read(shard_fd_, shard_file_name_, r.buffer.data_ptr(), r.buffer.nbytes(), off_t(p.shard_offset * shard_.element_size()));
+  reads_[unit] = std::move(r);
 }
 
 at::Tensor FullyShardedParameters::take_piece(int unit) {
   if (!reads_.count(unit)) start_read(unit);
-  const auto it = reads_.find(unit);
-  at::Tensor piece = it->second.buffer;
-  const uint64_t ticket = it->second.ticket;
-  reads_.erase(it);
-  io_->wait(ticket);
+  io_->wait(reads_.at(unit).ticket);  // on failure the entry stays, and drop_reads() deals with it
+  at::Tensor piece = std::move(reads_.at(unit).buffer);
+  reads_.erase(unit);
   return piece;
 }
 
 void FullyShardedParameters::drop_reads() {
   for (auto& [unit, r] : reads_) {
     try {
-      io_->wait(r.ticket);  // the kernel writes into the buffer until the read completes
-    } catch (const std::exception&) {  // nobody needs the data: a gather of the unit reads it again, and reports
+      io_->wait(r.ticket);
+    } catch (const std::exception&) {
+      // Nobody needs the data (a gather of the unit reads it again, and reports), but the kernel
+      // may still write into the buffer: it must outlive this object.
+      abandoned_.push_back(std::move(r.buffer));
     }
   }
   reads_.clear();
@@ -173,10 +177,13 @@ void FullyShardedParameters::evict(int64_t offset, int64_t numel) {
   ::madvise(reinterpret_cast<void*>(from), to - from, MADV_DONTNEED);
 }
 
-void FullyShardedParameters::note(const char* what, int part) { trace_.push_back({what, part, now_ms() - trace_start_}); }
+void FullyShardedParameters::note(const char* what, int part) {
+  if (tracing_) trace_.push_back({what, part, now_ms() - trace_start_});
+}
 
 void FullyShardedParameters::start_trace() {
   trace_.clear();
+  tracing_ = true;
   trace_start_ = now_ms();
   gathered_bytes_ = 0;
 }
@@ -232,7 +239,8 @@ void FullyShardedParameters::release(int unit) {
 void FullyShardedParameters::reshard() {
   at::NoGradGuard no_grad;
   for (int u = 0; u < int(units_.size()); ++u) {
-    TORCH_CHECK(state_[u] == State::Whole, "FullyShardedParameters::reshard: unit ", u, " is not whole");
+    TORCH_CHECK(state_[u] == State::Whole && whole_[u].storage().nbytes() > 0, "FullyShardedParameters::reshard: unit ", u,
+                " is not whole in fp32");
     const ShardPiece& p = shards_.pieces()[u];
     shard_.narrow(0, p.shard_offset, p.local).copy_(whole_[u].narrow(0, p.begin - p.bucket_offset, p.local));
     release(u);

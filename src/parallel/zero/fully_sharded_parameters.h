@@ -44,7 +44,7 @@ namespace dtrain {
 
 class FullyShardedParameters : public ForwardPartHooks {
  public:
-  // `params`: the layout alone (FlatParameters::Buffers::None); `units`: make_unit_buckets(params.entries()).
+  // `params`: the layout alone (FlatParameters::Buffers::None); `units`: make_unit_buckets of its entries.
   // The parameters move into whole unit buffers and stay whole until reshard(), so that rank 0's can
   // be broadcast.
   FullyShardedParameters(FlatParameters& params, std::vector<GradBucket> units, int n_layer, std::shared_ptr<Group> group,
@@ -75,7 +75,8 @@ class FullyShardedParameters : public ForwardPartHooks {
   const BucketShards& shards() const { return shards_; }
   at::Tensor& shard() { return shard_; }  // this rank's pieces of every unit end to end; the padding stays zero
   const Spans& shard_decay() const { return shard_decay_; }  // where weight decay applies in shard()
-  // The unit buffers, for a broadcast while they are whole.
+  // The unit buffers, for the broadcast at start, while every one is whole in fp32 (later a unit of
+  // matmul-only weights is gathered into its 16-bit buffer alone).
   const std::vector<at::Tensor>& unit_buffers() const { return whole_; }
 
   // Takes this rank's pieces from the whole units (a broadcast may have changed them) and frees them.
@@ -99,7 +100,8 @@ class FullyShardedParameters : public ForwardPartHooks {
   };
   void start_trace();
   const std::vector<Event>& trace() const { return trace_; }
-  // Bytes this rank's gathers received since start_trace(), padding included.
+  // Bytes of the whole units this rank's gathers filled since start_trace(), its own piece and the
+  // padding included.
   int64_t gathered_bytes() const { return gathered_bytes_; }
 
  private:
@@ -133,6 +135,7 @@ class FullyShardedParameters : public ForwardPartHooks {
     uint64_t ticket = 0;
   };
   std::map<int, PieceRead> reads_;  // per unit, pieces being read ahead of their gathers
+  std::vector<at::Tensor> abandoned_;  // buffers of reads that failed to complete: never freed
   Spans shard_decay_;
   std::vector<at::Tensor> whole_;  // per unit: its padded buffer, storage empty while free
   std::vector<at::Tensor> working_;  // per unit: the 16-bit copy of whole_ under mixed precision (else undefined)
@@ -144,6 +147,7 @@ class FullyShardedParameters : public ForwardPartHooks {
   std::vector<std::vector<int>> units_of_part_;
   std::vector<int> part_of_unit_;
   std::vector<Event> trace_;
+  bool tracing_ = false;  // start_trace() was called: note() records
   double trace_start_ = 0;
   int64_t gathered_bytes_ = 0;
 };

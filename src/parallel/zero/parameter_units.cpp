@@ -17,11 +17,9 @@ int forward_part_of(const std::string& name, int n_layer) {
   throw std::invalid_argument("parameter '" + name + "' belongs to no part of the transformer's forward pass");
 }
 
-namespace {
 bool is_one_of(const at::Tensor& t, const std::vector<at::Tensor>& list) {
   return std::any_of(list.begin(), list.end(), [&](const at::Tensor& x) { return x.is_same(t); });
 }
-}  // namespace
 
 std::vector<std::pair<std::string, at::Tensor>> group_matmul_weights(const std::vector<std::pair<std::string, at::Tensor>>& named,
                                                                     int n_layer, const std::vector<at::Tensor>& matmul_only) {

@@ -17,6 +17,9 @@ namespace dtrain {
 // or ln_f.bias belongs to, in a model of `n_layer` blocks.
 int forward_part_of(const std::string& name, int n_layer);
 
+// Whether `t` is one of `list` (the same tensor, not equal values).
+bool is_one_of(const at::Tensor& t, const std::vector<at::Tensor>& list);
+
 // `named` (registration order) with each forward part's `matmul_only` weights moved, in their order,
 // after the part's other parameters: the flat layout (reverse registration order) then starts each
 // part with them. Every stage and precision uses this layout.
