@@ -344,7 +344,7 @@ void Trainer::build_model() {
     if (sharded_)
       zero_line += "; " + std::to_string(grad_sync_->buckets().size()) + " units gathered one at a time with the next prefetched, " +
                    (c_.reshard_after_forward ? "blocks freed between forward and backward" : "kept whole from forward to backward") +
-                   (!model_->precision().enabled() ? ""
+                   (!precision.enabled() ? ""
                     : c_.gather_16bit ? "; every unit with matmul weights gathered in " + precision_name(c_.precision)
                                       : "; matmul weights gathered in " + precision_name(c_.precision) + ", norms, biases and embeddings in fp32");
     auto inner = make_shard_optimizer(shards.shard_numel());
