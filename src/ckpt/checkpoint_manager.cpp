@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
+#include <random>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 
@@ -57,7 +58,11 @@ nlohmann::json read_manifest_json(const std::string& dir) {
 
 // What the manifest `m` of `dir` says, its step checked against the directory's name.
 CheckpointInfo info_of(const std::string& dir, const nlohmann::json& m) {
-  CheckpointInfo info{dir, m["step"].get<int64_t>(), {m["healthy"].get<bool>(), m.value("health_note", "")}};
+  CheckpointInfo info{dir, m["step"].get<int64_t>(), {m["healthy"].get<bool>(), m.value("health_note", "")}, ""};
+  if (m.contains("lineage")) {
+    if (!m["lineage"].is_string()) damaged(dir + "/manifest.json", "has a lineage that is not a string");
+    info.lineage = m["lineage"].get<std::string>();
+  }
   const auto named = step_in_name(fs::path(dir).filename().string());
   if (named && *named != info.step)
     damaged(dir + "/manifest.json",
@@ -125,7 +130,7 @@ std::string CheckpointManager::save(int64_t step, double elapsed_agreed_hours, c
         commit(tmp, final_dir, step, health);
       },
       "index and commit it");
-  if (rank_ == 0) prune();
+  if (rank_ == 0) prune(step);
   last_save_hours_ = elapsed_agreed_hours;
   return final_dir;
 }
@@ -136,7 +141,7 @@ void CheckpointManager::commit(const std::string& tmp, const std::string& final_
     const std::string path = entry.path().string();
     files[entry.path().filename().string()] = {{"bytes", entry.file_size()}, {"xxh3", file_checksum(path)}};
   }
-  nlohmann::json manifest = {{"step", step}, {"healthy", health.healthy}, {"files", files}};
+  nlohmann::json manifest = {{"step", step}, {"healthy", health.healthy}, {"lineage", options_.lineage}, {"files", files}};
   if (!health.healthy) manifest["health_note"] = health.note;
   write_file_atomically(tmp + "/manifest.json", manifest.dump(2));
   crash_point("manifest", step);
@@ -167,12 +172,36 @@ void CheckpointManager::remove_interrupted_saves() const {
   }
 }
 
-void CheckpointManager::prune() const {
+std::vector<std::string> CheckpointManager::committed_after(int64_t step) const {
+  std::vector<std::string> out;
+  for (const auto& [s, dir] : committed())
+    if (s > step) out.push_back(dir);
+  return out;
+}
+
+std::string CheckpointManager::new_lineage() {
+  std::random_device entropy;
+  char name[40];
+  std::snprintf(name, sizeof name, "%08x%08x", entropy(), entropy());
+  return name;
+}
+
+// Only this lineage's checkpoints up to the one just saved are candidates: a directory may also hold
+// another run's checkpoints, or later ones of a line this run branched from, and those are not this
+// run's to remove. The one just saved is the newest candidate, so it is always kept.
+void CheckpointManager::prune(int64_t saved_step) const {
   if (options_.keep <= 0) return;
-  const auto all = committed();
-  const auto good = newest_healthy();
-  for (size_t i = size_t(options_.keep); i < all.size(); ++i)
-    if (!good || all[i].second != good->dir) fs::remove_all(all[i].second);
+  std::vector<CheckpointInfo> own;
+  for (const auto& [step, dir] : committed()) {
+    if (step > saved_step) continue;
+    try {
+      if (auto info = read_manifest(dir); info.lineage == options_.lineage) own.push_back(info);
+    } catch (const std::exception&) {  // a damaged manifest's lineage is unknown: leave it
+    }
+  }
+  const auto good = std::find_if(own.begin(), own.end(), [](const CheckpointInfo& i) { return i.health.healthy; });
+  for (size_t i = size_t(options_.keep); i < own.size(); ++i)
+    if (good == own.end() || own[i].dir != good->dir) fs::remove_all(own[i].dir);
 }
 
 CheckpointInfo CheckpointManager::read_manifest(const std::string& dir) { return info_of(dir, read_manifest_json(dir)); }

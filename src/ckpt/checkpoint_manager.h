@@ -8,6 +8,11 @@
 // Each manifest also says whether the checkpoint is healthy: taken at finite parameters and a
 // finite, non-spiking loss. Pruning never removes the newest healthy checkpoint, and resuming
 // prefers healthy ones, so a diverging run cannot push its last good state out.
+//
+// Each manifest names its lineage: the line of runs that continue one another's checkpoints in this
+// directory. Pruning removes only checkpoints of the saving run's own lineage with steps below the
+// one it just wrote, so it can never touch another run's checkpoints, nor later ones a branch
+// started from (docs/training.md, "Which checkpoints a run continues and prunes").
 #pragma once
 #include <chrono>
 #include <cstdint>
@@ -24,6 +29,7 @@ struct CheckpointOptions {
   double every_hours = 0;    // 0: no time-triggered saves
   int keep = 0;              // newest checkpoints kept; 0 keeps all
   bool save_at_end = true;   // save after the last step
+  std::string lineage;       // written into each manifest; pruning removes only this lineage's checkpoints
 };
 
 struct CheckpointHealth {
@@ -36,6 +42,7 @@ struct CheckpointInfo {
   std::string dir;
   int64_t step = 0;
   CheckpointHealth health;
+  std::string lineage;  // "" for checkpoints written before lineages were recorded
 };
 
 // Synchronises all ranks, each saying whether its part succeeded, and returns the ranks whose part
@@ -77,6 +84,12 @@ class CheckpointManager {
   std::optional<CheckpointInfo> newest_healthy() const;
   // Removes the "step-N.tmp" directories of saves a crash interrupted. Only while holding the lock.
   void remove_interrupted_saves() const;
+  // The committed checkpoint directories with steps above `step`, newest first (names only: a damaged
+  // one counts too, as a save of its step would replace it).
+  std::vector<std::string> committed_after(int64_t step) const;
+  void set_lineage(std::string lineage) { options_.lineage = std::move(lineage); }
+  // A new lineage name, unique in practice: a run that continues no checkpoint of this directory.
+  static std::string new_lineage();
 
   static std::string step_dir_name(int64_t step);
   // Checks a checkpoint directory against its manifest (every file's size and checksum, safetensors
@@ -87,7 +100,7 @@ class CheckpointManager {
 
  private:
   void commit(const std::string& tmp, const std::string& final_dir, int64_t step, const CheckpointHealth& health);
-  void prune() const;
+  void prune(int64_t saved_step) const;
   std::vector<std::pair<int64_t, std::string>> committed() const;  // (step, dir), newest first
 
   CheckpointOptions options_;

@@ -242,6 +242,29 @@ TEST(CheckpointManager, KeepNeverDeletesTheNewestHealthyCheckpointAndResumePrefe
   EXPECT_FALSE(m.find_resumable(nullptr, nullptr, /*healthy_only=*/true).has_value());
 }
 
+// A directory may hold another run's checkpoints, with higher steps than this run's: pruning removes
+// only this run's lineage below the step it just saved, so neither the new checkpoints nor the others
+// are lost, and `latest` always names the one just saved.
+TEST(CheckpointManager, PruningRemovesOnlyItsOwnLineageBelowTheStepItSaved) {
+  const auto dir = scratch_dir("ckpt_lineage");
+  auto old_run = manager(dir, 2);
+  old_run.set_lineage("old");
+  save_steps(old_run, {99, 100});
+  auto run = manager(dir, 2);
+  run.set_lineage("new");
+  save_steps(run, {10, 20, 30, 40});
+  for (int step : {30, 40, 99, 100}) EXPECT_TRUE(fs::exists(dir + "/" + CheckpointManager::step_dir_name(step))) << step;
+  for (int step : {10, 20}) EXPECT_FALSE(fs::exists(dir + "/" + CheckpointManager::step_dir_name(step))) << step;
+  EXPECT_EQ(read_text_file(dir + "/latest"), "step-00000040\n");
+  EXPECT_EQ(CheckpointManager::read_manifest(dir + "/step-00000040").lineage, "new");
+  EXPECT_EQ(CheckpointManager::read_manifest(dir + "/step-00000100").lineage, "old");
+  // A branch of the old lineage from step 99 does not remove the old run's step 100, which lies beyond it.
+  old_run.set_lineage("old");
+  save_steps(old_run, {99});
+  EXPECT_TRUE(fs::exists(dir + "/step-00000100"));
+  EXPECT_TRUE(fs::exists(dir + "/step-00000099"));
+}
+
 TEST(CheckpointManager, ACheckpointTheLoaderRefusesIsSkipped) {
   const auto dir = scratch_dir("ckpt_refused");
   auto m = manager(dir);
