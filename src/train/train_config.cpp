@@ -344,6 +344,7 @@ void resolve_batch(const Reader& r, TrainConfig& c) {
     b = m * dp;
   }
   c.global_batch = b;
+  c.global_batch_given = has_b;
   c.micro_batch = m;
   c.accumulation = a;
   c.json["train_batch_size"] = b;
@@ -460,6 +461,7 @@ TrainConfig resolve_config(const json& user, int world_size, const std::string& 
   c.seed = uint64_t(r.integer("train.seed", 0));
   c.deterministic = r.boolean("train.deterministic");
   c.resume = r.text("train.resume");
+  c.start_over = r.boolean("train.start_over");
   if (!r.at("train.freeze").is_array()) fail(origin, "'train.freeze' must be a list of parameter-name globs");
   for (const auto& g : r.at("train.freeze")) {
     if (!g.is_string()) fail(origin, "'train.freeze' entries must be strings, got " + printable_json(g));
@@ -525,7 +527,9 @@ TrainConfig load_train_config(const std::string& path, const std::vector<std::st
   apply_overrides(user, sets);
   // A --set value at fault is named by its key; the origin says the file is not all there is.
   const std::string origin = (path.empty() ? "demo config" : printable(path)) + (sets.empty() ? "" : " with --set");
-  return resolve_config(user, world_size, origin);
+  TrainConfig config = resolve_config(user, world_size, origin);
+  config.config_path = path;
+  return config;
 }
 
 }  // namespace dtrain

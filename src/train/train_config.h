@@ -24,6 +24,7 @@ struct ConfigError : std::runtime_error {
 struct TrainConfig {
   nlohmann::json json;  // the merged, resolved config (what the run directory's config.json holds)
   std::string origin;   // where it came from, for messages: the file, or "demo config"
+  std::string config_path;  // the config file read (empty: the demo config); a run never writes over it
 
   TransformerConfig model;
   std::string data_source;
@@ -32,12 +33,14 @@ struct TrainConfig {
 
   int world_size = 1, dp = 1;
   int64_t global_batch = 0, micro_batch = 0, accumulation = 0;
+  bool global_batch_given = false;  // train_batch_size was set, not derived: a resume at another dp keeps it
 
   int64_t steps = 0;
   int64_t stop_at_step = 0;  // stop early (with a checkpoint) after this step, as a time-limited job does
   uint64_t seed = 0;
   bool deterministic = false;
-  std::string resume;  // auto | never | PATH
+  std::string resume;  // auto | never | PATH, on a job's first start (a restart continues what the job wrote)
+  bool start_over = false;  // train.start_over: remove what an earlier run left in the way instead of refusing
   std::vector<std::string> freeze;
   std::string run_dir;
   int threads = 0;

@@ -41,6 +41,7 @@
 #include "train/metrics_log.h"
 #include "train/parameter_fingerprint.h"
 #include "train/rank_log.h"
+#include "train/run_start.h"
 #include "train/stability_guard.h"
 #include "train/training_state.h"
 
@@ -121,6 +122,9 @@ class Trainer {
   std::unique_ptr<ElementwiseOptimizer> make_nvme_optimizer(int64_t numel, at::TensorOptions options);
   void keep_shard_on_nvme();
   std::string choose_checkpoint();
+  void continue_lineage(const std::string& resumed_from);
+  void keep_global_batch(const std::string& dir, const nlohmann::json& saved);
+  void warn_if_schedule_changed(const std::string& dir, const nlohmann::json& saved);
   // Loads a checkpoint into the model, optimizer and progress_ (every check first).
   void read_checkpoint(const std::string& dir);
   // After read_checkpoint on rank 0 (which checked it) or here on the others: the data position and
@@ -156,6 +160,7 @@ class Trainer {
   std::unique_ptr<LossScaler> scaler_;  // fp16 only
   std::unique_ptr<CheckpointManager> checkpoints_;
   std::unique_ptr<DirectoryLock> run_lock_, checkpoint_lock_;  // rank 0's, for the run's life
+  StartPlan start_plan_;  // rank 0's: what this start resumes, decided once the directories are locked
   std::string last_unhealthy_reason_;
   std::vector<std::string> setup_lines_;  // logged once the run directory (and its logs) exist
   TrainerProgress progress_;
@@ -213,6 +218,8 @@ void Trainer::claim_directories() {
   run_lock_ = claim(c_.run_dir, "run directory");
   std::error_code ec;  // a checkpoint directory that does not exist yet is not the run directory
   if (!fs::equivalent(ckpt, c_.run_dir, ec)) checkpoint_lock_ = claim(ckpt, "checkpoint directory");
+  start_plan_ = plan_start(c_, world_->env().restart_count);
+  setup_lines_.insert(setup_lines_.end(), start_plan_.notes.begin(), start_plan_.notes.end());
 }
 
 void Trainer::setup_run_dir() {
@@ -461,15 +468,16 @@ void Trainer::restore_loss_scaler(const nlohmann::json& saved) {
 // Rank 0 picks the checkpoint (verifying checksums, and loading it to prove it fits the model);
 // the other ranks load what it picked. Returns "" to start from scratch.
 std::string Trainer::choose_checkpoint() {
-  if (c_.resume == "never") return "";
+  const std::string& resume = start_plan_.resume;
+  if (resume == "never") return "";
   const auto load = [this](const std::string& dir) { read_checkpoint(dir); };
   std::vector<std::string> warnings;
   std::optional<CheckpointInfo> found;
-  if (c_.resume == "auto") {
+  if (resume == "auto") {
     found = checkpoints_->find_resumable(load, &warnings);
   } else {
     try {
-      found = CheckpointManager::resolve(c_.resume, load, &warnings);
+      found = CheckpointManager::resolve(resume, load, &warnings);
     } catch (const std::invalid_argument& e) {
       throw ConfigError(std::string("train.resume: ") + e.what() +
                         " (give a step directory like ckpt/step-00000100, a checkpoint directory, \"auto\" or \"never\")");
@@ -477,10 +485,10 @@ std::string Trainer::choose_checkpoint() {
   }
   for (const auto& w : warnings) log_.warn(w);
   if (!found && !warnings.empty())
-    throw std::runtime_error("no checkpoint in " + (c_.resume == "auto" ? c_.checkpoint.dir : printable(c_.resume)) +
+    throw std::runtime_error("no checkpoint in " + (resume == "auto" ? c_.checkpoint.dir : printable(resume)) +
                              " can be resumed (warnings above say why); rather than start over beside them, dtrain stops: "
                              "move them away or set train.resume=never");
-  if (!found && c_.resume != "auto") throw ConfigError("train.resume: '" + printable(c_.resume) + "' holds no committed checkpoint");
+  if (!found && resume != "auto") throw ConfigError("train.resume: '" + printable(resume) + "' holds no committed checkpoint");
   return found ? found->dir : "";
 }
 
@@ -515,13 +523,86 @@ void Trainer::load_checkpoint(const std::string& dir) {
   if (metrics_) metrics_->forget_after(progress_.step);
 }
 
+// A run that continues a checkpoint of its own checkpoint.dir continues its lineage, which its saves
+// may prune; any other start is a lineage of its own, which prunes nothing it did not write.
+void Trainer::continue_lineage(const std::string& resumed_from) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const bool own = !resumed_from.empty() && fs::equivalent(fs::path(resumed_from).parent_path(), c_.checkpoint.dir, ec);
+  checkpoints_->set_lineage(own ? CheckpointManager::read_manifest(resumed_from).lineage : CheckpointManager::new_lineage());
+}
+
+// The global batch is part of the training state: the data position counts whole batches and the
+// loss curve depends on it. A resume at another data-parallel size keeps the checkpoint's by changing
+// the accumulation, unless train_batch_size was given; every rank reaches the same answer.
+void Trainer::keep_global_batch(const std::string& dir, const nlohmann::json& saved) {
+  const int64_t batch = saved.value("train_batch_size", int64_t(0));
+  if (batch <= 0 || batch == c_.global_batch) return;
+  const std::string was = "the checkpoint " + dir + " was trained with a global batch of " + std::to_string(batch);
+  if (c_.global_batch_given) {
+    log_.warn(was + "; this run trains with " + std::to_string(c_.global_batch) + ", as train_batch_size says");
+    return;
+  }
+  const int64_t per_accumulation = c_.micro_batch * c_.dp;
+  if (batch % per_accumulation != 0) {
+    std::string micro;
+    for (int64_t m = 1; batch % c_.dp == 0 && m <= batch / c_.dp; ++m)
+      if ((batch / c_.dp) % m == 0) micro += (micro.empty() ? "" : ", ") + std::to_string(m);
+    throw ConfigError(was + ", which " + std::to_string(c_.dp) + " data-parallel rank(s) with train_micro_batch_size_per_gpu " +
+                      std::to_string(c_.micro_batch) + " cannot make (" + std::to_string(batch) + " is not a multiple of " +
+                      std::to_string(per_accumulation) + "): " +
+                      (micro.empty() ? "run on a number of ranks that divides " + std::to_string(batch)
+                                     : "set train_micro_batch_size_per_gpu to one of " + micro) +
+                      ", or set train_batch_size=" + std::to_string(c_.global_batch) + " to go on with a global batch of " +
+                      std::to_string(c_.global_batch));
+  }
+  const int64_t accumulation = batch / per_accumulation;
+  log_.info(was + ": kept on " + std::to_string(c_.dp) + " data-parallel rank(s) as micro-batch " + std::to_string(c_.micro_batch) +
+            " x accumulation " + std::to_string(accumulation) + " (the config alone gives " + std::to_string(c_.global_batch) + " = accumulation " +
+            std::to_string(c_.accumulation) + "); set train_batch_size to change it");
+  c_.global_batch = batch;
+  c_.accumulation = accumulation;
+  c_.json["train_batch_size"] = batch;
+  c_.json["gradient_accumulation_steps"] = accumulation;
+  if (world_->rank() == 0) write_file_atomically(c_.run_dir + "/config.json", c_.json.dump(2));
+}
+
+// The learning rate is a function of the step, so a resume with another schedule (train.steps, the
+// scheduler, the base rate) jumps from one curve to another at the resume step: said once, with both rates.
+void Trainer::warn_if_schedule_changed(const std::string& dir, const nlohmann::json& saved) {
+  std::vector<std::string> changed;
+  auto compare = [&](const nlohmann::json::json_pointer& key, const std::string& name) {
+    if (saved.contains(key) && saved.at(key) != c_.json.at(key))
+      changed.push_back(name + " " + saved.at(key).dump() + " -> " + c_.json.at(key).dump());
+  };
+  compare(nlohmann::json::json_pointer("/train/steps"), "train.steps");
+  compare(nlohmann::json::json_pointer("/scheduler"), "scheduler");
+  compare(nlohmann::json::json_pointer("/optimizer/params/lr"), "optimizer.params.lr");
+  if (changed.empty()) return;
+  std::string rates;
+  try {
+    const double base = make_flat_optimizer(saved.at("optimizer"), at::zeros({1}))->base_lr();
+    const LrSchedule then(saved.at("scheduler"), base, saved.at("train").at("steps").get<int64_t>());
+    rates = ": at step " + std::to_string(progress_.step + 1) + " the learning rate is " + scientific(schedule_->lr(progress_.step) * progress_.lr_scale) +
+            " where the run that saved it would have used " + scientific(then.lr(progress_.step) * progress_.lr_scale);
+  } catch (const std::exception&) {  // a schedule this version cannot rebuild: the keys say enough
+  }
+  std::string list;
+  for (const auto& c : changed) list += (list.empty() ? "" : "; ") + c;
+  log_.warn("this run's learning-rate schedule differs from the one " + dir + " was trained with (" + list + ")" + rates);
+}
+
 void Trainer::resume_or_start() {
   checkpoints_ = std::make_unique<CheckpointManager>(c_.checkpoint, world_->rank(),
                                                      [this](bool ok) { return ranks_that_failed(ok, "checkpoint"); });
   if (world_->rank() == 0) checkpoints_->remove_interrupted_saves();
   const std::string from = agree("trainer/resume", [this] { return choose_checkpoint(); });
+  if (world_->rank() == 0) continue_lineage(from);
   if (!from.empty()) {
     load_checkpoint(from);
+    const nlohmann::json saved = nlohmann::json::parse(read_text_file(from + "/config.json"));
+    keep_global_batch(from, saved);
+    warn_if_schedule_changed(from, saved);
     log_.info("resumed from " + from + " at step " + std::to_string(progress_.step) +
               (progress_.lr_scale < 1 ? " (learning rate scaled by " + fixed(progress_.lr_scale, 4) + " after rollbacks)" : "") +
               (progress_.precision != precision_name(c_.precision)
@@ -768,7 +849,11 @@ bool Trainer::recover_from_divergence(int64_t step, const std::string& why) {
   std::string advice = good ? "the last good checkpoint is " + good->dir + " (step " + std::to_string(good->step) +
                                   "): resume from it with a lower learning rate (--set train.resume=" + good->dir + ")"
                             : "no healthy checkpoint was taken before it";
-  if (c_.on_divergence == "rollback") advice = "no rollback left (train.max_rollbacks " + std::to_string(c_.max_rollbacks) + "); " + advice;
+  if (c_.on_divergence == "rollback")
+    advice = (progress_.rollbacks >= c_.max_rollbacks ? "no rollback left (" + std::to_string(progress_.rollbacks) + " of train.max_rollbacks " +
+                                                            std::to_string(c_.max_rollbacks) + " used)"
+                                                      : std::string("no healthy checkpoint to roll back to")) +
+             "; " + advice;
   log_.error("stopping: training diverged at step " + std::to_string(step) + "; " + advice);
   return false;
 }

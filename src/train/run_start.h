@@ -1,0 +1,29 @@
+// What a run may do with what earlier runs left in its run and checkpoint directories, decided by
+// rank 0 while it holds both directories' locks and before it writes anything into them
+// (docs/training.md, "Which checkpoints a run continues and prunes"):
+// - a run never writes over its own input: a --config that is the run directory's config.json is refused;
+// - a run directory holding another run's files (config.json, metrics.jsonl, rank logs) is refused
+//   unless this run resumes it;
+// - a first start that does not resume the newest checkpoints (train.resume=never, or an explicit
+//   path) is refused while checkpoint.dir holds checkpoints beyond the step it starts from: its saves
+//   would replace them and a restart would resume them instead of its own;
+// - train.start_over=true removes what is in the way instead of refusing, and says what it removed;
+// - train.resume applies to a job's first start: a restart continues the newest checkpoint the job wrote.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "train/train_config.h"
+
+namespace dtrain {
+
+struct StartPlan {
+  std::string resume;              // what to resume now: "auto", "never" or a path
+  std::vector<std::string> notes;  // for the log: what a restart resumes, what start_over removed
+};
+
+// Throws ConfigError naming the key and what is in the way. `restart_count` is the job's
+// (DTRAIN_RESTART_COUNT). May remove files only when config.start_over asks for it.
+StartPlan plan_start(const TrainConfig& config, int restart_count);
+
+}  // namespace dtrain
