@@ -487,7 +487,7 @@ std::string Trainer::choose_checkpoint() {
   if (!found && !warnings.empty())
     throw std::runtime_error("no checkpoint in " + (resume == "auto" ? c_.checkpoint.dir : printable(resume)) +
                              " can be resumed (warnings above say why); rather than start over beside them, dtrain stops: "
-                             "move them away or set train.resume=never");
+                             "move them away, or set train.resume=never with train.start_over=true to remove them");
   if (!found && resume != "auto") throw ConfigError("train.resume: '" + printable(resume) + "' holds no committed checkpoint");
   return found ? found->dir : "";
 }
