@@ -1,12 +1,15 @@
 // A token stream cut into training samples: sample i is the window of seq_len+1 tokens starting at
 // i·seq_len (input = the first seq_len, target = the last seq_len). The last `val_fraction` of the
-// windows is held out for validation, so the two splits never share a token.
+// windows is held out for validation, so the two splits never share a token. Windows are read from
+// the stream as batches ask for them, so the dataset holds no copy of the corpus.
 #pragma once
 #include <ATen/ATen.h>
 
 #include <cstdint>
 #include <utility>
 #include <vector>
+
+#include "data/token_stream.h"
 
 namespace dtrain {
 
@@ -16,7 +19,8 @@ class TokenDataset {
  public:
   // Throws std::invalid_argument when the stream is too short for one training sample (naming the
   // sizes) or a token is outside [0, vocab_size).
-  TokenDataset(at::Tensor tokens, int seq_len, double val_fraction, int vocab_size);
+  // A stream whose widest token could reach vocab_size is read through once for the check.
+  TokenDataset(TokenStream tokens, int seq_len, double val_fraction, int vocab_size);
 
   int64_t size(Split split) const { return split == Split::Train ? train_samples_ : val_samples_; }
   int seq_len() const { return seq_len_; }
@@ -24,7 +28,7 @@ class TokenDataset {
   std::pair<at::Tensor, at::Tensor> batch(Split split, const std::vector<int64_t>& indices) const;
 
  private:
-  at::Tensor tokens_;  // int32
+  TokenStream tokens_;
   int seq_len_;
   int64_t train_samples_ = 0, val_samples_ = 0;
 };

@@ -28,16 +28,17 @@ std::string read_file(const std::string& what, const std::string& path) {
   return std::move(file.bytes);
 }
 
+std::shared_ptr<const TokenBytes> map_file(const std::string& what, const std::string& path) {
+  try {
+    return TokenBytes::map(path);
+  } catch (const std::runtime_error& e) {
+    fail(what + " '" + printable(path) + "' " + e.what());
+  }
+}
+
 bool is_regular_file(const std::string& path) {
   struct stat st;
   return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
-}
-
-at::Tensor bytes_to_tokens(const std::string& text) {
-  auto t = at::empty({int64_t(text.size())}, at::kInt);
-  auto* p = t.data_ptr<int32_t>();
-  for (size_t i = 0; i < text.size(); ++i) p[i] = static_cast<unsigned char>(text[i]);
-  return t;
 }
 
 std::string human_bytes(double n) {
@@ -84,7 +85,7 @@ TokenSource load_builtin() {
   }
   std::sort(files.begin(), files.end());
   if (files.empty()) {
-    TokenSource s{bytes_to_tokens(synthetic_corpus()), "built-in synthetic corpus (1 MB)",
+    TokenSource s{TokenStream::of_text(synthetic_corpus()), "built-in synthetic corpus (1 MB)",
                   "the fortunes package is missing (no text in " + dir +
                       "); training on a synthetic corpus instead (scripts/setup.sh installs fortunes)"};
     return s;
@@ -95,39 +96,40 @@ TokenSource load_builtin() {
     std::istringstream lines(read_file("fortune file", f));
     for (std::string line; std::getline(lines, line);) text += (line == "%" ? "" : line) + "\n";
   }
-  return {bytes_to_tokens(text),
-          "built-in corpus (" + std::to_string(files.size()) + " fortune files, " + human_bytes(text.size()) + ")", ""};
+  const std::string description = "built-in corpus (" + std::to_string(files.size()) + " fortune files, " + human_bytes(text.size()) + ")";
+  return {TokenStream::of_text(std::move(text)), description, ""};
 }
 
 TokenSource load_text(const std::string& path) {
-  std::string text = read_file("text file", path);
-  if (text.size() < 2)  // one token pair (input, target) at the least
-    fail("text file '" + printable(path) + "' " + (text.empty() ? "is empty" : "holds 1 byte; at least 2 are needed"));
-  return {bytes_to_tokens(text), "text file " + printable(path) + " (" + human_bytes(text.size()) + ")", ""};
+  auto text = map_file("text file", path);
+  if (text->size() < 2)  // one token pair (input, target) at the least
+    fail("text file '" + printable(path) + "' " + (text->size() == 0 ? "is empty" : "holds 1 byte; at least 2 are needed"));
+  TokenSource source{{}, "text file " + printable(path) + " (" + human_bytes(double(text->size())) + ")", ""};
+  source.tokens.append(text, 0, int64_t(text->size()), 1);
+  return source;
 }
 
 // One shard: llm.c's layout (256 int32 header: magic 20240520, version 1, token count; then uint16
 // tokens) or nanoGPT's (uint16 tokens only).
-void append_shard(const std::string& path, std::vector<int32_t>& out) {
-  const std::string bytes = read_file("shard", path);
+void append_shard(const std::string& path, TokenStream& out) {
+  const auto bytes = map_file("shard", path);
   const std::string shard = "shard '" + printable(path) + "'";
-  size_t offset = 0, count = bytes.size() / 2;
+  size_t offset = 0, count = bytes->size() / 2;
   int32_t header[3] = {0, 0, 0};
-  if (bytes.size() >= 1024) std::memcpy(header, bytes.data(), sizeof header);
+  if (bytes->size() >= 1024) std::memcpy(header, bytes->data(), sizeof header);
   if (header[0] == 20240520) {
     if (header[1] != 1) fail(shard + " has llm.c version " + std::to_string(header[1]) + " (1 expected)");
     // Checked before it becomes a size_t: -1 would wrap to a count whose byte size wraps past the check below.
     if (header[2] < 0) fail(shard + " is damaged: its header promises " + std::to_string(header[2]) + " tokens");
     offset = 1024;
     count = size_t(header[2]);
-    if (bytes.size() < offset + 2 * count)
+    if (bytes->size() < offset + 2 * count)
       fail(shard + " is truncated: its header promises " + std::to_string(count) + " tokens, the file holds " +
-           std::to_string((bytes.size() - offset) / 2));
-  } else if (bytes.size() % 2 != 0) {
+           std::to_string((bytes->size() - offset) / 2));
+  } else if (bytes->size() % 2 != 0) {
     fail(shard + " has an odd size; uint16 tokens expected");
   }
-  const auto* p = reinterpret_cast<const uint16_t*>(bytes.data() + offset);
-  out.insert(out.end(), p, p + count);
+  out.append(bytes, offset, int64_t(count), 2);
 }
 
 TokenSource load_bin(const std::string& pattern) {
@@ -136,12 +138,10 @@ TokenSource load_bin(const std::string& pattern) {
   std::vector<std::string> files(g.gl_pathv, g.gl_pathv + (rc == 0 ? g.gl_pathc : 0));
   ::globfree(&g);
   if (files.empty()) fail("no token shard matches '" + printable(pattern) + "'");
-  std::vector<int32_t> tokens;
+  TokenStream tokens;
   for (const auto& f : files) append_shard(f, tokens);
   if (tokens.size() < 2) fail("the shards matching '" + printable(pattern) + "' hold fewer than 2 tokens");
-  auto t = at::empty({int64_t(tokens.size())}, at::kInt);
-  std::memcpy(t.data_ptr<int32_t>(), tokens.data(), tokens.size() * sizeof(int32_t));
-  return {t, std::to_string(files.size()) + " token shard(s) matching " + printable(pattern) + " (" + std::to_string(tokens.size()) + " tokens)", ""};
+  return {tokens, std::to_string(files.size()) + " token shard(s) matching " + printable(pattern) + " (" + std::to_string(tokens.size()) + " tokens)", ""};
 }
 
 }  // namespace

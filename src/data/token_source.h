@@ -1,16 +1,17 @@
 // Where tokens come from (data.source): "builtin" (English text from Debian's fortunes package, one
 // byte per token, with a synthetic fallback when the package is missing), "text:PATH" (a raw text
 // file, bytes as tokens) or "bin:GLOB" (nanoGPT/llm.c uint16 token shards, with or without llm.c's
-// 1 KiB header).
+// 1 KiB header). Files are mapped, not read (data/token_stream.h): a corpus of any size costs a
+// rank no memory of its own.
 #pragma once
-#include <ATen/ATen.h>
-
 #include <string>
+
+#include "data/token_stream.h"
 
 namespace dtrain {
 
 struct TokenSource {
-  at::Tensor tokens;        // 1-D int32 on the CPU
+  TokenStream tokens;
   std::string description;  // for logs: what was read and how much
   std::string warning;      // non-empty when a fallback was taken
 };

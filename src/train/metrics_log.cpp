@@ -1,21 +1,18 @@
 #include "train/metrics_log.h"
 
-#include <stdexcept>
+#include <fstream>
 
 #include "ckpt/durable_file.h"
 
 namespace dtrain {
 
 MetricsLog::MetricsLog(const std::string& path) : path_(path) {
-  if (path.empty()) return;
-  out_.open(path, std::ios::app);
-  if (!out_) throw std::runtime_error("cannot open metrics file " + path + " for writing");
+  if (!path.empty()) out_.open(path);
 }
 
 void MetricsLog::write(const nlohmann::json& record) {
   if (!out_.is_open()) return;
-  out_ << record.dump() << '\n';
-  out_.flush();
+  out_.append(record.dump() + "\n");
 }
 
 void MetricsLog::forget_after(int64_t step) {
@@ -28,7 +25,7 @@ void MetricsLog::forget_after(int64_t step) {
     if (!record.is_discarded() && record.value("step", int64_t(0)) <= step) kept += line + "\n";
   }
   write_file_atomically(path_, kept);
-  out_.open(path_, std::ios::app);
+  out_.open(path_);
 }
 
 }  // namespace dtrain

@@ -1,18 +1,21 @@
 // `<run_dir>/metrics.jsonl`: one JSON object per line, written by rank 0 — one line per optimizer
 // step (step, loss, lr, grad_norm, tokens_per_s, ...) and one per evaluation (val_loss). Each line is
-// flushed as written, so a crash loses nothing that was logged.
+// written through as it is logged, so a crash loses nothing; a line that cannot be written (a full
+// disk) throws naming the file, which stops the run.
 #pragma once
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
-#include <fstream>
 #include <string>
+
+#include "train/log_file.h"
 
 namespace dtrain {
 
 class MetricsLog {
  public:
   // Appends to `path` (a resumed run continues the same file). An empty path writes nothing.
+  // Throws naming the path when it cannot be opened or written.
   explicit MetricsLog(const std::string& path);
   void write(const nlohmann::json& record);
   // Drops the lines of steps after `step`: a run resumed from a checkpoint of `step` rewrites the
@@ -21,7 +24,7 @@ class MetricsLog {
 
  private:
   std::string path_;
-  std::ofstream out_;
+  LogFile out_;
 };
 
 }  // namespace dtrain

@@ -4,7 +4,6 @@
 #include <cstdio>
 #include <ctime>
 #include <iostream>
-#include <stdexcept>
 
 namespace dtrain {
 namespace {
@@ -16,29 +15,39 @@ std::string timestamp() {
 }
 }  // namespace
 
-void RankLog::open(const std::string& run_dir) {
-  const std::string path = run_dir + "/rank-" + std::to_string(rank_) + ".log";
-  file_.open(path, std::ios::app);
-  if (!file_) throw std::runtime_error("cannot open log file " + path + " for writing");
+void RankLog::open(const std::string& run_dir) { file_.open(run_dir + "/rank-" + std::to_string(rank_) + ".log"); }
+
+void RankLog::write(const std::string& line) {
+  if (!file_.is_open()) return;
+  try {
+    file_.append(timestamp() + " " + line + "\n");
+  } catch (...) {
+    file_.close();  // so the fatal line of the error this raises is not tried on it again
+    throw;
+  }
 }
 
 void RankLog::info(const std::string& line) {
-  if (file_.is_open()) file_ << timestamp() << " " << line << std::endl;
   if (to_stdout_) std::cout << line << std::endl;
+  write(line);
 }
 
 void RankLog::warn(const std::string& line) {
-  if (file_.is_open()) file_ << timestamp() << " WARNING " << line << std::endl;
   std::cerr << "rank " << rank_ << ": warning: " << line << std::endl;
+  write("WARNING " + line);
 }
 
 void RankLog::error(const std::string& line) {
-  fatal(line);
   if (to_stdout_) std::cerr << "error: " << line << std::endl;
+  fatal(line);
 }
 
 void RankLog::fatal(const std::string& line) {
-  if (file_.is_open()) file_ << timestamp() << " ERROR " << line << std::endl;
+  try {
+    write("ERROR " + line);
+  } catch (const std::exception& e) {  // the error itself reaches the console through the command
+    std::cerr << "rank " << rank_ << ": warning: " << e.what() << "; the rank's log lacks its last error" << std::endl;
+  }
 }
 
 std::string format_duration(double seconds) {

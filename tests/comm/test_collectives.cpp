@@ -4,10 +4,12 @@
 
 #include <filesystem>
 #include <future>
+#include <regex>
 #include <thread>
 
 #include "launch/worker_env.h"
 #include "support/process.h"
+#include "support/small_tmpfs.h"
 
 namespace dtrain::test {
 namespace {
@@ -115,6 +117,28 @@ TEST(SharedMemory, ARankKilledInsideAnAllReduceFailsTheOthersByNameAndLeavesNoSe
   EXPECT_TRUE(contains(survivor.output, ") exited during shared-memory all_reduce #2 of 16777216 float32 elements"))
       << survivor.output;
   EXPECT_TRUE(leftover_segments(port).empty());
+}
+
+// A /dev/shm smaller than a group's segment (two ranks need 4 MiB; here 1 MiB, in a mount namespace
+// of the job's own) used to kill a rank with SIGBUS at the first collective that reached past it.
+// Creating the segment now fails naming /dev/shm, the bytes and the way out, and rank 1, which only
+// waits for the segment, learns why from the store long before its 60 s timeout. The ranks are
+// started directly (no agent to stop the one that is left), so each one's exit shows.
+TEST(SharedMemory, ADevShmTooSmallIsNamedWithTheBytesNeededInsteadOfASigbus) {
+  if (const std::string why = small_dev_shm_unavailable(); !why.empty()) GTEST_SKIP() << why;
+  const std::string ranks =
+      "RANK=0 LOCAL_RANK=0 \"$0\" collectives 60000 & RANK=1 LOCAL_RANK=1 \"$0\" collectives 60000; one=$?; "
+      "wait $!; echo \"exit codes: $? $one\"";
+  const ProcessResult r = run_process(with_small_dev_shm(1 << 20, {"sh", "-c", ranks, std::string(DTRAIN_TEST_BIN_DIR) + "/worker_collectives"}), 50,
+                                      {"WORLD_SIZE=2", "LOCAL_WORLD_SIZE=2", "MASTER_ADDR=127.0.0.1", "MASTER_PORT=" + std::to_string(free_port())});
+  EXPECT_FALSE(r.timed_out) << r.output;
+  EXPECT_TRUE(contains(r.output, "exit codes: 1 1")) << r.output;  // a SIGBUS is 135
+  const std::regex named("ERROR rank 0: .*/dev/shm is too small for the shared-memory backend: segment /dev/shm/dtrain-[^ ]+ needs "
+                         "[0-9]+ bytes and [0-9]+ are free; enlarge /dev/shm \\(a container's --shm-size\\) or use dist.backend=gloo");
+  EXPECT_TRUE(std::regex_search(r.output, named)) << r.output;
+  EXPECT_TRUE(contains(r.output, "ERROR rank 1: creating process group world (ranks 0-1) failed: group rank 0 could not create the "
+                                 "group's shared memory: /dev/shm is too small"))
+      << r.output;
 }
 
 TEST(MeshGroups, ReduceExactlyTheirMembersOnATwoByTwoMesh) {

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <numeric>
+#include <random>
 #include <set>
 
 #include "data/distributed_sampler.h"
@@ -24,6 +25,19 @@ namespace {
 
 void write_bytes(const std::string& path, const void* data, size_t n) {
   std::ofstream(path, std::ios::binary).write(static_cast<const char*>(data), std::streamsize(n));
+}
+
+// Tokens 0, 1, 2, ... (mod 256), `n` of them.
+TokenStream counting(int n) {
+  std::string bytes(size_t(n), '\0');
+  for (int i = 0; i < n; ++i) bytes[size_t(i)] = char(i % 256);
+  return TokenStream::of_text(bytes);
+}
+
+std::vector<int64_t> all_tokens(const TokenStream& s) {
+  std::vector<int64_t> tokens(size_t(s.size()));
+  s.read(0, s.size(), tokens.data());
+  return tokens;
 }
 
 }  // namespace
@@ -76,7 +90,7 @@ TEST(DistributedSampler, TheFirstKOfEveryRankAreTheFirstKTimesRSamplesOfTheOneRa
 }
 
 TEST(TokenDataset, WindowsShiftTargetsAndSplitsDoNotOverlap) {
-  auto tokens = torch::arange(0, 101, torch::kInt);
+  const TokenStream tokens = counting(101);
   TokenDataset ds(tokens, 10, 0.2, 256);
   EXPECT_EQ(ds.size(Split::Train), 8);
   EXPECT_EQ(ds.size(Split::Validation), 2);
@@ -90,7 +104,7 @@ TEST(TokenDataset, WindowsShiftTargetsAndSplitsDoNotOverlap) {
 }
 
 TEST(MicroBatchStream, RestoringAPositionContinuesWithTheSameBatches) {
-  auto ds = std::make_shared<TokenDataset>(torch::arange(0, 2001, torch::kInt).remainder(256), 10, 0.0, 256);
+  auto ds = std::make_shared<TokenDataset>(counting(2001), 10, 0.0, 256);
   MicroBatchStream a(ds, 2, 1, 4, {true, 5, true});
   for (int i = 0; i < 30; ++i) a.next();  // crosses an epoch (200 samples / 2 ranks / 4 per batch = 25 per epoch)
   const auto pos = a.position();
@@ -106,7 +120,7 @@ TEST(MicroBatchStream, RestoringAPositionContinuesWithTheSameBatches) {
 // What the ranks draw after a restore depends on the position, not on how many ranks drew before:
 // 2 ranks stopped at a position and 4 ranks restored there draw the same next samples.
 TEST(MicroBatchStream, APositionCarriesOverToAnotherNumberOfRanks) {
-  auto ds = std::make_shared<TokenDataset>(torch::arange(0, 2001, torch::kInt).remainder(256), 10, 0.0, 256);
+  auto ds = std::make_shared<TokenDataset>(counting(2001), 10, 0.0, 256);
   const SamplerOptions options{true, 5, true};
   auto first_tokens = [](std::vector<MicroBatchStream>& ranks, int batches) {
     std::vector<int64_t> tokens;
@@ -142,7 +156,7 @@ TEST(TokenSource, ReadsLlmcAndNanogptShardsInNameOrder) {
   }
   write_bytes(dir + "/b.bin", b.data(), 4);
   const auto src = load_tokens("bin:" + dir + "/*.bin");
-  EXPECT_TRUE(torch::equal(src.tokens, torch::tensor({1, 2, 3, 400, 500}, torch::kInt)));
+  EXPECT_EQ(all_tokens(src.tokens), (std::vector<int64_t>{1, 2, 3, 400, 500}));
 
   header[2] = 10;  // promises more tokens than the file holds
   {
@@ -163,8 +177,7 @@ TEST(TokenSource, TextFilesAndErrorsNameTheSource) {
   const auto dir = scratch_dir("data_text");
   std::ofstream(dir + "/t.txt") << "hello";
   const auto src = load_tokens("text:" + dir + "/t.txt");
-  EXPECT_EQ(src.tokens.numel(), 5);
-  EXPECT_EQ(src.tokens[0].item<int>(), 'h');
+  EXPECT_EQ(all_tokens(src.tokens), (std::vector<int64_t>{'h', 'e', 'l', 'l', 'o'}));
   try {
     load_tokens("text:" + dir + "/missing.txt");
     FAIL();
@@ -181,7 +194,7 @@ TEST(TokenSource, BuiltinFallsBackToSyntheticTextWhenFortunesAreMissing) {
   const auto src = load_tokens("builtin");
   ::unsetenv("DTRAIN_FORTUNES_DIR");
   EXPECT_FALSE(src.warning.empty());
-  EXPECT_GT(src.tokens.numel(), 100000);
+  EXPECT_GT(src.tokens.size(), 100000);
 }
 
 namespace {
@@ -224,4 +237,88 @@ TEST(TokenSource, ALlmcHeaderWithANegativeCountIsRefusedNotTrusted) {
 TEST(TokenSource, PathsAndSourcesAreEchoedPrintable) {
   EXPECT_EQ(load_error("text:/nonexistent/\x1b[2J.txt"), "data.source: text file '/nonexistent/\\x1b[2J.txt' does not exist");
   EXPECT_EQ(load_error("csv:\r"), "data.source: \"csv:\\x0d\" is not one of \"builtin\", \"text:PATH\", \"bin:GLOB\"");
+}
+
+// Every sample of a text file and of two token shards is what reading the files whole and taking
+// the windows gives, windows that span two shards included.
+TEST(TokenDataset, MappedSamplesAreTheWindowsOfTheFilesBytes) {
+  const auto dir = scratch_dir("data_windows");
+  std::mt19937 rng(3);
+  std::string text(1000, '\0');
+  for (auto& c : text) c = char(rng() % 256);
+  write_bytes(dir + "/t.txt", text.data(), text.size());
+  std::vector<int32_t> header(256, 0);
+  header[0] = 20240520, header[1] = 1, header[2] = 301;
+  std::vector<uint16_t> shards(301 + 500);
+  for (auto& t : shards) t = uint16_t(rng() % 50257);
+  {
+    std::ofstream f(dir + "/a.bin", std::ios::binary);
+    f.write(reinterpret_cast<const char*>(header.data()), 1024);
+    f.write(reinterpret_cast<const char*>(shards.data()), 2 * 301);
+  }
+  write_bytes(dir + "/b.bin", shards.data() + 301, 2 * 500);
+
+  auto expect_windows = [](const TokenDataset& ds, const std::vector<int64_t>& tokens, const std::string& what) {
+    const int64_t seq = ds.seq_len();
+    for (Split split : {Split::Train, Split::Validation}) {
+      const int64_t base = split == Split::Train ? 0 : ds.size(Split::Train);
+      std::vector<int64_t> all(size_t(ds.size(split)));
+      std::iota(all.begin(), all.end(), 0);
+      const auto [x, y] = ds.batch(split, all);
+      for (int64_t i = 0; i < ds.size(split); ++i)
+        for (int64_t t = 0; t < seq; ++t) {
+          ASSERT_EQ(x[i][t].item<int64_t>(), tokens[size_t((base + i) * seq + t)]) << what << " sample " << i << " token " << t;
+          ASSERT_EQ(y[i][t].item<int64_t>(), tokens[size_t((base + i) * seq + t + 1)]) << what << " sample " << i << " token " << t;
+        }
+    }
+  };
+  const TokenDataset from_text(load_tokens("text:" + dir + "/t.txt").tokens, 16, 0.1, 256);
+  EXPECT_EQ(from_text.size(Split::Train) + from_text.size(Split::Validation), 999 / 16);
+  expect_windows(from_text, std::vector<int64_t>(reinterpret_cast<const uint8_t*>(text.data()),
+                                                 reinterpret_cast<const uint8_t*>(text.data()) + text.size()), "text");
+  const TokenDataset from_shards(load_tokens("bin:" + dir + "/*.bin").tokens, 16, 0.1, 50304);
+  expect_windows(from_shards, std::vector<int64_t>(shards.begin(), shards.end()), "shards");
+  EXPECT_THROW(TokenDataset(load_tokens("bin:" + dir + "/*.bin").tokens, 16, 0.1, 100), std::invalid_argument);
+}
+
+namespace {
+
+int64_t resident_bytes() {
+  std::ifstream status("/proc/self/status");
+  for (std::string line; std::getline(status, line);)
+    if (line.rfind("VmRSS:", 0) == 0) return std::stoll(line.substr(6)) * 1024;
+  return -1;
+}
+
+}  // namespace
+
+// A text corpus used to be read whole on every rank plus 4 bytes per token: 256 MiB of text held
+// 1.25 GiB. It is mapped now: building the dataset, reading samples from both ends, and the
+// vocabulary check's pass over every token (vocab_size below 256) leave the rank's resident memory
+// where it was, far below the corpus's size.
+TEST(TokenDataset, MemoryDoesNotGrowWithTheCorpus) {
+  const auto dir = scratch_dir("data_large");
+  const int64_t small_bytes = 1 << 20, large_bytes = int64_t(256) << 20;
+  std::string text(size_t(small_bytes), 'a');
+  write_bytes(dir + "/small.txt", text.data(), text.size());
+  {
+    std::ofstream f(dir + "/large.txt", std::ios::binary);  // sparse: text at both ends, zeros between
+    f.write(text.data(), 4096);
+    f.seekp(large_bytes - 4096);
+    f.write(text.data(), 4096);
+  }
+  ASSERT_EQ(fs::file_size(dir + "/large.txt"), uint64_t(large_bytes));
+  auto growth = [&](const std::string& name, int vocab_size) {
+    const int64_t before = resident_bytes();
+    const TokenDataset ds(load_tokens("text:" + dir + "/" + name).tokens, 64, 0.1, vocab_size);
+    ds.batch(Split::Train, {0, ds.size(Split::Train) - 1});
+    ds.batch(Split::Validation, {ds.size(Split::Validation) - 1});
+    return resident_bytes() - before;
+  };
+  const int64_t small = growth("small.txt", 256);
+  for (int vocab_size : {256, 128}) {
+    const int64_t large = growth("large.txt", vocab_size);
+    EXPECT_LT(large, small + large_bytes / 32) << "vocab_size " << vocab_size << ": " << large << " bytes resident for a corpus of "
+                                               << large_bytes << " (" << small << " for one of " << small_bytes << ")";
+  }
 }

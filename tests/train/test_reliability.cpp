@@ -11,6 +11,7 @@
 #include <fstream>
 #include <random>
 #include <regex>
+#include <sstream>
 #include <thread>
 
 #include "ckpt/checkpoint_manager.h"
@@ -18,6 +19,7 @@
 #include "optim/flat_optimizer.h"
 #include "support/process.h"
 #include "support/scratch.h"
+#include "support/small_tmpfs.h"
 #include "train/train_config.h"
 #include "train/training_state.h"
 #include "training_run.h"
@@ -307,4 +309,31 @@ TEST(RunLock, ARunOrCheckpointDirectoryThatIsAFileIsNamedByItsKey) {
   EXPECT_NE(r.exit_code, 0);
   EXPECT_TRUE(contains(r.output, "checkpoint.dir: '" + file + "' exists and is not a directory")) << r.output;
   EXPECT_FALSE(fs::exists(dir + "/run")) << "a refused start left its run directory behind";
+}
+
+// A run directory on a file system of 64 KiB fills up long before step 1000. The run used to log
+// into nothing and exit 0, metrics.jsonl cut mid-line and the rank log at 4 KiB. The line that does
+// not fit now stops it with an error naming the file, on the console since the log cannot take it;
+// both logs end on a whole line, and the checkpoints, kept elsewhere, are there to resume from.
+TEST(FullDisk, AFullRunDirectoryStopsTheRunNamingTheFileAndLeavesWholeLines) {
+  SmallTmpfs disk("full_run_dir", 64 << 10);
+  if (!disk.unavailable().empty()) GTEST_SKIP() << disk.unavailable();
+  const std::string checkpoints = scratch_dir("full_run_dir_ckpt");
+  const ProcessResult run =
+      train_ranks_alone(disk.dir(), 1, {"train.steps=1000", "checkpoint.dir=" + checkpoints, "checkpoint.every_steps=20"})[0];
+  EXPECT_EQ(run.exit_code, 1) << run.output;
+  EXPECT_TRUE(contains(run.output, "dtrain train: error: cannot write '" + disk.dir() + "/metrics.jsonl': No space left on device") ||
+              contains(run.output, "dtrain train: error: cannot write '" + disk.dir() + "/rank-0.log': No space left on device"))
+      << run.output;
+  for (const std::string name : {"metrics.jsonl", "rank-0.log"}) {
+    const std::string text = read_text_file(disk.dir() + "/" + name);
+    ASSERT_FALSE(text.empty()) << name;
+    EXPECT_EQ(text.back(), '\n') << name << " ends mid-line";
+  }
+  std::istringstream metrics(read_text_file(disk.dir() + "/metrics.jsonl"));
+  int64_t last_step = 0;
+  for (std::string line; std::getline(metrics, line);) last_step = json::parse(line).value("step", int64_t(0));
+  EXPECT_GT(last_step, 20);
+  EXPECT_LT(last_step, 1000);
+  EXPECT_TRUE(fs::exists(checkpoints + "/latest"));
 }

@@ -3,9 +3,11 @@
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 #include <stdexcept>
 #include <utility>
@@ -27,17 +29,29 @@ char* map(int fd, size_t bytes, const std::string& name) {
   return static_cast<char*>(p);
 }
 
+// What a /dev/shm too small for the segment gets instead of a SIGBUS: where, how much, and the way out.
+std::runtime_error no_room(const std::string& name, size_t bytes) {
+  struct statvfs fs{};
+  const std::string free_bytes = ::statvfs("/dev/shm", &fs) == 0 ? std::to_string(uint64_t(fs.f_bavail) * fs.f_frsize) : "?";
+  return std::runtime_error("/dev/shm is too small for the shared-memory backend: segment /dev/shm" + name + " needs " +
+                            std::to_string(bytes) + " bytes and " + free_bytes +
+                            " are free; enlarge /dev/shm (a container's --shm-size) or use dist.backend=gloo");
+}
+
 }  // namespace
 
 SharedSegment SharedSegment::create(const std::string& name, size_t bytes) {
   remove(name);
   const int fd = shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
   if (fd < 0) throw os_error("cannot create", name);
-  if (ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
-    const int saved = errno;
+  // Sized by allocating every page now rather than by ftruncate: tmpfs hands out pages when they are
+  // first touched, so a /dev/shm that cannot hold the segment would kill a rank with SIGBUS at its
+  // first collective; here it is ENOSPC, before anything is mapped.
+  if (const int rc = posix_fallocate(fd, 0, static_cast<off_t>(bytes)); rc != 0) {
     close(fd);
     shm_unlink(name.c_str());
-    errno = saved;
+    if (rc == ENOSPC) throw no_room(name, bytes);
+    errno = rc;
     throw os_error("cannot size (" + std::to_string(bytes) + " bytes)", name);
   }
   try {

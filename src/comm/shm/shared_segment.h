@@ -11,7 +11,8 @@ namespace dtrain::shm {
 
 class SharedSegment {
  public:
-  // A new zero-filled segment of `bytes` bytes; a leftover of the same name is replaced.
+  // A new zero-filled segment of `bytes` bytes, its pages allocated; a leftover of the same name is
+  // replaced. A /dev/shm without room for it is an error naming /dev/shm, the bytes and dist.backend=gloo.
   static SharedSegment create(const std::string& name, size_t bytes);
   // The segment another process created; its size must be `bytes`.
   static SharedSegment open(const std::string& name, size_t bytes);

@@ -68,9 +68,21 @@ SharedSegment attach(c10d::Store& store, int rank, const ShmGroupOptions& o, con
   SharedSegment seg = [&] {
     if (rank != 0) {
       store.wait({"shm/created"}, o.timeout);
+      const auto created = store.get("shm/created");
+      if (created != std::vector<uint8_t>{'1'})
+        throw std::runtime_error("group rank 0 could not create the group's shared memory: " + std::string(created.begin(), created.end()));
       return SharedSegment::open(o.segment_name, layout.bytes());
     }
-    SharedSegment s = SharedSegment::create(o.segment_name, layout.bytes());
+    // The others learn why rank 0 failed at once, instead of waiting out the timeout for the segment.
+    SharedSegment s = [&] {
+      try {
+        return SharedSegment::create(o.segment_name, layout.bytes());
+      } catch (const std::exception& e) {
+        const std::string why = e.what();
+        store.set("shm/created", std::vector<uint8_t>(why.begin(), why.end()));
+        throw;
+      }
+    }();
     auto* h = new (layout.header(s.data())) SegmentHeader();
     h->magic = kSegmentMagic;
     h->size = n;
