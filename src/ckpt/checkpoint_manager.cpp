@@ -228,12 +228,17 @@ CheckpointInfo CheckpointManager::verify(const std::string& dir) {
   return info;
 }
 
-std::optional<CheckpointInfo> CheckpointManager::resolve(const std::string& path,
-                                                         const std::function<void(const std::string& dir)>& load,
-                                                         std::vector<std::string>* warnings) {
+void CheckpointManager::require_directory(const std::string& path) {
   std::error_code ec;
   if (!fs::is_directory(path, ec))
     throw std::invalid_argument("'" + printable(path) + "' " + (fs::exists(path, ec) ? "is not a directory" : "does not exist"));
+}
+
+std::optional<CheckpointInfo> CheckpointManager::resolve(const std::string& path,
+                                                         const std::function<void(const std::string& dir)>& load,
+                                                         std::vector<std::string>* warnings) {
+  require_directory(path);
+  std::error_code ec;
   if (fs::exists(path + "/manifest.json", ec)) {
     CheckpointInfo info = verify(path);
     if (load) load(path);

@@ -80,6 +80,8 @@ class CheckpointManager {
   // ("'PATH' does not exist", "... is not a directory") for the caller to prefix with what named it.
   static std::optional<CheckpointInfo> resolve(const std::string& path, const std::function<void(const std::string& dir)>& load,
                                                std::vector<std::string>* warnings);
+  // resolve()'s first check, which reads nothing: that `path` is a directory. Throws as resolve() does.
+  static void require_directory(const std::string& path);
   // The newest committed checkpoint whose manifest says it is healthy (manifests only, no checksums).
   std::optional<CheckpointInfo> newest_healthy() const;
   // Removes the "step-N.tmp" directories of saves a crash interrupted. Only while holding the lock.

@@ -26,6 +26,16 @@ constexpr bool kHaveNccl = true;
 constexpr bool kHaveNccl = false;
 #endif
 
+}  // namespace
+
+std::string backend_missing_from_build(const std::string& requested) {
+  if (requested == "nccl" && !kHaveNccl)
+    return "dist.backend=nccl, but this build of dtrain has no NCCL (it links a CPU-only LibTorch); use dist.backend=gloo or auto";
+  return "";
+}
+
+namespace {
+
 // A CUDA build with a GPU puts each rank on one (LOCAL_RANK modulo the GPUs, so ranks can share a
 // GPU on a small machine); otherwise the rank computes on the CPU.
 at::Device choose_device(const WorkerEnv& env) {
@@ -39,11 +49,15 @@ at::Device choose_device(const WorkerEnv& env) {
 std::string choose_backend(const std::string& requested, const at::Device& device, const WorkerEnv& env) {
   const bool gpu_per_rank = device.is_cuda() && env.local_world_size <= int(torch::cuda::device_count());
   if (requested == "auto") return gpu_per_rank ? "nccl" : device.is_cuda() ? "gloo" : "shm";
+  if (const std::string missing = backend_missing_from_build(requested); !missing.empty()) throw std::invalid_argument(missing);
   if (requested == "gloo") return requested;
+  if (requested == "shm") {
+    if (device.is_cuda())
+      throw std::invalid_argument("dist.backend=shm serves ranks that compute on the CPU, and this rank computes on a GPU; "
+                                  "use dist.backend=auto, gloo or nccl");
+    return requested;
+  }
   if (requested == "nccl") {
-    if (!kHaveNccl)
-      throw std::invalid_argument("dist.backend=nccl, but this build of dtrain has no NCCL (it links a CPU-only "
-                                  "LibTorch); use dist.backend=gloo or auto");
     if (!gpu_per_rank)
       throw std::invalid_argument("dist.backend=nccl needs one GPU per rank, but this node runs " +
                                   std::to_string(env.local_world_size) + " rank(s) (LOCAL_WORLD_SIZE) on " +
@@ -51,7 +65,7 @@ std::string choose_backend(const std::string& requested, const at::Device& devic
                                   " GPU(s); use dist.backend=gloo or auto");
     return requested;
   }
-  throw std::invalid_argument("dist.backend='" + requested + "' is not one of auto, gloo, nccl");
+  throw std::invalid_argument("dist.backend='" + requested + "' is not one of auto, shm, gloo, nccl");
 }
 
 c10::intrusive_ptr<c10d::Store> connect_store(const WorkerEnv& env, bool server, std::chrono::milliseconds timeout) {

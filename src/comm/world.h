@@ -16,8 +16,12 @@
 
 namespace dtrain {
 
+// Why this build of dtrain cannot serve dist.backend `requested` on any machine ("" when it can):
+// NCCL needs a CUDA build.
+std::string backend_missing_from_build(const std::string& requested);
+
 struct WorldOptions {
-  std::string backend = "auto";                 // auto | gloo | nccl (dist.backend)
+  std::string backend = "auto";                 // auto | shm | gloo | nccl (dist.backend); World::backend() says what auto chose
   std::chrono::milliseconds timeout{300000};    // every group's collective timeout (dist.timeout_s)
   int64_t shm_chunk_bytes = 1 << 19;            // each rank's shared-memory buffer half (comm/shm)
 };

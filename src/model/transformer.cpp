@@ -194,4 +194,17 @@ at::Tensor TransformerImpl::loss(const at::Tensor& tokens, const at::Tensor& tar
   return torch::nn::functional::cross_entropy(logits.view({-1, logits.size(-1)}).to(at::kFloat), targets.reshape({-1}));
 }
 
+std::vector<std::string> parameter_names(const TransformerConfig& c) {
+  TransformerConfig narrow = c;
+  narrow.n_head = 1;
+  narrow.n_kv_head = 0;
+  narrow.d_model = 2;  // even, for RoPE
+  narrow.d_ff = 1;
+  narrow.seq_len = 1;
+  narrow.vocab_size = 2;
+  std::vector<std::string> names;
+  for (const auto& item : Transformer(narrow, 0)->named_parameters()) names.push_back(item.key());
+  return names;
+}
+
 }  // namespace dtrain

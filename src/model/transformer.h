@@ -93,4 +93,9 @@ class TransformerImpl : public torch::nn::Module {
 };
 TORCH_MODULE(Transformer);
 
+// The parameter names a model of this config has ("wte.weight", "blocks.0.qkv.weight", ...), in
+// registration order, without allocating it: they depend on the architecture, the depth and the
+// tying alone, so they are read from a model of the same structure two elements wide.
+std::vector<std::string> parameter_names(const TransformerConfig& c);
+
 }  // namespace dtrain

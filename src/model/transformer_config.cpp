@@ -1,5 +1,6 @@
 #include "model/transformer_config.h"
 
+#include <algorithm>
 #include <climits>
 #include <sstream>
 #include <stdexcept>
@@ -11,10 +12,16 @@ namespace dtrain {
 
 namespace {
 
-// The parameter count in T: int64_t for parameter_count(), double for validate() to learn first
-// whether the count of a shape fits an int64 at all.
+// The parameters of each part of the forward pass, in T: int64_t for parameter_count(), double for
+// validate() to learn first whether the count of a shape fits an int64 at all.
 template <typename T>
-T count_parameters(const TransformerConfig& c) {
+struct PartSizes {
+  T block, embeddings, final_norm_and_head;
+  T total(int n_layer) const { return n_layer * block + embeddings + final_norm_and_head; }
+};
+
+template <typename T>
+PartSizes<T> part_sizes(const TransformerConfig& c) {
   const T d = c.d_model, f = c.ff_dim(), hd = c.head_dim(), kv = c.kv_heads();
   const T qkv = d * (c.n_head + 2 * kv) * hd, proj = d * d;
   T per_layer, embeddings = T(c.vocab_size) * d, final_norm;
@@ -27,7 +34,7 @@ T count_parameters(const TransformerConfig& c) {
     final_norm = 2 * d;
   }
   const T head = c.tie_embeddings ? 0 : T(c.vocab_size) * d;
-  return c.n_layer * per_layer + embeddings + final_norm + head;
+  return {per_layer, embeddings, final_norm + head};
 }
 
 }  // namespace
@@ -57,13 +64,18 @@ void TransformerConfig::validate() const {
   if (d_ff < 0) fail("model.d_ff must be 0 (auto) or positive");
   // ff_dim() is an int that holds up to 4·d_model (8·d_model/3 for llama, via 8·d_model).
   if (d_model > INT_MAX / 8) fail("model.d_model (" + std::to_string(d_model) + ") must be at most " + std::to_string(INT_MAX / 8));
-  const double parameters = count_parameters<double>(*this);
+  const double parameters = part_sizes<double>(*this).total(n_layer);
   if (parameters > 9e18)
     fail("model.n_layer, model.d_model, model.d_ff, model.vocab_size and model.seq_len give " + number_words(parameters) +
          " parameters, more than a 64-bit count holds");
 }
 
-int64_t TransformerConfig::parameter_count() const { return count_parameters<int64_t>(*this); }
+int64_t TransformerConfig::parameter_count() const { return part_sizes<int64_t>(*this).total(n_layer); }
+
+int64_t TransformerConfig::largest_part_parameters() const {
+  const auto parts = part_sizes<int64_t>(*this);
+  return std::max({parts.block, parts.embeddings, parts.final_norm_and_head});
+}
 
 double TransformerConfig::train_flops_per_token() const {
   return 6.0 * double(parameter_count()) + 12.0 * n_layer * seq_len * d_model;

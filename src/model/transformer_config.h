@@ -31,6 +31,9 @@ struct TransformerConfig {
   // Throws std::invalid_argument naming the model.* key at fault.
   void validate() const;
   int64_t parameter_count() const;
+  // The parameters of the largest part of the forward pass: a block, the embeddings, or the final
+  // norm with the output head. ZeRO stage 3 gathers one unit, at most a part, ahead of its use.
+  int64_t largest_part_parameters() const;
   // Training FLOPs per token: 6·N for the matmuls plus 12·layers·seq·d for attention scores
   // (PaLM's appendix B accounting, used for MFU).
   double train_flops_per_token() const;

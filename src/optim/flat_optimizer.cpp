@@ -32,12 +32,21 @@ int64_t FlatOptimizer::resident_bytes() const {
   return bytes;
 }
 
+std::optional<std::set<std::string>> optimizer_param_names(const std::string& type) {
+  const std::string t = lower(type);
+  if (t == "adamw" || t == "adam") return std::set<std::string>{"lr", "betas", "eps", "weight_decay", "adam_w_mode", "torch_adam", "bias_correction"};
+  if (t == "sgd") return std::set<std::string>{"lr", "momentum", "dampening", "weight_decay", "nesterov"};
+  return std::nullopt;
+}
+
 std::unique_ptr<ElementwiseRule> make_elementwise_rule(const nlohmann::json& spec) {
   const std::string type = spec.value("type", "AdamW");
   const nlohmann::json params = spec.value("params", nlohmann::json::object());
   const std::string t = lower(type);
+  const auto known = optimizer_param_names(type);
+  if (!known) throw std::invalid_argument("optimizer.type \"" + printable(type) + "\" is unknown (known: AdamW, Adam, SGD)");
+  const SectionParams r("optimizer", params, *known);
   if (t == "adamw" || t == "adam") {
-    SectionParams r("optimizer", params, {"lr", "betas", "eps", "weight_decay", "adam_w_mode", "torch_adam", "bias_correction"});
     AdamWOptions o;
     o.lr = r.number("lr", o.lr, 0);
     o.eps = r.number("eps", o.eps, 0);
@@ -51,23 +60,22 @@ std::unique_ptr<ElementwiseRule> make_elementwise_rule(const nlohmann::json& spe
       if (o.beta1 < 0 || o.beta1 >= 1 || o.beta2 < 0 || o.beta2 >= 1)
         throw std::invalid_argument("optimizer.params.betas must lie in [0, 1)");
     }
-    if (r.has("adam_w_mode") && r.raw("adam_w_mode") == false)
+    if (!r.boolean("adam_w_mode", true))
       throw std::invalid_argument("optimizer.params.adam_w_mode=false (L2-coupled Adam) is not implemented; use AdamW");
+    if (!r.boolean("bias_correction", true))
+      throw std::invalid_argument("optimizer.params.bias_correction=false is not implemented: dtrain's Adam always corrects the moments' bias");
+    r.boolean("torch_adam", false);  // which of DeepSpeed's implementations runs: one here
     return std::make_unique<AdamW>(o);
   }
-  if (t == "sgd") {
-    SectionParams r("optimizer", params, {"lr", "momentum", "dampening", "weight_decay", "nesterov"});
-    SgdOptions o;
-    o.lr = r.number("lr", o.lr, 0);
-    o.momentum = r.number("momentum", 0, 0);
-    o.dampening = r.number("dampening", 0, 0);
-    o.weight_decay = r.number("weight_decay", 0, 0);
-    o.nesterov = r.has("nesterov") && r.raw("nesterov") == true;
-    if (o.nesterov && (o.momentum == 0 || o.dampening != 0))
-      throw std::invalid_argument("optimizer.params.nesterov needs momentum > 0 and dampening 0");
-    return std::make_unique<Sgd>(o);
-  }
-  throw std::invalid_argument("optimizer.type \"" + printable(type) + "\" is unknown (known: AdamW, Adam, SGD)");
+  SgdOptions o;
+  o.lr = r.number("lr", o.lr, 0);
+  o.momentum = r.number("momentum", 0, 0);
+  o.dampening = r.number("dampening", 0, 0);
+  o.weight_decay = r.number("weight_decay", 0, 0);
+  o.nesterov = r.boolean("nesterov", false);
+  if (o.nesterov && (o.momentum == 0 || o.dampening != 0))
+    throw std::invalid_argument("optimizer.params.nesterov needs momentum > 0 and dampening 0");
+  return std::make_unique<Sgd>(o);
 }
 
 std::unique_ptr<ElementwiseOptimizer> make_flat_optimizer(const nlohmann::json& spec, const at::Tensor& like) {

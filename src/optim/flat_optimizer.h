@@ -8,6 +8,8 @@
 
 #include <map>
 #include <memory>
+#include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -75,6 +77,10 @@ class ElementwiseRule {
   // Bytes of scratch the update keeps between steps.
   virtual int64_t scratch_bytes() const { return 0; }
 };
+
+// The optimizer.params keys an optimizer.type takes (the type is case-insensitive); nullopt for a
+// type dtrain does not know.
+std::optional<std::set<std::string>> optimizer_param_names(const std::string& type);
 
 // The rule `optimizer {type, params}` names. Throws naming the key at fault (unknown type or param,
 // out-of-range value).

@@ -5,6 +5,7 @@
 #include <stdexcept>
 
 #include "common/printable.h"
+#include "common/printable_json.h"
 #include "optim/section_params.h"
 
 namespace dtrain {
@@ -31,15 +32,39 @@ void check_total_covers_warmup(const nlohmann::json& params, int64_t total, int6
 
 double linear_warmup(int64_t step, int64_t warmup) { return double(step + 1) / double(warmup + 1); }
 
+// DeepSpeed's marker of where a resumed schedule stands (-1: not resumed). dtrain's schedules follow
+// the step a run resumes at, so it is checked and not used.
+void check_last_batch_iteration(const SectionParams& p) {
+  const double v = p.number("last_batch_iteration", -1, -1, 0x1p53);
+  if (v != std::floor(v))
+    throw std::invalid_argument(p.name("last_batch_iteration") + " must be a whole number, got " + printable_json(p.raw("last_batch_iteration")));
+}
+
 }  // namespace
+
+std::optional<std::set<std::string>> schedule_param_names(const std::string& type) {
+  if (type == "constant" || type == "linear" || type == "cosine" || type == "wsd")
+    return std::set<std::string>{"warmup_steps", "min_ratio", "decay_steps", "decay_fraction"};
+  if (type == "WarmupLR" || type == "WarmupDecayLR")
+    return std::set<std::string>{"warmup_min_lr", "warmup_max_lr", "warmup_num_steps", "warmup_type", "total_num_steps", "last_batch_iteration"};
+  if (type == "WarmupCosineLR")
+    return std::set<std::string>{"total_num_steps", "warmup_min_ratio", "warmup_num_steps", "cos_min_ratio", "warmup_type", "last_batch_iteration"};
+  return std::nullopt;
+}
 
 LrSchedule::LrSchedule(const nlohmann::json& spec, double base_lr, int64_t total_steps) {
   type_ = spec.value("type", "constant");
   const nlohmann::json params = spec.value("params", nlohmann::json::object());
   const double lr0 = base_lr;
+  const auto known = schedule_param_names(type_);
+  if (!known)
+    throw std::invalid_argument("scheduler.type \"" + printable(type_) +
+                                "\" is unknown (known: constant, linear, cosine, wsd, WarmupLR, WarmupDecayLR, WarmupCosineLR)");
+  const SectionParams p("scheduler", params, *known);
   if (type_ == "constant" || type_ == "linear" || type_ == "cosine" || type_ == "wsd") {
-    SectionParams p("scheduler", params, {"warmup_steps", "min_ratio", "decay_steps", "decay_fraction"});
     const int64_t warmup = p.steps("warmup_steps", 0);
+    warmup_ = warmup;
+    warmup_key_ = "scheduler.params.warmup_steps";
     const double min_ratio = p.number("min_ratio", 0.0);
     if (min_ratio < 0 || min_ratio > 1) throw std::invalid_argument("scheduler.params.min_ratio must be in [0, 1]");
     const int64_t total = std::max<int64_t>(total_steps, warmup + 1);
@@ -67,9 +92,11 @@ LrSchedule::LrSchedule(const nlohmann::json& spec, double base_lr, int64_t total
     }
     fn_ = [=](int64_t step) { return lr0 * (step < warmup ? linear_warmup(step, warmup) : after(step)); };
   } else if (type_ == "WarmupLR" || type_ == "WarmupDecayLR") {
-    SectionParams p("scheduler", params, {"warmup_min_lr", "warmup_max_lr", "warmup_num_steps", "warmup_type", "total_num_steps", "last_batch_iteration"});
+    check_last_batch_iteration(p);
     const double min_lr = p.number("warmup_min_lr", 0.0), max_lr = p.number("warmup_max_lr", lr0);
     const int64_t warmup = std::max<int64_t>(p.steps("warmup_num_steps", 1000), 1);
+    warmup_ = warmup;
+    warmup_key_ = "scheduler.params.warmup_num_steps";
     auto gamma = deepspeed_warmup(warmup, p.text("warmup_type", "log"));
     if (type_ == "WarmupLR") {
       fn_ = [=](int64_t step) { return min_lr + (max_lr - min_lr) * gamma(step); };
@@ -82,10 +109,12 @@ LrSchedule::LrSchedule(const nlohmann::json& spec, double base_lr, int64_t total
         return min_lr + (max_lr - min_lr) * g;
       };
     }
-  } else if (type_ == "WarmupCosineLR") {
-    SectionParams p("scheduler", params, {"total_num_steps", "warmup_min_ratio", "warmup_num_steps", "cos_min_ratio", "warmup_type", "last_batch_iteration"});
+  } else {  // WarmupCosineLR
+    check_last_batch_iteration(p);
     const int64_t total = p.steps("total_num_steps", total_steps);
     const int64_t warmup = std::max<int64_t>(p.steps("warmup_num_steps", 1000), 1);
+    warmup_ = warmup;
+    warmup_key_ = "scheduler.params.warmup_num_steps";
     const double warmup_min = p.number("warmup_min_ratio", 0.0), cos_min = p.number("cos_min_ratio", 0.0001);
     check_total_covers_warmup(params, total, warmup);
     auto gamma = deepspeed_warmup(warmup, p.text("warmup_type", "log"));
@@ -94,9 +123,6 @@ LrSchedule::LrSchedule(const nlohmann::json& spec, double base_lr, int64_t total
       const double progress = double(step - warmup + 1) / double(std::max<int64_t>(1, total - warmup));
       return lr0 * std::max(0.0, cos_min + (1 - cos_min) * 0.5 * (1 + std::cos(M_PI * progress)));
     };
-  } else {
-    throw std::invalid_argument("scheduler.type \"" + printable(type_) +
-                                "\" is unknown (known: constant, linear, cosine, wsd, WarmupLR, WarmupDecayLR, WarmupCosineLR)");
   }
 }
 

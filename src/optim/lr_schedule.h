@@ -14,9 +14,14 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
+#include <set>
 #include <string>
 
 namespace dtrain {
+
+// The scheduler.params keys a scheduler.type takes; nullopt for a type dtrain does not know.
+std::optional<std::set<std::string>> schedule_param_names(const std::string& type);
 
 class LrSchedule {
  public:
@@ -24,9 +29,14 @@ class LrSchedule {
   LrSchedule(const nlohmann::json& spec, double base_lr, int64_t total_steps);
   double lr(int64_t step) const { return fn_(step); }
   const std::string& type() const { return type_; }
+  // The steps its warm-up lasts (0: none), and the key that sets them, for messages.
+  int64_t warmup_steps() const { return warmup_; }
+  const std::string& warmup_key() const { return warmup_key_; }
 
  private:
   std::string type_;
+  int64_t warmup_ = 0;
+  std::string warmup_key_;
   std::function<double(int64_t)> fn_;
 };
 

@@ -38,4 +38,10 @@ std::string SectionParams::text(const std::string& key, const std::string& fallb
   return raw(key).get<std::string>();
 }
 
+bool SectionParams::boolean(const std::string& key, bool fallback) const {
+  if (!has(key)) return fallback;
+  if (!raw(key).is_boolean()) throw std::invalid_argument(name(key) + " must be true or false, got " + printable_json(raw(key)));
+  return raw(key).get<bool>();
+}
+
 }  // namespace dtrain

@@ -23,6 +23,7 @@ class SectionParams {
   // schedules add to it without overflow.
   int64_t steps(const std::string& key, int64_t fallback) const;
   std::string text(const std::string& key, const std::string& fallback) const;
+  bool boolean(const std::string& key, bool fallback) const;
   // "optimizer.params.<key>", for messages (the key as the user wrote it, made printable).
   std::string name(const std::string& key) const;
 

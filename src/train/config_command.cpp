@@ -6,7 +6,7 @@
 
 #include "common/parse_command_line.h"
 #include "optim/lr_schedule.h"
-#include "train/train_config.h"
+#include "train/config_preflight.h"
 
 namespace dtrain {
 
@@ -15,7 +15,8 @@ int config_command(int argc, char** argv) {
   std::vector<std::string> sets;
   int world_size = 1;
   CLI::App app{"config check: read a config, apply --set, resolve \"auto\" and the batch arithmetic for a world size, "
-               "and print the plan (exit 1 naming the key at fault otherwise).",
+               "check what it names (data, NVMe and resume paths, freeze globs, backend) as `dtrain run` does, and print "
+               "its warnings and the plan (exit 1 naming the key at fault otherwise).",
                "dtrain config"};
   auto* check = app.add_subcommand("check", "validate a config and print the resolved plan");
   check->add_option("config", path, "JSON config (default: the demo config)");
@@ -23,7 +24,8 @@ int config_command(int argc, char** argv) {
   check->add_option("--world-size", world_size, "ranks in the job")->check(CLI::Range(1, 1 << 20))->capture_default_str();
   app.require_subcommand(1);
   if (const auto code = parse_command_line(app, argc, argv)) return *code;
-  const TrainConfig c = load_train_config(path, sets, world_size);
+  const TrainConfig c = load_run_config(path, sets, world_size);
+  for (const auto& warning : c.warnings) std::cerr << "warning: " << warning << "\n";
   const LrSchedule schedule(c.scheduler, c.base_lr, c.steps);
   const double params = double(c.model.parameter_count());
   // In floating point: with a large batch and many steps the token count overflows an int64.

@@ -22,7 +22,10 @@ const nlohmann::json& config_defaults() {
     "zero_optimization": {"stage": 0, "reduce_bucket_size": 6250000, "allgather_bucket_size": 500000000,
                           "overlap_comm": true, "contiguous_gradients": true, "reduce_scatter": true,
                           "allgather_partitions": true, "round_robin_gradients": false, "sub_group_size": 1000000000,
-                          "offload_optimizer": {}, "offload_param": {},
+                          "offload_optimizer": {"device": "none", "nvme_path": null, "pin_memory": false, "buffer_count": 4,
+                                                "buffer_size": 100000000, "max_in_cpu": 1000000000, "fast_init": false, "ratio": 1.0},
+                          "offload_param": {"device": "none", "nvme_path": null, "pin_memory": false, "buffer_count": 5,
+                                            "buffer_size": 100000000, "max_in_cpu": 1000000000, "fast_init": false, "ratio": 1.0},
                           "stage3_prefetch_bucket_size": "auto", "stage3_param_persistence_threshold": "auto",
                           "stage3_max_live_parameters": 1000000000, "stage3_max_reuse_distance": 1000000000,
                           "stage3_gather_16bit_weights_on_model_save": false},
@@ -47,8 +50,7 @@ const nlohmann::json& config_defaults() {
 }
 
 bool is_free_form(const std::string& path) {
-  static const std::vector<std::string> free = {"optimizer.params", "scheduler.params", "zero_optimization.offload_optimizer",
-                                                "zero_optimization.offload_param"};
+  static const std::vector<std::string> free = {"optimizer.params", "scheduler.params"};
   return std::find(free.begin(), free.end(), path) != free.end();
 }
 

@@ -1,7 +1,7 @@
 // Every config key dtrain knows, with its default: DeepSpeed's top-level keys with their meaning,
 // and dtrain's own sections (docs/config.md lists them all). A few subtrees
-// are free-form because their keys depend on a type (optimizer.params, scheduler.params) or belong
-// to features that check them where they are implemented (offload sections).
+// are free-form because their keys depend on a type (optimizer.params, scheduler.params), checked
+// where that type is built.
 #pragma once
 #include <nlohmann/json.hpp>
 

@@ -10,8 +10,8 @@
 #include "common/printable.h"
 #include "launch/agent.h"
 #include "launch/launch_options.h"
+#include "train/config_preflight.h"
 #include "train/sample_text.h"
-#include "train/train_config.h"
 
 namespace dtrain {
 
@@ -46,8 +46,8 @@ int run_command(int argc, char** argv) {
     return 2;
   }
   if (!no_sample) check_prompt(prompt);
-  // Checked once here, before any process starts, rather than once per rank.
-  TrainConfig config = load_train_config(config_path, sets, launch.nproc_per_node * launch.nnodes);
+  // Checked once here, before any process starts, as `config check` checks it.
+  TrainConfig config = load_run_config(config_path, sets, launch.nproc_per_node * launch.nnodes);
   // One run directory for all ranks and all restarts, so a restarted job resumes its own checkpoints.
   if (config.run_dir.empty()) {
     config.run_dir = default_run_dir();

@@ -69,6 +69,19 @@ void refuse_overwriting_the_input(const TrainConfig& c) {
 
 }  // namespace
 
+ConfigError resume_path_error(const std::string& problem) {
+  return ConfigError("train.resume: " + problem + " (give a step directory like ckpt/step-00000100, a checkpoint directory, \"auto\" or \"never\")");
+}
+
+void require_resume_path(const TrainConfig& c) {
+  if (c.resume == "auto" || c.resume == "never") return;
+  try {
+    CheckpointManager::require_directory(c.resume);
+  } catch (const std::invalid_argument& e) {
+    throw resume_path_error(e.what());
+  }
+}
+
 StartPlan plan_start(const TrainConfig& c, int restart_count) {
   refuse_overwriting_the_input(c);
   const std::string ckpt = c.checkpoint_dir();

@@ -22,6 +22,11 @@ struct StartPlan {
   std::vector<std::string> notes;  // for the log: what a restart resumes, what start_over removed
 };
 
+// The error for a train.resume path that names no checkpoint: `problem` says what it is instead.
+ConfigError resume_path_error(const std::string& problem);
+// Throws resume_path_error when train.resume is a path that is not a directory (nothing is read).
+void require_resume_path(const TrainConfig& config);
+
 // Throws ConfigError naming the key and what is in the way. `restart_count` is the job's
 // (DTRAIN_RESTART_COUNT). May remove files only when config.start_over asks for it.
 StartPlan plan_start(const TrainConfig& config, int restart_count);

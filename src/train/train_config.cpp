@@ -8,6 +8,8 @@
 #include <cmath>
 #include <cstdio>
 #include <ctime>
+#include <optional>
+#include <set>
 #include <sstream>
 
 #include "common/printable.h"
@@ -38,32 +40,65 @@ std::string json_error_text(const json::exception& e) {
   return printable(end == std::string::npos ? what : what.substr(end + 2), 400);
 }
 
-// Parses JSON text for the config, with two checks nlohmann leaves to the caller: a number too large
-// for a double (its "number overflow" carries no position) is reported against the dotted key being
-// read, and nesting is capped, as copying or printing a value nested 100,000 deep recurses until
-// the stack runs out.
-json parse_config_json(const std::string& text, const std::string& source) {
+// The value at `path` in `j`, or null where there is none.
+const json& value_at(const json& j, const std::vector<std::string>& path) {
+  static const json none;
+  const json* node = &j;
+  for (const auto& part : path) {
+    if (!node->is_object() || !node->contains(part)) return none;
+    node = &(*node)[part];
+  }
+  return *node;
+}
+
+std::string dotted(const std::vector<std::string>& path) {
+  std::string key;
+  for (const auto& part : path)
+    if (!part.empty()) key = join(key, part);
+  return key;
+}
+
+// Parses JSON text for the config, with three checks nlohmann leaves to the caller: a number too
+// large for a double (its "number overflow" carries no position) is reported against the dotted key
+// being read; nesting is capped, as copying or printing a value nested 100,000 deep recurses until
+// the stack runs out; and a key given twice in one object, of which nlohmann silently keeps the
+// last, adds a line to `warnings` naming the key and the value that wins.
+json parse_config_json(const std::string& text, const std::string& source, std::vector<std::string>& warnings) {
   constexpr int kMaxDepth = 32;  // the deepest key is 3 levels down, its value a list
   std::vector<std::string> path;
+  std::vector<std::set<std::string>> seen;  // the keys met so far in each open object, by the depth of its keys
+  std::vector<std::pair<std::vector<std::string>, int>> repeated;  // key path, times given
   auto track = [&](int depth, json::parse_event_t event, json& parsed) {
     if (event == json::parse_event_t::key) {
       path.resize(size_t(depth));
       path[size_t(depth) - 1] = parsed.get<std::string>();
+      if (!seen[size_t(depth)].insert(path.back()).second) {
+        auto it = std::find_if(repeated.begin(), repeated.end(), [&](const auto& r) { return r.first == path; });
+        if (it == repeated.end()) repeated.emplace_back(path, 2);
+        else ++it->second;
+      }
     }
     if ((event == json::parse_event_t::object_start || event == json::parse_event_t::array_start) && depth >= kMaxDepth)
       throw ConfigError(source + ": nests objects and lists deeper than " + std::to_string(kMaxDepth) +
                         " levels; a config needs a handful");
+    if (event == json::parse_event_t::object_start) {
+      seen.resize(size_t(depth) + 2);
+      seen[size_t(depth) + 1].clear();
+    }
     return true;
   };
+  json parsed;
   try {
-    return json::parse(text, track);
+    parsed = json::parse(text, track);
   } catch (const json::out_of_range&) {
-    std::string key;
-    for (const auto& part : path)
-      if (!part.empty()) key = join(key, part);
+    const std::string key = dotted(path);
     throw ConfigError(source + ": the number" + (key.empty() ? "" : " at '" + printable(key) + "'") +
                       " is out of range for a double (whose magnitude ends near 1.8e308)");
   }
+  for (const auto& [key, times] : repeated)
+    warnings.push_back(source + ": '" + printable(dotted(key)) + "' is given " + std::to_string(times) + " times in one object; the last, " +
+                       printable(printable_json(value_at(parsed, key)), 80) + ", is used and the others are ignored");
+  return parsed;
 }
 
 // Overlays `user` on `base`, rejecting keys the schema lacks.
@@ -117,6 +152,13 @@ class Reader {
     if (x < min_value || x > max_value) fail(origin_, "'" + key + "' must be " + range_words(min_value, max_value) + ", got " + printable_json(v));
     return x;
   }
+  // "auto" (nullopt), or a whole number as integer() reads it.
+  std::optional<int64_t> integer_or_auto(const std::string& key, int64_t min_value, int64_t max_value = INT64_MAX) const {
+    if (is_auto(key)) return std::nullopt;
+    if (!at(key).is_number())
+      fail(origin_, "'" + key + "' must be \"auto\" or a whole number " + range_words(min_value, max_value) + ", got " + printable_json(at(key)));
+    return integer(key, min_value, max_value);
+  }
   // A whole number that is stored in an int.
   int small_integer(const std::string& key, int min_value, int max_value = INT_MAX) const {
     return int(integer(key, min_value, max_value));
@@ -143,20 +185,57 @@ class Reader {
   std::string origin_;
 };
 
-// Keys the config accepts (DeepSpeed configs carry them) whose features land in later releases.
-// Setting them is an error, never silently ignored.
-void reject_unimplemented(const Reader& r) {
-  auto refuse = [&](const std::string& what) {
-    fail(r.origin(), what + " is accepted but not implemented yet in this version of dtrain; remove it or set it back to its default");
+// Keys for features not built yet: DeepSpeed configs carry some, and dtrain's own layout reserves
+// the others. Their default is the only value accepted; any other is refused, never silently ignored.
+void reject_unbuilt(const Reader& r) {
+  static const std::pair<const char*, const char*> later[] = {
+      {"activation_checkpointing.partition_activations", "partitioning activation checkpoints across ranks"},
+      {"activation_checkpointing.cpu_checkpointing", "keeping activation checkpoints in host memory"},
+      {"activation_checkpointing.contiguous_memory_optimization", "copying activation checkpoints into one buffer"},
+      {"activation_checkpointing.number_checkpoints", "DeepSpeed's count of activation checkpoints"},
+      {"parallel.tp", "tensor parallelism"},
+      {"parallel.pp", "pipeline parallelism"},
+      {"parallel.cp", "context parallelism"},
+      {"parallel.sequence_parallel", "sequence parallelism"},
+      {"parallel.pipeline_schedule", "pipeline parallelism"},
+      {"checkpoint.async", "asynchronous checkpointing"},
   };
-  for (const char* key : {"partition_activations", "cpu_checkpointing", "contiguous_memory_optimization"})
-    if (r.boolean(std::string("activation_checkpointing.") + key)) refuse(std::string("activation_checkpointing.") + key);
-  if (!r.is_null("activation_checkpointing.number_checkpoints")) refuse("activation_checkpointing.number_checkpoints");
-  for (const char* key : {"tp", "pp", "cp"})
-    if (r.integer(std::string("parallel.") + key, 1) != 1) refuse(std::string("parallel.") + key + " > 1");
-  if (r.boolean("parallel.sequence_parallel")) refuse("parallel.sequence_parallel");
-  if (r.boolean("checkpoint.async")) refuse("checkpoint.async");
-  if (!r.is_auto("parallel.micro_batches")) refuse("parallel.micro_batches (pipeline parallelism)");
+  const Reader defaults(config_defaults(), "");
+  for (const auto& [key, feature] : later)
+    if (r.at(key) != defaults.at(key))
+      fail(r.origin(), "'" + std::string(key) + "' is " + printable_json(r.at(key)) + ", but " + feature +
+                           " is not implemented yet in this version of dtrain; remove the key or set it to its default " +
+                           defaults.at(key).dump());
+}
+
+// DeepSpeed's tuning keys that dtrain accepts and does not use (docs/config.md says what it does
+// instead): their values are checked all the same, so a mistake in one is named, not carried along.
+void check_unused_deepspeed_keys(const Reader& r) {
+  for (const char* key : {"overlap_comm", "contiguous_gradients", "reduce_scatter", "allgather_partitions", "round_robin_gradients",
+                          "stage3_gather_16bit_weights_on_model_save"})
+    r.boolean(std::string("zero_optimization.") + key);
+  r.integer("zero_optimization.allgather_bucket_size", 1);
+  r.integer("zero_optimization.stage3_max_live_parameters", 0);
+  r.integer("zero_optimization.stage3_max_reuse_distance", 0);
+  for (const char* key : {"synchronize_checkpoint_boundary", "profile"}) r.boolean(std::string("activation_checkpointing.") + key);
+  for (const std::string section : {"zero_optimization.offload_optimizer", "zero_optimization.offload_param"}) {
+    r.boolean(section + ".pin_memory");
+    r.boolean(section + ".fast_init");
+    r.integer(section + ".buffer_count", 1);
+    r.integer(section + ".buffer_size", 1);
+    r.integer(section + ".max_in_cpu", 0);
+    r.number(section + ".ratio", 0, 1);
+  }
+}
+
+// What ZeRO stage 3 does in DeepSpeed's terms, where the config says "auto": it gathers one unit
+// ahead of its use (a unit is at most a forward part: a block, the embeddings, or the final norm
+// and head), and keeps no parameter whole for being small. Below stage 3 nothing is gathered.
+void resolve_stage3_keys(const Reader& r, TrainConfig& c) {
+  json& z = c.json["zero_optimization"];
+  if (!r.integer_or_auto("zero_optimization.stage3_prefetch_bucket_size", 0))
+    z["stage3_prefetch_bucket_size"] = c.zero_stage == 3 ? c.model.largest_part_parameters() : 0;
+  if (!r.integer_or_auto("zero_optimization.stage3_param_persistence_threshold", 0)) z["stage3_param_persistence_threshold"] = 0;
 }
 
 // zero_optimization.stage and FSDP's words for the same thing: parallel.fsdp.sharding_strategy
@@ -178,16 +257,20 @@ void resolve_sharding(const Reader& r, TrainConfig& c) {
     c.zero_stage = stage;
   }
   c.reshard_after_forward = strategy != "shard_grad_op";
-  if (!r.is_auto("parallel.fsdp.shard_group_size")) {
-    if (strategy != "hybrid_shard")
-      fail(r.origin(), "'parallel.fsdp.shard_group_size' applies to parallel.fsdp.sharding_strategy hybrid_shard, and this run "
-                       "does not use it");
-    c.shard_group_size = r.small_integer("parallel.fsdp.shard_group_size", 1);
-    if (c.dp % c.shard_group_size != 0)
-      fail(r.origin(), "'parallel.fsdp.shard_group_size' is " + std::to_string(c.shard_group_size) + ", which does not divide the " +
+  // Without hybrid sharding every data-parallel rank is in the one group, which the resolved config
+  // says; with it, "auto" is a node's ranks, which the trainer learns and writes.
+  const std::optional<int64_t> group = r.integer_or_auto("parallel.fsdp.shard_group_size", 1, INT_MAX);
+  if (strategy == "hybrid_shard") {
+    c.shard_group_size = group ? int(*group) : TrainConfig::kShardGroupPerNode;
+    if (group && c.dp % *group != 0)
+      fail(r.origin(), "'parallel.fsdp.shard_group_size' is " + std::to_string(*group) + ", which does not divide the " +
                            std::to_string(c.dp) + " data-parallel ranks");
-  } else if (strategy == "hybrid_shard") {
-    c.shard_group_size = TrainConfig::kShardGroupPerNode;
+  } else {
+    if (group && *group != c.dp)
+      fail(r.origin(), "'parallel.fsdp.shard_group_size' is " + std::to_string(*group) + ", but it applies to parallel.fsdp.sharding_strategy "
+                       "hybrid_shard, and this run does not use it: its one group is every data-parallel rank (" + std::to_string(c.dp) +
+                       "); remove the key or set it to " + std::to_string(c.dp));
+    c.json["parallel"]["fsdp"]["shard_group_size"] = c.dp;
   }
   if (!r.is_null("parallel.fsdp.reshard_after_forward")) {
     const bool reshard = r.boolean("parallel.fsdp.reshard_after_forward");
@@ -216,29 +299,18 @@ void resolve_sharding(const Reader& r, TrainConfig& c) {
 // zero_optimization.offload_optimizer or offload_param: {"device": "none" | "cpu" | "nvme", ...}.
 // DeepSpeed's rules: the optimizer offloads from stage 1, parameters at stage 3.
 TrainConfig::Offload resolve_offload(const Reader& r, const std::string& key, int min_stage, int stage) {
-  const json& section = r.at(key);
-  if (!section.is_object()) fail(r.origin(), "'" + key + "' must be an object like {\"device\": \"cpu\"}, got " + printable_json(section));
-  static const std::vector<std::string> known = {"device", "nvme_path", "pin_memory", "buffer_count", "buffer_size", "max_in_cpu",
-                                                 "fast_init", "ratio"};
-  for (const auto& item : section.items())
-    if (std::find(known.begin(), known.end(), item.key()) == known.end())
-      fail(r.origin(), "unknown key '" + key + "." + printable(item.key()) + "' (DeepSpeed's offload keys are device, nvme_path, "
-                       "pin_memory, buffer_count, buffer_size, max_in_cpu, fast_init, ratio)");
   TrainConfig::Offload offload;
-  if (!section.contains("device")) return offload;
   offload.device = r.text(key + ".device");
   const std::string& device = offload.device;
+  if (device != "none" && device != "cpu" && device != "nvme")
+    fail(r.origin(), "'" + key + ".device' must be \"none\", \"cpu\" or \"nvme\", got " + printable_json(r.at(key + ".device")));
+  if (!r.is_null(key + ".nvme_path")) offload.nvme_path = r.text(key + ".nvme_path");
   if (device == "none") return offload;
-  if (device != "cpu" && device != "nvme")
-    fail(r.origin(), "'" + key + ".device' must be \"none\", \"cpu\" or \"nvme\", got " + printable_json(section["device"]));
   if (stage < min_stage)
     fail(r.origin(), "'" + key + ".device' " + device + " needs zero_optimization.stage " + std::to_string(min_stage) +
                          (min_stage < 3 ? " or above" : "") + ", and this run has stage " + std::to_string(stage));
-  if (device == "nvme") {
-    if (!section.contains("nvme_path")) fail(r.origin(), "'" + key + ".device' nvme needs '" + key + ".nvme_path', a directory on the fast disk");
-    offload.nvme_path = r.text(key + ".nvme_path");
-    if (offload.nvme_path.empty()) fail(r.origin(), "'" + key + ".nvme_path' is empty");
-  }
+  if (device == "nvme" && offload.nvme_path.empty())
+    fail(r.origin(), "'" + key + ".device' nvme needs '" + key + ".nvme_path', a directory on the fast disk");
   return offload;
 }
 
@@ -302,11 +374,11 @@ TransformerConfig resolve_model(const Reader& r) {
 // DeepSpeed's rule: train_batch_size = micro × accumulation × dp; any one may be "auto" (derived
 // from the others), and when all are given they must agree.
 void resolve_batch(const Reader& r, TrainConfig& c) {
-  const bool has_b = !r.is_auto("train_batch_size"), has_m = !r.is_auto("train_micro_batch_size_per_gpu"),
-             has_a = !r.is_auto("gradient_accumulation_steps");
-  int64_t b = has_b ? r.integer("train_batch_size", 1) : 0;
-  int64_t m = has_m ? r.integer("train_micro_batch_size_per_gpu", 1) : 0;
-  int64_t a = has_a ? r.integer("gradient_accumulation_steps", 1) : 0;
+  const std::optional<int64_t> given_b = r.integer_or_auto("train_batch_size", 1),
+                               given_m = r.integer_or_auto("train_micro_batch_size_per_gpu", 1),
+                               given_a = r.integer_or_auto("gradient_accumulation_steps", 1);
+  const bool has_b = given_b.has_value(), has_m = given_m.has_value(), has_a = given_a.has_value();
+  int64_t b = given_b.value_or(0), m = given_m.value_or(0), a = given_a.value_or(0);
   const int64_t dp = c.dp;
   auto explain = [&] {
     return "train_batch_size (" + (has_b ? std::to_string(b) : "auto") + ") must equal train_micro_batch_size_per_gpu (" +
@@ -352,6 +424,38 @@ void resolve_batch(const Reader& r, TrainConfig& c) {
   c.json["gradient_accumulation_steps"] = a;
 }
 
+// A run saves a checkpoint at its end (checkpoint.save_at_end), at train.stop_at_step, every
+// checkpoint.every_steps steps and every checkpoint.every_hours hours; one that does none of these
+// leaves nothing to resume after a failure, or to sample from.
+void warn_if_no_checkpoint(TrainConfig& c) {
+  const CheckpointOptions& k = c.checkpoint;
+  if (k.save_at_end || c.stop_at_step > 0 || k.every_hours > 0 || (k.every_steps > 0 && k.every_steps <= c.steps)) return;
+  const std::string every = k.every_steps == 0 ? "checkpoint.every_steps is 0"
+                                               : "checkpoint.every_steps (" + std::to_string(k.every_steps) + ") is past train.steps (" +
+                                                     std::to_string(c.steps) + ")";
+  c.warnings.push_back(c.origin + ": this run saves no checkpoint (checkpoint.save_at_end is false, " + every +
+                       ", checkpoint.every_hours is 0): a failure loses all of it, and nothing is left to resume or sample from");
+}
+
+// After a --set of `section`.type: the params the new type does not take (left from the config's
+// own type) are dropped, each named in a warning, rather than refused as unknown to it.
+void drop_params_of_other_types(const std::string& section, json& node, const std::string& where, std::vector<std::string>& warnings) {
+  if (!node["type"].is_string() || !node.contains("params") || !node["params"].is_object()) return;
+  const std::string type = node["type"].get<std::string>();
+  const auto known = section == "optimizer" ? optimizer_param_names(type) : schedule_param_names(type);
+  if (!known) return;  // an unknown type is refused by name when the config resolves
+  std::vector<std::string> dropped;
+  for (const auto& item : node["params"].items())
+    if (!known->count(item.key())) dropped.push_back(item.key());
+  if (dropped.empty()) return;
+  std::string names;
+  for (size_t i = 0; i < dropped.size(); ++i) {
+    node["params"].erase(dropped[i]);
+    names += (i == 0 ? "" : i + 1 == dropped.size() ? " and " : ", ") + section + ".params." + printable(dropped[i]);
+  }
+  warnings.push_back(where + " dropped " + names + ", which " + printable(type) + " does not take");
+}
+
 }  // namespace
 
 const json& demo_config() {
@@ -381,7 +485,7 @@ std::string default_run_dir() {
   return std::string("runs/") + stamp + unique;
 }
 
-json read_config_file(const std::string& path) {
+json read_config_file(const std::string& path, std::vector<std::string>* warnings) {
   if (path.empty()) return demo_config();
   const std::string source = "config file '" + printable(path) + "'";
   const FileContents file = read_regular_file(path);
@@ -390,16 +494,19 @@ json read_config_file(const std::string& path) {
     throw ConfigError(source + " is empty; a config is a JSON object, {} at the least");
   if (file.bytes.find('\0') != std::string::npos) throw ConfigError(source + " is binary (it holds NUL bytes), not JSON text");
   json config;
+  std::vector<std::string> repeated_keys;
   try {
-    config = parse_config_json(file.bytes, source);
+    config = parse_config_json(file.bytes, source, repeated_keys);
   } catch (const json::parse_error& e) {
     throw ConfigError(source + " is not valid JSON: " + json_error_text(e));
   }
   if (!config.is_object()) throw ConfigError(source + " must hold a JSON object ({...}), got " + printable_json(config));
+  if (warnings) warnings->insert(warnings->end(), repeated_keys.begin(), repeated_keys.end());
   return config;
 }
 
-void apply_overrides(json& config, const std::vector<std::string>& sets) {
+std::vector<std::string> apply_overrides(json& config, const std::vector<std::string>& sets) {
+  std::vector<std::string> warnings;
   for (const auto& s : sets) {
     const std::string where = "--set '" + printable(s) + "'";
     const auto eq = s.find('=');
@@ -412,7 +519,7 @@ void apply_overrides(json& config, const std::vector<std::string>& sets) {
     const std::string key = s.substr(0, eq), text = s.substr(eq + 1);
     json value;
     try {
-      value = parse_config_json(text, where);
+      value = parse_config_json(text, where, warnings);
     } catch (const json::parse_error&) {
       value = text;  // a bare word is a string: --set data.source=text:corpus.txt
     }
@@ -427,7 +534,10 @@ void apply_overrides(json& config, const std::vector<std::string>& sets) {
       node = &next;
     }
     (*node)[path.back()] = value;
+    if (path.size() == 2 && path[1] == "type" && (path[0] == "optimizer" || path[0] == "scheduler"))
+      drop_params_of_other_types(path[0], *node, where, warnings);
   }
+  return warnings;
 }
 
 TrainConfig resolve_config(const json& user, int world_size, const std::string& origin) {
@@ -436,7 +546,8 @@ TrainConfig resolve_config(const json& user, int world_size, const std::string& 
   c.json = config_defaults();
   merge_checked(c.json, user, "", origin);
   const Reader r(c.json, origin);
-  reject_unimplemented(r);
+  reject_unbuilt(r);
+  check_unused_deepspeed_keys(r);
 
   c.model = resolve_model(r);
   c.json["model"].update(to_json(c.model));
@@ -447,11 +558,17 @@ TrainConfig resolve_config(const json& user, int world_size, const std::string& 
 
   c.world_size = world_size;
   c.dp = world_size;  // tp = pp = cp = 1 until those land
-  if (!r.is_auto("parallel.dp") && r.integer("parallel.dp", 1) != c.dp)
+  if (const auto dp = r.integer_or_auto("parallel.dp", 1); dp && *dp != c.dp)
     fail(origin, "'parallel.dp' is " + printable_json(r.at("parallel.dp")) + " but the job has " + std::to_string(world_size) +
                      " ranks (dp × tp × pp × cp must equal the world size)");
   c.json["parallel"]["dp"] = c.dp;
   resolve_batch(r, c);
+  // Without pipeline parallelism a step's micro-batches are its accumulation steps.
+  if (const auto micro_batches = r.integer_or_auto("parallel.micro_batches", 1); micro_batches && *micro_batches != c.accumulation)
+    fail(origin, "'parallel.micro_batches' is " + std::to_string(*micro_batches) + ", but pipeline parallelism, where a step's micro-batches "
+                 "could differ from its gradient_accumulation_steps (" + std::to_string(c.accumulation) + "), is not implemented yet in this "
+                 "version of dtrain; remove the key or set it to \"auto\"");
+  c.json["parallel"]["micro_batches"] = c.accumulation;
 
   c.steps = r.integer("train.steps", 1);
   c.stop_at_step = r.integer("train.stop_at_step", 0);
@@ -461,6 +578,7 @@ TrainConfig resolve_config(const json& user, int world_size, const std::string& 
   c.seed = uint64_t(r.integer("train.seed", 0));
   c.deterministic = r.boolean("train.deterministic");
   c.resume = r.text("train.resume");
+  if (c.resume.empty()) fail(origin, "'train.resume' must be \"auto\", \"never\" or a checkpoint's path, got \"\"");
   c.start_over = r.boolean("train.start_over");
   if (!r.at("train.freeze").is_array()) fail(origin, "'train.freeze' must be a list of parameter-name globs");
   for (const auto& g : r.at("train.freeze")) {
@@ -499,13 +617,18 @@ TrainConfig resolve_config(const json& user, int world_size, const std::string& 
   c.offload_optimizer = resolve_offload(r, "zero_optimization.offload_optimizer", 1, c.zero_stage);
   c.offload_param = resolve_offload(r, "zero_optimization.offload_param", 3, c.zero_stage);
   c.sub_group_size = r.integer("zero_optimization.sub_group_size", 1);
+  resolve_stage3_keys(r, c);
   r.text("optimizer.type");  // read here so that a type that is no string is named, not a JSON type_error
   r.text("scheduler.type");
   c.optimizer = c.json["optimizer"];
   c.scheduler = c.json["scheduler"];
   try {  // built once here so `config check` reports their parameters' mistakes too
     c.base_lr = make_flat_optimizer(c.optimizer, at::zeros({1}))->base_lr();
-    LrSchedule(c.scheduler, c.base_lr, c.steps);
+    const LrSchedule schedule(c.scheduler, c.base_lr, c.steps);
+    if (schedule.warmup_steps() >= c.steps)
+      c.warnings.push_back(origin + ": the " + schedule.type() + " schedule warms up for " + std::to_string(schedule.warmup_steps()) +
+                           " steps (" + schedule.warmup_key() + ") and the run has " + std::to_string(c.steps) +
+                           " (train.steps): the learning rate never reaches the rate it warms up to");
   } catch (const std::invalid_argument& e) {
     fail(origin, e.what());
   }
@@ -515,20 +638,25 @@ TrainConfig resolve_config(const json& user, int world_size, const std::string& 
   c.checkpoint.every_hours = r.number("checkpoint.every_hours", 0);
   c.checkpoint.keep = r.small_integer("checkpoint.keep", 0);
   c.checkpoint.save_at_end = r.boolean("checkpoint.save_at_end");
+  warn_if_no_checkpoint(c);
   c.backend = r.text("dist.backend");
-  if (c.backend != "auto" && c.backend != "gloo" && c.backend != "nccl")
-    fail(origin, "'dist.backend' must be \"auto\", \"gloo\" or \"nccl\", got " + printable_json(c.backend));
+  if (c.backend != "auto" && c.backend != "shm" && c.backend != "gloo" && c.backend != "nccl")
+    fail(origin, "'dist.backend' must be \"auto\", \"shm\", \"gloo\" or \"nccl\", got " + printable_json(c.backend));
   c.timeout_s = r.number("dist.timeout_s", 1, kMaxWaitSeconds);
   return c;
 }
 
 TrainConfig load_train_config(const std::string& path, const std::vector<std::string>& sets, int world_size) {
-  json user = read_config_file(path);
-  apply_overrides(user, sets);
+  std::vector<std::string> warnings;
+  json user = read_config_file(path, &warnings);
+  const std::vector<std::string> set_warnings = apply_overrides(user, sets);
+  warnings.insert(warnings.end(), set_warnings.begin(), set_warnings.end());
   // A --set value at fault is named by its key; the origin says the file is not all there is.
   const std::string origin = (path.empty() ? "demo config" : printable(path)) + (sets.empty() ? "" : " with --set");
   TrainConfig config = resolve_config(user, world_size, origin);
   config.config_path = path;
+  warnings.insert(warnings.end(), config.warnings.begin(), config.warnings.end());
+  config.warnings = warnings;
   return config;
 }
 

@@ -25,6 +25,10 @@ struct TrainConfig {
   nlohmann::json json;  // the merged, resolved config (what the run directory's config.json holds)
   std::string origin;   // where it came from, for messages: the file, or "demo config"
   std::string config_path;  // the config file read (empty: the demo config); a run never writes over it
+  // What runs but is questionable (a key given twice, a warm-up as long as the run, no checkpoint
+  // ever saved, parameters a --set of the type dropped): said once before the first step, by rank
+  // 0 of a run and by `config check`.
+  std::vector<std::string> warnings;
 
   TransformerConfig model;
   std::string data_source;
@@ -93,10 +97,13 @@ const nlohmann::json& demo_config();
 // "runs/<date-time>.<ms>-<pid>": the run directory when train.run_dir is empty.
 std::string default_run_dir();
 
-// Reads a config file (`path` empty: the demo config). Throws ConfigError naming the file.
-nlohmann::json read_config_file(const std::string& path);
-// Applies "dotted.key=value" overrides; values parse as JSON, else as strings.
-void apply_overrides(nlohmann::json& config, const std::vector<std::string>& sets);
+// Reads a config file (`path` empty: the demo config). Throws ConfigError naming the file. A key
+// given twice in one object keeps its last value, as JSON parsers do, and adds a line to `warnings`.
+nlohmann::json read_config_file(const std::string& path, std::vector<std::string>* warnings = nullptr);
+// Applies "dotted.key=value" overrides; values parse as JSON, else as strings. A --set of
+// optimizer.type or scheduler.type drops the params the new type does not take. Returns the
+// warnings: what it dropped, keys given twice in a value.
+std::vector<std::string> apply_overrides(nlohmann::json& config, const std::vector<std::string>& sets);
 // Merges over the defaults, rejects unknown and unimplemented keys, resolves "auto" and batch
 // arithmetic for `world_size` ranks. `origin` names where the config came from, for messages.
 TrainConfig resolve_config(const nlohmann::json& user, int world_size, const std::string& origin);

@@ -1,7 +1,6 @@
 #include "train/trainer.h"
 
 #include <ATen/Parallel.h>
-#include <fnmatch.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -35,6 +34,7 @@
 #include "parallel/zero/parameter_units.h"
 #include "parallel/zero/reduce_scatter_grads.h"
 #include "parallel/zero/zero_optimizer.h"
+#include "train/freeze_globs.h"
 #include "train/host_memory.h"
 #include "train/injected_faults.h"
 #include "train/matmul_peak.h"
@@ -233,11 +233,9 @@ void Trainer::setup_run_dir() {
   c_.checkpoint.dir = c_.checkpoint_dir();
   c_.json["train"]["run_dir"] = c_.run_dir;
   c_.json["checkpoint"]["dir"] = c_.checkpoint.dir;
+  c_.json["dist"]["backend"] = world_->backend();
   log_.open(c_.run_dir);
-  if (world_->rank() == 0) {
-    write_file_atomically(c_.run_dir + "/config.json", c_.json.dump(2));
-    metrics_ = std::make_unique<MetricsLog>(c_.run_dir + "/metrics.jsonl");
-  }
+  if (world_->rank() == 0) metrics_ = std::make_unique<MetricsLog>(c_.run_dir + "/metrics.jsonl");
 }
 
 void Trainer::build_data() {
@@ -254,22 +252,19 @@ void Trainer::build_model() {
   model_ = Transformer(c_.model, c_.seed);
   model_->set_activation_checkpointing(c_.activation_checkpointing);
   std::vector<std::pair<std::string, at::Tensor>> named;
-  std::vector<bool> glob_matched(c_.freeze.size(), false);
+  std::vector<std::string> names;
   int64_t frozen_count = 0;
   for (auto& item : model_->named_parameters()) {
-    for (size_t g = 0; g < c_.freeze.size(); ++g) {
-      if (fnmatch(c_.freeze[g].c_str(), item.key().c_str(), 0) != 0) continue;
-      glob_matched[g] = true;
-      if (!item.value().requires_grad()) continue;  // already frozen by an earlier glob
+    for (const auto& glob : c_.freeze) {
+      if (!freeze_glob_matches(glob, item.key()) || !item.value().requires_grad()) continue;  // or frozen by an earlier glob
       item.value().requires_grad_(false);
       frozen_.push_back(item.value());
       frozen_count += item.value().numel();
     }
     named.emplace_back(item.key(), item.value());
+    names.push_back(item.key());
   }
-  for (size_t g = 0; g < c_.freeze.size(); ++g)
-    if (!glob_matched[g])
-      throw ConfigError("train.freeze: '" + printable(c_.freeze[g]) + "' matches no parameter (names look like blocks.0.qkv.weight, wte.weight)");
+  require_freeze_globs_match(c_.freeze, names);
   // Moving keeps each parameter's identity (its data is replaced), so `named` and `frozen_` stay valid.
   model_->to(world_->device());
   MixedPrecision precision = MixedPrecision::make(c_.precision, world_->device());
@@ -293,6 +288,7 @@ void Trainer::build_model() {
     if (size < 1 || c_.dp % size != 0)
       throw ConfigError("parallel.fsdp.shard_group_size: a node's " + std::to_string(size) + " rank(s) do not divide the " +
                         std::to_string(c_.dp) + " data-parallel ranks; give the size");
+    c_.json["parallel"]["fsdp"]["shard_group_size"] = size;
     hybrid_mesh_ = std::make_unique<DeviceMesh>(*world_, std::vector<std::pair<std::string, int>>{{"replicate", c_.dp / size}, {"shard", size}});
     group = hybrid_mesh_->group("shard");
   }
@@ -479,8 +475,7 @@ std::string Trainer::choose_checkpoint() {
     try {
       found = CheckpointManager::resolve(resume, load, &warnings);
     } catch (const std::invalid_argument& e) {
-      throw ConfigError(std::string("train.resume: ") + e.what() +
-                        " (give a step directory like ckpt/step-00000100, a checkpoint directory, \"auto\" or \"never\")");
+      throw resume_path_error(e.what());
     }
   }
   for (const auto& w : warnings) log_.warn(w);
@@ -564,7 +559,7 @@ void Trainer::keep_global_batch(const std::string& dir, const nlohmann::json& sa
   c_.accumulation = accumulation;
   c_.json["train_batch_size"] = batch;
   c_.json["gradient_accumulation_steps"] = accumulation;
-  if (world_->rank() == 0) write_file_atomically(c_.run_dir + "/config.json", c_.json.dump(2));
+  c_.json["parallel"]["micro_batches"] = accumulation;
 }
 
 // The learning rate is a function of the step, so a resume with another schedule (train.steps, the
@@ -609,6 +604,9 @@ void Trainer::resume_or_start() {
                    ? "; it was saved by a " + progress_.precision + " run, and its fp32 weights continue in " + precision_name(c_.precision)
                    : ""));
   }
+  // The run directory's config.json says what this start did: the checkpoint it resumed, or never.
+  c_.json["train"]["resume"] = from.empty() ? "never" : from;
+  if (world_->rank() == 0) write_file_atomically(c_.run_dir + "/config.json", c_.json.dump(2));
   // Every rank starts from rank 0's parameters (at stage 3 each loaded its own shard, and a fresh
   // start broadcast the units when they were built).
   std::vector<at::Tensor> parameters = frozen_;
@@ -888,6 +886,8 @@ int Trainer::train() {
   log_.info("dtrain train: rank " + std::to_string(world_->rank()) + " of " + std::to_string(world_->size()) + ", backend " +
             world_->world_group()->backend_name() + ", " + std::to_string(at::get_num_threads()) + " thread(s) per rank, run dir " + c_.run_dir);
   for (const auto& line : setup_lines_) log_.info(line);
+  if (world_->rank() == 0)
+    for (const auto& warning : c_.warnings) log_.warn(warning);
   resume_or_start();
 
   peak_flops_ = c_.peak_flops > 0 ? c_.peak_flops * c_.world_size : 0;

@@ -326,7 +326,7 @@ TEST(TrainConfig, ValuesThatWouldOnlyFailLaterAreRefusedByName) {
 TEST(TrainConfig, TextFromTheUserIsEchoedPrintable) {
   EXPECT_EQ(error_of({{"\x1b[2Jtrain", 1}}), "cfg.json: unknown key '\\x1b[2Jtrain'; docs/config.md lists every key");
   EXPECT_EQ(error_of({{"dist", {{"backend", "nc\ncl"}}}}),
-            "cfg.json: 'dist.backend' must be \"auto\", \"gloo\" or \"nccl\", got \"nc\\ncl\"");
+            "cfg.json: 'dist.backend' must be \"auto\", \"shm\", \"gloo\" or \"nccl\", got \"nc\\ncl\"");
   EXPECT_EQ(error_of({{"model", {{"preset", "\x1b[31m"}}}}).substr(0, 44), "cfg.json: model.preset \"\\x1b[31m\" is unknown");
   EXPECT_EQ(set_error({"optimizer.params={\"\\r\": 1}"}), "cfg.json: optimizer.params.\\x0d is not a parameter of this optimizer");
   const std::string long_key(5000, 'k');

@@ -260,10 +260,12 @@ TEST(Resume, ALoadThatFailsOnOneRankStopsEveryRank) {
 
 TEST(Resume, AFatalErrorIsInTheRankLogToo) {
   const std::string dir = scratch_dir("fatal_log");
-  const TrainingRun run = train(dir, 1, {"train.resume=" + dir + "/no-such-checkpoint"});
+  // A directory passes the check before launch; that it holds no checkpoint shows only inside the rank.
+  std::filesystem::create_directories(dir + "/empty-checkpoints");
+  const TrainingRun run = train(dir, 1, {"train.resume=" + dir + "/empty-checkpoints"});
   EXPECT_NE(run.result.exit_code, 0);
-  EXPECT_TRUE(contains(run.result.output, "no-such-checkpoint' does not exist")) << run.result.output;
-  EXPECT_TRUE(contains(read_text_file(dir + "/rank-0.log"), "ERROR train.resume: '" + dir + "/no-such-checkpoint' does not exist"));
+  EXPECT_TRUE(contains(run.result.output, "empty-checkpoints' holds no committed checkpoint")) << run.result.output;
+  EXPECT_TRUE(contains(read_text_file(dir + "/rank-0.log"), "ERROR train.resume: '" + dir + "/empty-checkpoints' holds no committed checkpoint"));
 }
 
 // kill -9 at seeded random points of a run that checkpoints every step: mid-training, after a rank's

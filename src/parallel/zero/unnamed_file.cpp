@@ -10,7 +10,10 @@
 
 namespace dtrain {
 
-int make_unnamed_file(const std::string& dir, int64_t bytes) {
+namespace {
+
+// A read-write descriptor of an empty unnamed file in `dir`; throws as make_unnamed_file does.
+int open_unnamed_file(const std::string& dir) {
   struct stat st;
   if (::stat(dir.c_str(), &st) != 0) throw std::invalid_argument("'" + dir + "' does not exist");
   if (!S_ISDIR(st.st_mode)) throw std::invalid_argument("'" + dir + "' is not a directory");
@@ -21,6 +24,15 @@ int make_unnamed_file(const std::string& dir, int64_t bytes) {
     if (fd >= 0) ::unlink(name.c_str());
   }
   if (fd < 0) throw std::invalid_argument("'" + dir + "' is not writable: " + std::strerror(errno));
+  return fd;
+}
+
+}  // namespace
+
+void check_unnamed_file_dir(const std::string& dir) { ::close(open_unnamed_file(dir)); }
+
+int make_unnamed_file(const std::string& dir, int64_t bytes) {
+  const int fd = open_unnamed_file(dir);
   if (const int e = ::posix_fallocate(fd, 0, bytes); e != 0) {
     ::close(fd);
     throw std::invalid_argument("'" + dir + "' has no room for " + std::to_string(bytes >> 20) + " MiB: " + std::strerror(e));

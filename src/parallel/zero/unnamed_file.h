@@ -12,4 +12,8 @@ namespace dtrain {
 // saying what is wrong with `dir` (missing, not a directory, not writable, no room).
 int make_unnamed_file(const std::string& dir, int64_t bytes);
 
+// Throws as make_unnamed_file does when `dir` cannot hold such files at all (missing, not a
+// directory, not writable), before anything knows how large they will be.
+void check_unnamed_file_dir(const std::string& dir);
+
 }  // namespace dtrain

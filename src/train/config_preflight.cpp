@@ -1,0 +1,40 @@
+#include "train/config_preflight.h"
+
+#include <stdexcept>
+
+#include "comm/world.h"
+#include "data/token_source.h"
+#include "model/transformer.h"
+#include "parallel/zero/unnamed_file.h"
+#include "train/freeze_globs.h"
+#include "train/run_start.h"
+
+namespace dtrain {
+
+void preflight_config(const TrainConfig& c) {
+  try {
+    load_tokens(c.data_source);  // maps files and reads their headers: cheap at any corpus size
+  } catch (const std::runtime_error& e) {
+    throw ConfigError(e.what());  // it names data.source and the file
+  }
+  if (!c.freeze.empty()) require_freeze_globs_match(c.freeze, parameter_names(c.model));
+  if (const std::string missing = backend_missing_from_build(c.backend); !missing.empty()) throw ConfigError(missing);
+  for (const auto& [key, offload] : {std::pair{"zero_optimization.offload_optimizer", c.offload_optimizer},
+                                     std::pair{"zero_optimization.offload_param", c.offload_param}}) {
+    if (offload.device != "nvme") continue;
+    try {
+      check_unnamed_file_dir(offload.nvme_path);
+    } catch (const std::invalid_argument& e) {
+      throw ConfigError(std::string(key) + ".nvme_path: " + e.what());  // as the trainer words it
+    }
+  }
+  require_resume_path(c);
+}
+
+TrainConfig load_run_config(const std::string& path, const std::vector<std::string>& sets, int world_size) {
+  TrainConfig config = load_train_config(path, sets, world_size);
+  preflight_config(config);
+  return config;
+}
+
+}  // namespace dtrain

@@ -1,0 +1,25 @@
+// What a config names outside itself, checked before any rank starts. `dtrain run` and `dtrain
+// config check` both load their config through load_run_config, so a config that check passes is
+// one that run launches: a mistake that would otherwise show only inside the ranks after launch
+// stops both, named by its key.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "train/train_config.h"
+
+namespace dtrain {
+
+// Throws ConfigError naming the key when:
+// - data.source names no corpus this host can read (an unknown scheme, a bin: glob that matches
+//   nothing, a missing or too short file): the ranks' own loading, run here once;
+// - a train.freeze glob matches no parameter of the model (its names, listed without allocating it);
+// - dist.backend names a backend this build lacks (nccl in a CPU-only build);
+// - an NVMe offload's nvme_path is missing, not a directory or not writable;
+// - train.resume is a path that is not a directory.
+void preflight_config(const TrainConfig& config);
+
+// load_train_config, then preflight_config.
+TrainConfig load_run_config(const std::string& path, const std::vector<std::string>& sets, int world_size);
+
+}  // namespace dtrain
