@@ -93,7 +93,9 @@ class CheckpointManager {
 
   static std::string step_dir_name(int64_t step);
   // Checks a checkpoint directory against its manifest (every file's size and checksum, safetensors
-  // headers, the step against the directory name); throws naming the file at fault.
+  // headers, the step against the directory name) and every floating-point tensor for NaN and
+  // infinity, which a checksum taken of poisoned weights does not catch; throws naming the file at
+  // fault (and the tensor).
   static CheckpointInfo verify(const std::string& dir);
   // Reads manifest.json alone; throws naming it when it is missing or malformed.
   static CheckpointInfo read_manifest(const std::string& dir);
