@@ -260,16 +260,6 @@ std::optional<CheckpointInfo> CheckpointManager::resolve(const std::string& path
   return CheckpointManager(options, 0, agree_alone()).find_resumable(load, warnings);
 }
 
-std::optional<CheckpointInfo> CheckpointManager::newest_healthy() const {
-  for (const auto& [step, dir] : committed()) {
-    try {
-      if (auto info = read_manifest(dir); info.health.healthy) return info;
-    } catch (const std::exception&) {
-    }
-  }
-  return std::nullopt;
-}
-
 std::optional<CheckpointInfo> CheckpointManager::find_resumable(const std::function<void(const std::string& dir)>& load,
                                                                 std::vector<std::string>* warnings, bool healthy_only) const {
   auto warn = [&](const std::string& line) {
@@ -295,7 +285,7 @@ std::optional<CheckpointInfo> CheckpointManager::find_resumable(const std::funct
       continue;
     }
     for (const auto& u : unhealthy)
-      if (info.health.healthy && u.step > info.step)
+      if (!healthy_only && info.health.healthy && u.step > info.step)
         warn("checkpoint '" + u.dir + "' was taken when training had gone wrong (" + u.health.note + "); using step " +
              std::to_string(info.step) + " instead (train.resume=" + u.dir + " forces it)");
     return info;

@@ -71,7 +71,8 @@ class CheckpointManager {
 
   // The newest checkpoint that verifies and that `load` accepts (it throws to refuse one; null
   // accepts all), healthy ones before unhealthy ones, and unhealthy ones only when `healthy_only` is
-  // false. Each candidate passed over adds a line to `warnings` naming the file and the reason.
+  // false. Each candidate passed over adds a line to `warnings` naming the file and the reason (an
+  // unhealthy one only when it could have been taken: not for `healthy_only`).
   std::optional<CheckpointInfo> find_resumable(const std::function<void(const std::string& dir)>& load,
                                                std::vector<std::string>* warnings, bool healthy_only = false) const;
   // What a user names as a checkpoint (train.resume, generate --checkpoint): a step directory, which
@@ -80,8 +81,6 @@ class CheckpointManager {
   // ("'PATH' does not exist", "... is not a directory") for the caller to prefix with what named it.
   static std::optional<CheckpointInfo> resolve(const std::string& path, const std::function<void(const std::string& dir)>& load,
                                                std::vector<std::string>* warnings);
-  // The newest committed checkpoint whose manifest says it is healthy (manifests only, no checksums).
-  std::optional<CheckpointInfo> newest_healthy() const;
   // Removes the "step-N.tmp" directories of saves a crash interrupted. Only while holding the lock.
   void remove_interrupted_saves() const;
   // The committed checkpoint directories with steps above `step`, newest first (names only: a damaged

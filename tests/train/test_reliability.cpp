@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -17,6 +18,7 @@
 #include "ckpt/checkpoint_manager.h"
 #include "ckpt/durable_file.h"
 #include "ckpt/file_checksum.h"
+#include "ckpt/safetensors.h"
 #include "optim/flat_optimizer.h"
 #include "support/process.h"
 #include "support/scratch.h"
@@ -61,6 +63,29 @@ void set_byte_offset(const std::string& checkpoint, const std::string& tensor, u
   index["tensors"][tensor]["chunks"][0]["byte_offset"] = value;
   write_file_atomically(checkpoint + "/index.json", index.dump(1));
   reseal(checkpoint, "index.json");
+}
+
+// Writes `value` over element 0 of `chunk` in the one-rank checkpoint's shard and reseals the shard.
+void poison(const std::string& checkpoint, const std::string& chunk, float value) {
+  const std::string shard = "shard-00000.safetensors";
+  for (const auto& e : read_safetensors_header(checkpoint + "/" + shard))
+    if (e.name == chunk) {
+      std::fstream f(checkpoint + "/" + shard, std::ios::in | std::ios::out | std::ios::binary);
+      f.seekp(std::streamoff(e.begin));
+      f.write(reinterpret_cast<const char*>(&value), sizeof value);
+      f.close();
+      reseal(checkpoint, shard);
+      return;
+    }
+  FAIL() << checkpoint << "/" << shard << " has no chunk " << chunk;
+}
+
+// The line of `text` that holds `part` ("" when none).
+std::string line_with(const std::string& text, const std::string& part) {
+  std::istringstream lines(text);
+  for (std::string line; std::getline(lines, line);)
+    if (contains(line, part)) return line;
+  return "";
 }
 
 const std::string kConstantLr = "scheduler={\"type\":\"constant\"}";
@@ -112,6 +137,37 @@ TEST(Divergence, RollbackReloadsTheLastGoodCheckpointAtALowerLearningRate) {
   const auto state = json::parse(read_text_file(ckpt(dir, 20) + "/trainer_state.json"));
   EXPECT_DOUBLE_EQ(state["lr_scale"].get<double>(), 1e-9);
   EXPECT_EQ(state["rollbacks"].get<int>(), 1);
+}
+
+// A checkpoint whose weights went NaN with valid checksums (here a parameter at step 6, an Adam
+// moment at step 4) was resumed: every step was skipped, and the run stopped with exit 3 advising to
+// resume from that very checkpoint. Now both are damaged: resume passes over them to step 2, and the
+// advice after the divergence that follows names step 2 alone. With none left, resume says so.
+TEST(Divergence, ACheckpointHoldingNaNIsDamagedAndNeverAdvised) {
+  const std::string dir = scratch_dir("nan_checkpoint");
+  const std::vector<std::string> job = {kConstantLr, "checkpoint.every_steps=2", "checkpoint.keep=0"};
+  auto with = [&](std::vector<std::string> extra) {
+    extra.insert(extra.begin(), job.begin(), job.end());
+    return extra;
+  };
+  ASSERT_EQ(train(dir, 1, with({"train.steps=6"})).result.exit_code, 0);
+  poison(ckpt(dir, 6), "model/blocks.0.qkv.weight@0", NAN);
+  poison(ckpt(dir, 4), "optimizer/exp_avg_sq/blocks.1.fc.weight@0", NAN);
+  // No checkpoint is due before the blow-up stops the run, so none of the three is written over.
+  const TrainingRun blown = train(dir, 1, with({"train.steps=40", "checkpoint.every_steps=0", kBlowUp}));
+  const std::string& out = blown.result.output;
+  EXPECT_TRUE(contains(out, ckpt(dir, 6) + "/shard-00000.safetensors': tensor 'model/blocks.0.qkv.weight@0' holds a non-finite value")) << out;
+  EXPECT_TRUE(contains(out, ckpt(dir, 4) + "/shard-00000.safetensors': tensor 'optimizer/exp_avg_sq/blocks.1.fc.weight@0' holds a non-finite value"))
+      << out;
+  EXPECT_TRUE(contains(out, "resumed from " + ckpt(dir, 2) + " at step 2")) << out;
+  EXPECT_TRUE(contains(out, "rank 0 failed: exit code 3")) << out;
+  const std::string stop = line_with(out, "stopping: training diverged");
+  EXPECT_TRUE(contains(stop, "the last good checkpoint is " + ckpt(dir, 2) + " (step 2)")) << out;
+  EXPECT_FALSE(contains(stop, ckpt(dir, 6)) || contains(stop, ckpt(dir, 4))) << stop;
+  poison(ckpt(dir, 2), "model/wte.weight@0", INFINITY);
+  const TrainingRun none = train(dir, 1, with({"train.steps=8"}));
+  EXPECT_NE(none.result.exit_code, 0);
+  EXPECT_TRUE(contains(none.result.output, "no checkpoint in " + dir + "/ckpt can be resumed (warnings above say why)")) << none.result.output;
 }
 
 // index.json says where each chunk's bytes lie in the shard files. Edited with the manifest rewritten
