@@ -965,7 +965,7 @@ int Trainer::train() {
   if (!guard_->last_step_healthy()) {
     const auto good = last_good_checkpoint("end");
     log_.warn("the run ended on an unhealthy step (" + last_unhealthy_reason_ + "); " +
-              (good ? "the last healthy checkpoint is " + good->dir : std::string("no checkpoint is healthy")));
+              (good ? "the last healthy checkpoint is " + good->dir : std::string("no checkpoint is healthy and undamaged")));
   }
   const double elapsed = seconds_since(start_);
   struct rusage usage;
