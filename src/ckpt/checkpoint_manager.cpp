@@ -222,8 +222,24 @@ CheckpointInfo CheckpointManager::verify(const std::string& dir) {
     if (size != spec["bytes"].get<uintmax_t>())
       damaged(path, "is truncated or changed: " + std::to_string(size) + " bytes, the manifest says " +
                         std::to_string(spec["bytes"].get<uintmax_t>()));
-    if (file_checksum(path) != spec["xxh3"].get<std::string>()) damaged(path, "is damaged: its checksum does not match the manifest");
-    if (ends_with(path, ".safetensors")) verify_safetensors(path);
+    const std::string expected = spec["xxh3"].get<std::string>();
+    auto check_sum = [&](const std::string& sum) {
+      if (sum != expected) damaged(path, "is damaged: its checksum does not match the manifest");
+    };
+    if (!ends_with(path, ".safetensors")) {
+      check_sum(file_checksum(path));
+      continue;
+    }
+    // One read checks the tensors and sums the bytes. A file that fails the tensor checks is named
+    // damaged first when its bytes changed since the save, as that is the cause.
+    Checksum sum;
+    try {
+      verify_safetensors(path, [&](const char* bytes, size_t n) { sum.update(bytes, n); });
+    } catch (const std::runtime_error&) {
+      check_sum(file_checksum(path));
+      throw;
+    }
+    check_sum(sum.hex());
   }
   return info;
 }
@@ -247,16 +263,6 @@ std::optional<CheckpointInfo> CheckpointManager::resolve(const std::string& path
   CheckpointOptions options;
   options.dir = path;
   return CheckpointManager(options, 0, agree_alone()).find_resumable(load, warnings);
-}
-
-std::optional<CheckpointInfo> CheckpointManager::newest_healthy() const {
-  for (const auto& [step, dir] : committed()) {
-    try {
-      if (auto info = read_manifest(dir); info.health.healthy) return info;
-    } catch (const std::exception&) {
-    }
-  }
-  return std::nullopt;
 }
 
 std::optional<CheckpointInfo> CheckpointManager::find_resumable(const std::function<void(const std::string& dir)>& load,
@@ -284,7 +290,7 @@ std::optional<CheckpointInfo> CheckpointManager::find_resumable(const std::funct
       continue;
     }
     for (const auto& u : unhealthy)
-      if (info.health.healthy && u.step > info.step)
+      if (!healthy_only && info.health.healthy && u.step > info.step)
         warn("checkpoint '" + u.dir + "' was taken when training had gone wrong (" + u.health.note + "); using step " +
              std::to_string(info.step) + " instead (train.resume=" + u.dir + " forces it)");
     return info;

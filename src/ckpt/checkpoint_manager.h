@@ -71,7 +71,8 @@ class CheckpointManager {
 
   // The newest checkpoint that verifies and that `load` accepts (it throws to refuse one; null
   // accepts all), healthy ones before unhealthy ones, and unhealthy ones only when `healthy_only` is
-  // false. Each candidate passed over adds a line to `warnings` naming the file and the reason.
+  // false. Each candidate passed over adds a line to `warnings` naming the file and the reason (an
+  // unhealthy one only when it could have been taken: not for `healthy_only`).
   std::optional<CheckpointInfo> find_resumable(const std::function<void(const std::string& dir)>& load,
                                                std::vector<std::string>* warnings, bool healthy_only = false) const;
   // What a user names as a checkpoint (train.resume, generate --checkpoint): a step directory, which
@@ -82,8 +83,6 @@ class CheckpointManager {
                                                std::vector<std::string>* warnings);
   // resolve()'s first check, which reads nothing: that `path` is a directory. Throws as resolve() does.
   static void require_directory(const std::string& path);
-  // The newest committed checkpoint whose manifest says it is healthy (manifests only, no checksums).
-  std::optional<CheckpointInfo> newest_healthy() const;
   // Removes the "step-N.tmp" directories of saves a crash interrupted. Only while holding the lock.
   void remove_interrupted_saves() const;
   // The committed checkpoint directories with steps above `step`, newest first (names only: a damaged
@@ -95,7 +94,9 @@ class CheckpointManager {
 
   static std::string step_dir_name(int64_t step);
   // Checks a checkpoint directory against its manifest (every file's size and checksum, safetensors
-  // headers, the step against the directory name); throws naming the file at fault.
+  // headers, the step against the directory name) and every floating-point tensor for NaN and
+  // infinity, which a checksum taken of poisoned weights does not catch; throws naming the file at
+  // fault (and the tensor).
   static CheckpointInfo verify(const std::string& dir);
   // Reads manifest.json alone; throws naming it when it is missing or malformed.
   static CheckpointInfo read_manifest(const std::string& dir);

@@ -54,7 +54,7 @@ struct TensorEntry {
 struct Header {
   std::vector<TensorEntry> tensors;
   std::map<std::string, std::string> metadata;
-  uint64_t data_start = 0;
+  uint64_t data_start = 0, file_size = 0;
 };
 
 TensorEntry parse_entry(const std::string& path, const std::string& name, const nlohmann::json& spec, uint64_t data_bytes) {
@@ -111,6 +111,7 @@ Header read_header(const std::string& path, std::ifstream& in) {
   if (!json.is_object()) bad_file(path, "header is not a JSON object");
   Header h;
   h.data_start = 8 + n;
+  h.file_size = file_size;
   const uint64_t data_bytes = file_size - h.data_start;
   for (auto it = json.begin(); it != json.end(); ++it) {
     if (it.key() != "__metadata__") {
@@ -181,6 +182,41 @@ std::vector<SafetensorsEntry> read_safetensors_header(const std::string& path) {
   return out;
 }
 
-void verify_safetensors(const std::string& path) { read_safetensors_header(path); }
+void verify_safetensors(const std::string& path, const std::function<void(const char* bytes, size_t n)>& each_block) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) bad_file(path, "cannot be opened");
+  const Header h = read_header(path, in);
+  std::vector<const TensorEntry*> in_file_order;
+  for (const auto& e : h.tensors) in_file_order.push_back(&e);
+  std::sort(in_file_order.begin(), in_file_order.end(), [](auto* a, auto* b) { return a->begin < b->begin; });
+  // Blocks of whole elements, so each is checked as it is read, wherever in the file a tensor starts.
+  constexpr size_t kBlockBytes = 8 << 20;
+  std::vector<double> storage(kBlockBytes / sizeof(double));  // aligned for every dtype
+  char* block = reinterpret_cast<char*>(storage.data());
+  uint64_t pos = 0;
+  in.seekg(0);
+  auto read_until = [&](uint64_t end, const TensorEntry* tensor) {
+    const bool check = tensor && at::isFloatingType(tensor->dtype);
+    const size_t item = tensor ? c10::elementSize(tensor->dtype) : 1;
+    while (pos < end) {
+      const size_t n = size_t(std::min<uint64_t>(kBlockBytes / item * item, end - pos));
+      if (!in.read(block, std::streamsize(n))) bad_file(path, "cannot be read at byte " + std::to_string(pos));
+      if (each_block) each_block(block, n);
+      if (check) {
+        const at::Tensor finite = at::isfinite(at::from_blob(block, {int64_t(n / item)}, at::TensorOptions().dtype(tensor->dtype)));
+        if (!finite.all().item<bool>()) {
+          const int64_t first = int64_t((pos - h.data_start - tensor->begin) / item) + finite.logical_not().nonzero()[0][0].item<int64_t>();
+          bad_file(path, "tensor '" + tensor->name + "' holds a non-finite value (NaN or infinity) at element " + std::to_string(first));
+        }
+      }
+      pos += n;
+    }
+  };
+  for (const TensorEntry* e : in_file_order) {
+    read_until(h.data_start + e->begin, nullptr);
+    read_until(h.data_start + e->end, e);
+  }
+  read_until(h.file_size, nullptr);
+}
 
 }  // namespace dtrain

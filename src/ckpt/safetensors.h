@@ -4,6 +4,8 @@
 #pragma once
 #include <ATen/ATen.h>
 
+#include <cstddef>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -44,7 +46,10 @@ struct SafetensorsEntry {
 // overlapping): what a reader needs to fetch single tensors, or parts of them, from the file.
 std::vector<SafetensorsEntry> read_safetensors_header(const std::string& path);
 
-// read_safetensors_header() for its checks alone.
-void verify_safetensors(const std::string& path);
+// Reads the whole file once, in order, and checks it: the header as read_safetensors_header() does,
+// and every floating-point tensor for NaN and infinity (one isfinite pass per block read), since
+// such a value in stored weights poisons whatever loads them. Throws naming the file and the tensor
+// at fault. Every byte also goes to `each_block`, so a caller can checksum the file in the same read.
+void verify_safetensors(const std::string& path, const std::function<void(const char* bytes, size_t n)>& each_block = {});
 
 }  // namespace dtrain

@@ -152,6 +152,34 @@ ShardedCheckpointReader::ShardedCheckpointReader(const std::string& dir)
     tensors_[name] = global;
     chunks_[name] = std::move(chunks);
   }
+  check_chunks_against_files();
+}
+
+// The index is written from the shard files' headers, so each chunk must be there as the index says:
+// an index edited afterwards (with its manifest entry rewritten to match) would otherwise read another
+// tensor's bytes, or bytes shifted by a few elements, as this one's, without a word.
+void ShardedCheckpointReader::check_chunks_against_files() const {
+  std::map<std::string, std::map<std::string, SafetensorsEntry>> headers;  // file -> chunk key -> entry
+  for (const auto& [name, chunks] : chunks_)
+    for (const Chunk& c : chunks) {
+      const std::string path = dir_ + "/" + c.file;
+      if (!headers.count(c.file))
+        for (auto& e : read_safetensors_header(path)) headers[c.file].emplace(e.name, std::move(e));
+      auto disagree = [&](const std::string& what) {
+        return std::runtime_error("checkpoint file '" + index_path_ + "' disagrees with '" + path + "' about tensor '" + name +
+                                  "' (its chunk from element " + std::to_string(c.offset) + "): " + what + "; the checkpoint is damaged");
+      };
+      const auto found = headers[c.file].find(chunk_key(name, c.offset));
+      if (found == headers[c.file].end()) throw disagree("the file holds no such chunk");
+      const SafetensorsEntry& e = found->second;
+      const GlobalTensor& global = tensors_.at(name);
+      if (e.dtype != global.dtype)
+        throw disagree(std::string("the index says ") + c10::toString(global.dtype) + ", the file " + c10::toString(e.dtype));
+      if (e.shape != std::vector<int64_t>{c.numel})
+        throw disagree("the index says " + std::to_string(c.numel) + " elements, the file's shape is " + c10::str(at::IntArrayRef(e.shape)));
+      if (e.begin != c.begin)
+        throw disagree("the index says byte offset " + std::to_string(c.begin) + ", the file's header " + std::to_string(e.begin));
+    }
 }
 
 ShardedCheckpointReader::~ShardedCheckpointReader() {

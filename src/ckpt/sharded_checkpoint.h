@@ -8,7 +8,8 @@
 // ZeRO): each rank reads only what it now holds.
 //
 // The index is built from the shard files' own headers, so it cannot disagree with them, and it is
-// refused unless every global tensor is covered exactly once.
+// refused unless every global tensor is covered exactly once. A reader checks both again: an index
+// that disagrees with a header (edited, with its checksum rewritten to match) is damaged.
 #pragma once
 #include <ATen/ATen.h>
 #include <nlohmann/json.hpp>
@@ -49,7 +50,7 @@ void write_checkpoint_index(const std::string& dir, const std::map<std::string, 
                             const nlohmann::json& metadata);
 
 // Reads a sharded checkpoint's index (checked whole when opened: every tensor covered exactly once by
-// chunks inside its files) and fetches ranges of its tensors with positioned reads of just the bytes
+// chunks that its files' headers hold at the bytes, dtype and size the index says) and fetches ranges of its tensors with positioned reads of just the bytes
 // they need.
 class ShardedCheckpointReader {
  public:
@@ -73,6 +74,9 @@ class ShardedCheckpointReader {
     uint64_t begin = 0;  // byte offset of its first element in `file`
   };
   int descriptor(const std::string& file);
+  // Every chunk where its file's header has it, with the same dtype, size and byte offset; throws
+  // naming the index, the file and the tensor.
+  void check_chunks_against_files() const;
 
   std::string dir_, index_path_;
   std::map<std::string, GlobalTensor> tensors_;

@@ -134,6 +134,7 @@ class Trainer {
   std::optional<double> evaluate();
   bool parameters_finite();
   bool recover_from_divergence(int64_t step, const std::string& why);
+  std::optional<CheckpointInfo> last_good_checkpoint(const std::string& why);
   void save(int64_t step);
   void check_replicas_agree(int64_t step);
   void report_step(int64_t step, const StepOutcome& outcome);
@@ -843,10 +844,10 @@ bool Trainer::recover_from_divergence(int64_t step, const std::string& why) {
       return true;
     }
   }
-  const auto good = checkpoints_->newest_healthy();
+  const auto good = last_good_checkpoint("divergence");
   std::string advice = good ? "the last good checkpoint is " + good->dir + " (step " + std::to_string(good->step) +
                                   "): resume from it with a lower learning rate (--set train.resume=" + good->dir + ")"
-                            : "no healthy checkpoint was taken before it";
+                            : "no healthy, undamaged checkpoint was taken before it";
   if (c_.on_divergence == "rollback")
     advice = (progress_.rollbacks >= c_.max_rollbacks ? "no rollback left (" + std::to_string(progress_.rollbacks) + " of train.max_rollbacks " +
                                                             std::to_string(c_.max_rollbacks) + " used)"
@@ -854,6 +855,20 @@ bool Trainer::recover_from_divergence(int64_t step, const std::string& why) {
              "; " + advice;
   log_.error("stopping: training diverged at step " + std::to_string(step) + "; " + advice);
   return false;
+}
+
+// The checkpoint to advise after training went wrong: the newest healthy one that passes every check
+// resume makes (checksums, finite tensors), never merely the newest whose manifest says healthy, which
+// may hold poisoned weights. Rank 0 verifies, logging what it passes over; the others learn its answer.
+std::optional<CheckpointInfo> Trainer::last_good_checkpoint(const std::string& why) {
+  const std::string dir = agree("trainer/last_good/" + why, [this] {
+    std::vector<std::string> warnings;
+    const auto good = checkpoints_->find_resumable(nullptr, &warnings, /*healthy_only=*/true);
+    for (const auto& w : warnings) log_.warn(w);
+    return good ? good->dir : std::string();
+  });
+  if (dir.empty()) return std::nullopt;
+  return CheckpointManager::read_manifest(dir);
 }
 
 int Trainer::run() {
@@ -948,9 +963,9 @@ int Trainer::train() {
   }
   optimizer_->finish_parameter_updates();
   if (!guard_->last_step_healthy()) {
-    const auto good = checkpoints_->newest_healthy();
+    const auto good = last_good_checkpoint("end");
     log_.warn("the run ended on an unhealthy step (" + last_unhealthy_reason_ + "); " +
-              (good ? "the last healthy checkpoint is " + good->dir : std::string("no checkpoint is healthy")));
+              (good ? "the last healthy checkpoint is " + good->dir : std::string("no checkpoint is healthy and undamaged")));
   }
   const double elapsed = seconds_since(start_);
   struct rusage usage;

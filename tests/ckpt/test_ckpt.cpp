@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 #include <torch/types.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 
@@ -198,6 +199,43 @@ TEST(CheckpointManager, SameSizeDamageIsCaughtByTheChecksum) {
   }
 }
 
+// Weights that went NaN or infinite before they were saved carry checksums as valid as any, and a
+// run resumed from them skipped every step. verify() now reads every floating-point tensor and names
+// the file, the tensor and the element, so resume passes over such a checkpoint like any damaged one.
+TEST(CheckpointManager, ACheckpointHoldingNaNOrInfinityIsDamaged) {
+  const auto dir = scratch_dir("ckpt_non_finite");
+  auto m = manager(dir);
+  save_steps(m, {1});
+  auto save_poisoned = [&](int64_t step, const std::string& tensor, int64_t element, float value) {
+    at::Tensor values = torch::ones({3 << 20});  // 12 MiB: more than one block of the check
+    values[element] = value;
+    m.save(step, 0, kHealthy, [&](const std::string& tmp) {
+      // A 3-element bf16 tensor first, so the fp32 one starts off its alignment in the file.
+      write_safetensors(tmp + "/model.safetensors", {{"model/ln.bias@0", torch::zeros({3}, torch::kBFloat16)}, {tensor, values}});
+    });
+  };
+  save_poisoned(2, "model/w@0", 17, NAN);                                   // a parameter
+  save_poisoned(3, "optimizer/exp_avg_sq/w@0", (3 << 20) - 5, INFINITY);  // an optimizer moment, in the last block
+  for (const auto& [step, needle] : std::vector<std::pair<std::string, std::string>>{
+           {"step-00000002", "tensor 'model/w@0' holds a non-finite value (NaN or infinity) at element 17"},
+           {"step-00000003", "tensor 'optimizer/exp_avg_sq/w@0' holds a non-finite value (NaN or infinity) at element " +
+                                 std::to_string((3 << 20) - 5)}}) {
+    const std::string msg = expect_throws([&] { CheckpointManager::verify(dir + "/" + step); });
+    EXPECT_NE(msg.find(dir + "/" + step + "/model.safetensors': " + needle), std::string::npos) << msg;
+  }
+  std::vector<std::string> warnings;
+  EXPECT_EQ(m.find_resumable(nullptr, &warnings)->step, 1);
+  ASSERT_EQ(warnings.size(), 2u);
+  EXPECT_NE(warnings[0].find("'optimizer/exp_avg_sq/w@0' holds a non-finite value"), std::string::npos) << warnings[0];
+  EXPECT_NE(warnings[1].find("'model/w@0' holds a non-finite value"), std::string::npos) << warnings[1];
+  // A damaged file is named damaged by its checksum first, whatever its bytes now hold.
+  patch_file(dir + "/step-00000002/model.safetensors", std::streamoff(fs::file_size(dir + "/step-00000002/model.safetensors") - 4), "\x01");
+  EXPECT_NE(expect_throws([&] { CheckpointManager::verify(dir + "/step-00000002"); }).find("is damaged: its checksum does not match"),
+            std::string::npos);
+  save_poisoned(1, "model/w@0", 0, -INFINITY);
+  EXPECT_FALSE(m.find_resumable(nullptr, nullptr).has_value());
+}
+
 TEST(CheckpointManager, AManifestWhoseStepContradictsItsDirectoryIsDamaged) {
   const auto dir = scratch_dir("ckpt_step_name");
   auto m = manager(dir);
@@ -230,7 +268,7 @@ TEST(CheckpointManager, KeepNeverDeletesTheNewestHealthyCheckpointAndResumePrefe
   EXPECT_TRUE(fs::exists(dir + "/step-00000010"));
   EXPECT_FALSE(fs::exists(dir + "/step-00000020"));
   EXPECT_TRUE(fs::exists(dir + "/step-00000040"));
-  EXPECT_EQ(m.newest_healthy()->step, 10);
+  EXPECT_EQ(m.find_resumable(nullptr, nullptr, /*healthy_only=*/true)->step, 10);
   std::vector<std::string> warnings;
   EXPECT_EQ(m.find_resumable(nullptr, &warnings)->step, 10);
   ASSERT_EQ(warnings.size(), 2u);

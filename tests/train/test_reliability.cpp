@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -16,6 +17,8 @@
 
 #include "ckpt/checkpoint_manager.h"
 #include "ckpt/durable_file.h"
+#include "ckpt/file_checksum.h"
+#include "ckpt/safetensors.h"
 #include "optim/flat_optimizer.h"
 #include "support/process.h"
 #include "support/scratch.h"
@@ -39,6 +42,50 @@ void patch_same_size(const std::string& path, const std::string& from, const std
   ASSERT_NE(at, std::string::npos) << from << " not in " << path;
   bytes.replace(at, from.size(), to);
   std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
+}
+
+// Records `file`'s present size and checksum in its checkpoint's manifest: damage done with the
+// manifest rewritten to match, which the checksum alone cannot catch.
+void reseal(const std::string& checkpoint, const std::string& file) {
+  json manifest = json::parse(read_text_file(checkpoint + "/manifest.json"));
+  const std::string path = checkpoint + "/" + file;
+  manifest["files"][file] = {{"bytes", fs::file_size(path)}, {"xxh3", file_checksum(path)}};
+  write_file_atomically(checkpoint + "/manifest.json", manifest.dump(2));
+}
+
+json index_of(const std::string& checkpoint) { return json::parse(read_text_file(checkpoint + "/index.json")); }
+
+uint64_t byte_offset(const json& index, const std::string& tensor) { return index["tensors"][tensor]["chunks"][0]["byte_offset"].get<uint64_t>(); }
+
+// Sets the byte offset of `tensor`'s one chunk in the checkpoint's index.json, and reseals the index.
+void set_byte_offset(const std::string& checkpoint, const std::string& tensor, uint64_t value) {
+  json index = index_of(checkpoint);
+  index["tensors"][tensor]["chunks"][0]["byte_offset"] = value;
+  write_file_atomically(checkpoint + "/index.json", index.dump(1));
+  reseal(checkpoint, "index.json");
+}
+
+// Writes `value` over element 0 of `chunk` in the one-rank checkpoint's shard and reseals the shard.
+void poison(const std::string& checkpoint, const std::string& chunk, float value) {
+  const std::string shard = "shard-00000.safetensors";
+  for (const auto& e : read_safetensors_header(checkpoint + "/" + shard))
+    if (e.name == chunk) {
+      std::fstream f(checkpoint + "/" + shard, std::ios::in | std::ios::out | std::ios::binary);
+      f.seekp(std::streamoff(e.begin));
+      f.write(reinterpret_cast<const char*>(&value), sizeof value);
+      f.close();
+      reseal(checkpoint, shard);
+      return;
+    }
+  FAIL() << checkpoint << "/" << shard << " has no chunk " << chunk;
+}
+
+// The line of `text` that holds `part` ("" when none).
+std::string line_with(const std::string& text, const std::string& part) {
+  std::istringstream lines(text);
+  for (std::string line; std::getline(lines, line);)
+    if (contains(line, part)) return line;
+  return "";
 }
 
 const std::string kConstantLr = "scheduler={\"type\":\"constant\"}";
@@ -90,6 +137,65 @@ TEST(Divergence, RollbackReloadsTheLastGoodCheckpointAtALowerLearningRate) {
   const auto state = json::parse(read_text_file(ckpt(dir, 20) + "/trainer_state.json"));
   EXPECT_DOUBLE_EQ(state["lr_scale"].get<double>(), 1e-9);
   EXPECT_EQ(state["rollbacks"].get<int>(), 1);
+}
+
+// A checkpoint whose weights went NaN with valid checksums (here a parameter at step 6, an Adam
+// moment at step 4) was resumed: every step was skipped, and the run stopped with exit 3 advising to
+// resume from that very checkpoint. Now both are damaged: resume passes over them to step 2, and the
+// advice after the divergence that follows names step 2 alone. With none left, resume says so.
+TEST(Divergence, ACheckpointHoldingNaNIsDamagedAndNeverAdvised) {
+  const std::string dir = scratch_dir("nan_checkpoint");
+  const std::vector<std::string> job = {kConstantLr, "checkpoint.every_steps=2", "checkpoint.keep=0"};
+  auto with = [&](std::vector<std::string> extra) {
+    extra.insert(extra.begin(), job.begin(), job.end());
+    return extra;
+  };
+  ASSERT_EQ(train(dir, 1, with({"train.steps=6"})).result.exit_code, 0);
+  poison(ckpt(dir, 6), "model/blocks.0.qkv.weight@0", NAN);
+  poison(ckpt(dir, 4), "optimizer/exp_avg_sq/blocks.1.fc.weight@0", NAN);
+  // No checkpoint is due before the blow-up stops the run, so none of the three is written over.
+  const TrainingRun blown = train(dir, 1, with({"train.steps=40", "checkpoint.every_steps=0", kBlowUp}));
+  const std::string& out = blown.result.output;
+  EXPECT_TRUE(contains(out, ckpt(dir, 6) + "/shard-00000.safetensors': tensor 'model/blocks.0.qkv.weight@0' holds a non-finite value")) << out;
+  EXPECT_TRUE(contains(out, ckpt(dir, 4) + "/shard-00000.safetensors': tensor 'optimizer/exp_avg_sq/blocks.1.fc.weight@0' holds a non-finite value"))
+      << out;
+  EXPECT_TRUE(contains(out, "resumed from " + ckpt(dir, 2) + " at step 2")) << out;
+  EXPECT_TRUE(contains(out, "rank 0 failed: exit code 3")) << out;
+  const std::string stop = line_with(out, "stopping: training diverged");
+  EXPECT_TRUE(contains(stop, "the last good checkpoint is " + ckpt(dir, 2) + " (step 2)")) << out;
+  EXPECT_FALSE(contains(stop, ckpt(dir, 6)) || contains(stop, ckpt(dir, 4))) << stop;
+  poison(ckpt(dir, 2), "model/wte.weight@0", INFINITY);
+  const TrainingRun none = train(dir, 1, with({"train.steps=8"}));
+  EXPECT_NE(none.result.exit_code, 0);
+  EXPECT_TRUE(contains(none.result.output, "no checkpoint in " + dir + "/ckpt can be resumed (warnings above say why)")) << none.result.output;
+}
+
+// index.json says where each chunk's bytes lie in the shard files. Edited with the manifest rewritten
+// to match — one chunk moved by an element (step 6), two same-shaped tensors' offsets swapped (step
+// 4) — it loaded wrong weights without a word. Now such a checkpoint is damaged, named by tensor,
+// and resume passes over it.
+TEST(Resume, AnIndexWhoseOffsetsDisagreeWithItsShardIsDamaged) {
+  const std::string dir = scratch_dir("index_offsets");
+  const std::vector<std::string> job = {"checkpoint.every_steps=2", "checkpoint.keep=0"};
+  auto with = [&](std::vector<std::string> extra) {
+    extra.insert(extra.begin(), job.begin(), job.end());
+    return extra;
+  };
+  ASSERT_EQ(train(dir, 1, with({"train.steps=6"})).result.exit_code, 0);
+  const std::string qkv = "model/blocks.0.qkv.weight", ln1 = "model/blocks.0.ln1.weight", ln2 = "model/blocks.0.ln2.weight";
+  set_byte_offset(ckpt(dir, 6), qkv, byte_offset(index_of(ckpt(dir, 6)), qkv) + 4);
+  const json index = index_of(ckpt(dir, 4));
+  set_byte_offset(ckpt(dir, 4), ln1, byte_offset(index, ln2));
+  set_byte_offset(ckpt(dir, 4), ln2, byte_offset(index, ln1));
+  for (int step : {4, 6}) ASSERT_NO_THROW(CheckpointManager::verify(ckpt(dir, step))) << "the manifest does not match the edited index";
+  const TrainingRun resumed = train(dir, 1, with({"train.steps=8"}));
+  const std::string& out = resumed.result.output;
+  EXPECT_EQ(resumed.result.exit_code, 0) << out;
+  EXPECT_TRUE(contains(out, ckpt(dir, 6) + "/index.json' disagrees with '" + ckpt(dir, 6) + "/shard-00000.safetensors' about tensor '" + qkv +
+                                "' (its chunk from element 0): the index says byte offset"))
+      << out;
+  EXPECT_TRUE(contains(out, "about tensor '" + ln1 + "'")) << out;
+  EXPECT_TRUE(contains(out, "resumed from " + ckpt(dir, 2) + " at step 2")) << out;
 }
 
 // A second run on a directory in use is refused at once, naming the holder, and touches nothing;
@@ -197,16 +303,21 @@ TEST(Resume, TrainerStateAndTensorsAreCheckedAgainstManifestAndModelBeforeAnythi
     at::NoGradGuard no_grad;
     flat.data().zero_();
   }
+  // A tensor renamed or retyped in the shard's header as well as in the index is a checkpoint of
+  // another model, which must not fit; in the index alone, the two disagree.
   struct Case {
-    std::string file, from, to, needle;
+    std::string file, from, to, needle, shard_from, shard_to;
   };
   const std::vector<Case> cases = {
       {"trainer_state.json", "\"step\": 20", "\"step\": 99", "says step 99, the manifest says 20"},
       {"trainer_state.json", "{", "[", "is not valid JSON"},
       {"trainer_state.json", "\"lr_scale\": 1.0", "\"lr_scale\": 2.0", "lacks a valid 'lr_scale'"},
-      {"index.json", "\"model/wte.weight\"", "\"model/wte.weighu\"", "has no parameter 'wte.weight'"},
-      {"index.json", "\"F32\"", "\"I32\"", "has dtype Int, the model expects Float"},
-      {"index.json", "\"optimizer/exp_avg/", "\"optimizer/exp_avX/", "has no optimizer state 'exp_avg/"},
+      {"index.json", "\"model/wte.weight\"", "\"model/wte.weighu\"", "has no parameter 'wte.weight'", "\"model/wte.weight@0\"",
+       "\"model/wte.weighu@0\""},
+      {"index.json", "\"model/wte.weight\"", "\"model/wte.weighu\"", "about tensor 'model/wte.weighu' (its chunk from element 0): the file holds no such chunk"},
+      {"index.json", "\"F32\"", "\"I32\"", "has dtype Int, the model expects Float", "\"F32\"", "\"I32\""},
+      {"index.json", "\"optimizer/exp_avg/", "\"optimizer/exp_avX/", "has no optimizer state 'exp_avg/", "\"optimizer/exp_avg/",
+       "\"optimizer/exp_avX/"},
       {"index.json", "\"offset\": 0", "\"offset\": 1", "no chunk holds elements 0..0"},
       {"index.json", "\"file\": \"shard-00000", "\"file\": \"../../etc/x", "is not a file of the checkpoint"},
   };
@@ -214,6 +325,7 @@ TEST(Resume, TrainerStateAndTensorsAreCheckedAgainstManifestAndModelBeforeAnythi
     const std::string copy = scratch_dir("state_checks_case") + "/" + CheckpointManager::step_dir_name(20);
     fs::copy(step_dir, copy);
     patch_same_size(copy + "/" + c.file, c.from, c.to);
+    if (!c.shard_from.empty()) patch_same_size(copy + "/shard-00000.safetensors", c.shard_from, c.shard_to);
     try {
       load_training_state(copy, model, *optimizer, layout);
       ADD_FAILURE() << c.file << ": " << c.to << " was accepted";
