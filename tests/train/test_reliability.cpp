@@ -139,6 +139,17 @@ TEST(Divergence, RollbackReloadsTheLastGoodCheckpointAtALowerLearningRate) {
   EXPECT_EQ(state["rollbacks"].get<int>(), 1);
 }
 
+// A run that diverges before any checkpoint, with rollback on, tried no rollback: the stop used to say
+// "no rollback left", as if rollbacks had been used up. It says what happened instead.
+TEST(Divergence, AStopWithoutAnyRollbackTriedSaysThereWasNothingToRollBackTo) {
+  const std::string dir = scratch_dir("diverge_no_rollback");
+  const TrainingRun run = train(dir, 1, {kConstantLr, kBlowUp, "train.steps=20", "train.on_divergence=rollback", "train.divergence_steps=3",
+                                         "checkpoint.every_steps=100"});
+  EXPECT_NE(run.result.exit_code, 0) << run.result.output;
+  EXPECT_TRUE(contains(run.result.output, "no healthy checkpoint to roll back to")) << run.result.output;
+  EXPECT_FALSE(contains(run.result.output, "no rollback left")) << run.result.output;
+}
+
 // A checkpoint whose weights went NaN with valid checksums (here a parameter at step 6, an Adam
 // moment at step 4) was resumed: every step was skipped, and the run stopped with exit 3 advising to
 // resume from that very checkpoint. Now both are damaged: resume passes over them to step 2, and the
