@@ -91,8 +91,9 @@ std::shared_ptr<World> World::init(const WorldOptions& options, const WorkerEnv&
   w->log_ = std::make_shared<CollectiveLog>();
 
   c10::intrusive_ptr<c10d::Store> responder_store;
-  if (env.world_size == 1) {
-    // A world of one talks to nobody: no port, no server.
+  if (env.world_size == 1 && !env.agent_store) {
+    // A world of one talks to nobody: no port, no server. Under the launcher it still uses the
+    // launcher's store, where the trainer tells the agent its run directory.
     w->store_ = c10::make_intrusive<c10d::HashStore>();
     responder_store = w->store_;
   } else {

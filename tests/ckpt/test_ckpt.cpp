@@ -304,6 +304,21 @@ TEST(DirectoryLock, ASecondHolderIsRefusedNamingTheFirstAndADeadOnesLockIsTakenO
   EXPECT_EQ(previous, "");
 }
 
+// Asked without taking the lock, so asking cannot make the holder's claim fail.
+TEST(DirectoryLock, TheHolderIsNamedWhileItHoldsTheLockAndNobodyOnceItIsReleased) {
+  const auto dir = scratch_dir("ckpt_lock_holder");
+  EXPECT_EQ(DirectoryLock::holder(dir), std::nullopt);  // no lock file
+  std::ofstream(dir + "/" + DirectoryLock::kFileName) << "pid 999999 on host elsewhere (since yesterday)\n";
+  EXPECT_EQ(DirectoryLock::holder(dir), std::nullopt);  // a dead holder's name: nobody holds it
+  {
+    DirectoryLock held(dir, "run directory", nullptr);
+    const auto holder = DirectoryLock::holder(dir);
+    ASSERT_TRUE(holder.has_value());
+    EXPECT_EQ(holder->rfind("pid " + std::to_string(getpid()) + " on host ", 0), 0u) << *holder;
+  }
+  EXPECT_EQ(DirectoryLock::holder(dir), std::nullopt);
+}
+
 // The repro: an atomic write into a full file system left its empty temporary file behind.
 TEST(DurableFile, AnAtomicWriteThatFailsRemovesItsTemporaryFile) {
   dtrain::test::SmallTmpfs disk("full_atomic_write", 16 << 10);
