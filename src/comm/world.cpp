@@ -11,6 +11,7 @@
 
 #include "comm/hierarchical_backend.h"
 #include "comm/shm/shm_backend.h"
+#include "common/host_name.h"
 #include "launch/tcp_store.h"
 
 #include <unistd.h>
@@ -91,6 +92,12 @@ std::shared_ptr<::gloo::transport::Device> gloo_device(const WorkerEnv& env) {
 std::vector<uint8_t> as_bytes(const std::string& s) { return std::vector<uint8_t>(s.begin(), s.end()); }
 std::string as_string(const std::vector<uint8_t>& v) { return std::string(v.begin(), v.end()); }
 
+// What tells this rank's node from the others: the node the launcher named on its host, or under
+// mpirun, which names none, the host alone.
+std::string node_identity(const WorkerEnv& env) {
+  return host_name() + (env.node_rank ? "/node " + std::to_string(*env.node_rank) : "");
+}
+
 std::string rendezvous_key(int rank) { return "rendezvous/" + std::to_string(rank); }
 
 }  // namespace
@@ -125,7 +132,7 @@ std::shared_ptr<World> World::init(const WorldOptions& options, const WorkerEnv&
 }
 
 void World::rendezvous() {
-  store_->set(rendezvous_key(rank()), as_bytes(std::to_string(env_.node_rank)));
+  store_->set(rendezvous_key(rank()), as_bytes(node_identity(env_)));
   store_->add("rendezvous/joined", 1);
   using Clock = std::chrono::steady_clock;
   const auto start = Clock::now();

@@ -50,8 +50,9 @@ class World {
   c10::intrusive_ptr<c10d::Backend> make_hierarchical(const std::string& key, const std::vector<int>& ranks,
                                                       const NodeLayout& layout);
   c10::intrusive_ptr<c10d::Store> prefixed_store(const std::string& key) const;
-  // Every rank says on which node it runs (its GROUP_RANK), then waits for the others
-  // (dist.timeout_s); which node each rank runs on is then known, for groups that can use shared memory.
+  // Every rank says where it runs, then waits for the others (dist.timeout_s); which node each rank
+  // runs on follows, for groups that can use shared memory: the node its launcher named on its host,
+  // or its host where the launcher names none (mpirun).
   void rendezvous();
   // "waiting for rank 1 (node 1) of a world of 2 to join at HOST:PORT ...": the ranks not seen yet.
   std::string waiting_for() const;
