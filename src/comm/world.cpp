@@ -12,6 +12,7 @@
 #include "comm/hierarchical_backend.h"
 #include "comm/shm/shm_backend.h"
 #include "common/host_name.h"
+#include "launch/host_capacity.h"
 #include "launch/tcp_store.h"
 
 #include <unistd.h>
@@ -186,7 +187,7 @@ c10::intrusive_ptr<c10d::Backend> World::make_backend(const std::string& key, co
       o.global_ranks = ranks;
       o.timeout = options_.timeout;
       o.chunk_bytes = options_.shm_chunk_bytes;
-      o.oversubscribed = env_.local_world_size > ::sysconf(_SC_NPROCESSORS_ONLN);
+      o.oversubscribed = env_.local_world_size > usable_cores();
       return c10::make_intrusive<shm::ShmBackend>(prefixed_store(key), rank, o);
     }
     if (layout.hierarchical()) return make_hierarchical(key, ranks, layout);
