@@ -36,7 +36,8 @@ std::string LaunchReport::path(const std::string& extension) const {
 }
 
 void LaunchReport::job_holds(const std::string& run_dir) {
-  if (run_dir == run_dir_) job_holds_run_dir_ = true;
+  std::error_code ignored;  // "runs/a" and "./runs/a" are one directory
+  if (run_dir == run_dir_ || std::filesystem::equivalent(run_dir, run_dir_, ignored)) job_holds_run_dir_ = true;
 }
 
 std::string LaunchReport::why_not_writable() const {
