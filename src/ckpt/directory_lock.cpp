@@ -2,12 +2,18 @@
 
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <ctime>
+#include <fstream>
+#include <sstream>
 
+#include "common/host_name.h"
 #include "common/printable.h"
 
 namespace dtrain {
@@ -25,15 +31,40 @@ std::string read_all(int fd) {
 }
 
 std::string holder_description() {
-  char host[256] = "?";
-  ::gethostname(host, sizeof host - 1);
   const std::time_t now = std::time(nullptr);
   char since[32];
   std::strftime(since, sizeof since, "%Y-%m-%d %H:%M:%S", std::localtime(&now));
-  return "pid " + std::to_string(::getpid()) + " on host " + host + " (since " + since + ")";
+  return "pid " + std::to_string(::getpid()) + " on host " + host_name() + " (since " + since + ")";
+}
+
+// Whether /proc/locks has a granted flock on the file `st` describes. Its lines read
+// "1: FLOCK  ADVISORY  WRITE 4711 fe:00:10952980 0 EOF"; a waiter's line has "->" after the number.
+bool flocked(const struct stat& st) {
+  std::ifstream table("/proc/locks");
+  for (std::string line; std::getline(table, line);) {
+    std::istringstream fields(line);
+    std::string number, kind, mode, access, pid, file;
+    fields >> number >> kind >> mode >> access >> pid >> file;
+    unsigned dev_major = 0, dev_minor = 0;
+    unsigned long inode = 0;
+    if (kind != "FLOCK" || std::sscanf(file.c_str(), "%x:%x:%lu", &dev_major, &dev_minor, &inode) != 3) continue;
+    if (dev_major == major(st.st_dev) && dev_minor == minor(st.st_dev) && inode == st.st_ino) return true;
+  }
+  return false;
 }
 
 }  // namespace
+
+std::optional<std::string> DirectoryLock::holder(const std::string& dir) {
+  const std::string path = dir + "/" + kFileName;
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0 || !flocked(st)) return std::nullopt;
+  std::ifstream file(path);
+  std::string text;
+  std::getline(file, text);
+  // The holder writes its name just after locking; an empty file means it is between the two.
+  return text.empty() ? "another process" : printable(text);
+}
 
 DirectoryLock::DirectoryLock(const std::string& dir, const std::string& what, std::string* previous_holder) {
   const std::string path = dir + "/" + kFileName;

@@ -3,6 +3,7 @@
 // second run is refused at once with the holder named. The kernel drops the lock when its holder
 // dies, however it dies, so a lock file left by a dead process is simply taken over.
 #pragma once
+#include <optional>
 #include <stdexcept>
 #include <string>
 
@@ -23,6 +24,12 @@ class DirectoryLock {
   DirectoryLock& operator=(const DirectoryLock&) = delete;
 
   static constexpr const char* kFileName = ".dtrain.lock";
+
+  // Who holds `dir`'s lock now, as the holder wrote it ("pid 12 on host a (since ...)"); nullopt when
+  // no live process does. It reads the kernel's table of locks (/proc/locks) and never takes the lock,
+  // not even for a moment, so asking cannot make the holder's own claim fail. A lock taken on another
+  // host of a shared file system is not in that table.
+  static std::optional<std::string> holder(const std::string& dir);
 
  private:
   int fd_ = -1;

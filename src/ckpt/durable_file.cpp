@@ -45,10 +45,17 @@ void fsync_directory(const std::string& dir) {
 
 void write_file_atomically(const std::string& path, const std::string& text) {
   const std::string tmp = path + ".tmp";
-  DurableFile f(tmp);
-  f.write(text.data(), text.size());
-  f.close();
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) fail("rename into", path);
+  try {
+    DurableFile f(tmp);
+    f.write(text.data(), text.size());
+    f.close();
+    if (std::rename(tmp.c_str(), path.c_str()) != 0) fail("rename into", path);
+  } catch (...) {
+    // A full disk fails the write, not the creation: what it leaves is an empty or cut temporary
+    // file, which no reader wants and every later failure would leave again.
+    std::remove(tmp.c_str());
+    throw;
+  }
   const auto slash = path.find_last_of('/');
   fsync_directory(slash == std::string::npos ? "." : path.substr(0, slash));
 }

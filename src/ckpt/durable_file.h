@@ -21,7 +21,8 @@ class DurableFile {
   std::FILE* file_ = nullptr;
 };
 
-// Writes `text` to path.tmp, fsyncs, renames over `path`, fsyncs the directory.
+// Writes `text` to path.tmp, fsyncs, renames over `path`, fsyncs the directory. On failure it throws
+// naming the file, and removes path.tmp: `path` keeps its old content and nothing else is left.
 void write_file_atomically(const std::string& path, const std::string& text);
 void fsync_directory(const std::string& dir);
 std::string read_text_file(const std::string& path);

@@ -11,11 +11,18 @@
 
 #include "comm/hierarchical_backend.h"
 #include "comm/shm/shm_backend.h"
+#include "common/host_name.h"
+#include "launch/host_capacity.h"
+#include "launch/tcp_store.h"
 
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdlib>
+#include <iostream>
+#include <map>
 #include <stdexcept>
+#include <thread>
 
 namespace dtrain {
 namespace {
@@ -74,13 +81,16 @@ c10::intrusive_ptr<c10d::Store> connect_store(const WorkerEnv& env, bool server,
   o.isServer = server;
   o.waitWorkers = false;
   o.timeout = timeout;
+  const std::string where = env.master_addr + ":" + std::to_string(env.master_port);
   try {
-    return c10::make_intrusive<c10d::TCPStore>(env.master_addr, o);
+    return open_tcp_store(env.master_addr, o);
   } catch (const std::exception& e) {
-    std::string what = e.what();
-    throw std::runtime_error("rank " + std::to_string(env.rank) + ": cannot " + (server ? "host" : "reach") +
-                             " the rendezvous store at " + env.master_addr + ":" + std::to_string(env.master_port) +
-                             " (MASTER_ADDR/MASTER_PORT): " + what.substr(0, what.find('\n')));
+    if (server)
+      throw std::runtime_error("rank " + std::to_string(env.rank) + ": cannot host the rendezvous store at " + where +
+                               " (MASTER_ADDR:MASTER_PORT): " + e.what());
+    throw std::runtime_error("rank " + std::to_string(env.rank) + ": waited " + std::to_string(timeout.count() / 1000) +
+                             "s (dist.timeout_s) for " + (env.agent_store ? "the launcher's" : "rank 0's") +
+                             " rendezvous store at " + where + " (MASTER_ADDR:MASTER_PORT): " + e.what());
   }
 }
 
@@ -94,6 +104,17 @@ std::shared_ptr<::gloo::transport::Device> gloo_device(const WorkerEnv& env) {
   return c10d::ProcessGroupGloo::createDefaultDevice();
 }
 
+std::vector<uint8_t> as_bytes(const std::string& s) { return std::vector<uint8_t>(s.begin(), s.end()); }
+std::string as_string(const std::vector<uint8_t>& v) { return std::string(v.begin(), v.end()); }
+
+// What tells this rank's node from the others: the node the launcher named on its host, or under
+// mpirun, which names none, the host alone.
+std::string node_identity(const WorkerEnv& env) {
+  return host_name() + (env.node_rank ? "/node " + std::to_string(*env.node_rank) : "");
+}
+
+std::string rendezvous_key(int rank) { return "rendezvous/" + std::to_string(rank); }
+
 }  // namespace
 
 std::shared_ptr<World> World::init(const WorldOptions& options, const WorkerEnv& env) {
@@ -105,8 +126,9 @@ std::shared_ptr<World> World::init(const WorldOptions& options, const WorkerEnv&
   w->log_ = std::make_shared<CollectiveLog>();
 
   c10::intrusive_ptr<c10d::Store> responder_store;
-  if (env.world_size == 1) {
-    // A world of one talks to nobody: no port, no server.
+  if (env.world_size == 1 && !env.agent_store) {
+    // A world of one talks to nobody: no port, no server. Under the launcher it still uses the
+    // launcher's store, where the trainer tells the agent its run directory.
     w->store_ = c10::make_intrusive<c10d::HashStore>();
     responder_store = w->store_;
   } else {
@@ -117,21 +139,55 @@ std::shared_ptr<World> World::init(const WorldOptions& options, const WorkerEnv&
   }
   w->diagnosis_ = std::make_shared<HangDiagnosis>(w->store_, responder_store, env.rank, w->log_);
 
-  if (w->backend_ == "shm") w->learn_nodes();
+  if (env.world_size > 1) w->rendezvous();
   std::vector<int> all(env.world_size);
   for (int r = 0; r < env.world_size; ++r) all[r] = r;
   w->world_group_ = w->new_group("world", all);
   return w;
 }
 
-void World::learn_nodes() {
-  const std::string mine = std::to_string(env_.node_rank);
-  store_->set("node/" + std::to_string(rank()), std::vector<uint8_t>(mine.begin(), mine.end()));
+void World::rendezvous() {
+  store_->set(rendezvous_key(rank()), as_bytes(node_identity(env_)));
+  store_->add("rendezvous/joined", 1);
+  using Clock = std::chrono::steady_clock;
+  const auto start = Clock::now();
+  bool told = false;
+  while (store_->add("rendezvous/joined", 0) < size()) {
+    const auto waited = Clock::now() - start;
+    if (waited > options_.timeout)
+      throw std::runtime_error("rank " + std::to_string(rank()) + ": " + waiting_for() + ": timed out after " +
+                               std::to_string(options_.timeout.count() / 1000) + "s (dist.timeout_s)");
+    // Starting ranks arrive within seconds; one that has not by then may never come, so say whom this
+    // rank waits for, once, rather than hang in silence until the timeout.
+    if (!told && waited > std::chrono::seconds(5)) {
+      std::cerr << "dtrain: rank " << rank() << ": " << waiting_for() << std::endl;
+      told = true;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  // Nodes numbered in the order of their lowest rank, the same on every rank.
+  std::map<std::string, int> node_numbers;
   node_of_.resize(size());
   for (int r = 0; r < size(); ++r) {
-    auto v = store_->get("node/" + std::to_string(r));
-    node_of_[r] = std::stoi(std::string(v.begin(), v.end()));
+    const auto identity = as_string(store_->get(rendezvous_key(r)));
+    node_of_[r] = node_numbers.emplace(identity, int(node_numbers.size())).first->second;
   }
+}
+
+std::string World::waiting_for() const {
+  std::vector<int> missing;
+  for (int r = 0; r < size(); ++r)
+    if (!store_->check({rendezvous_key(r)})) missing.push_back(r);
+  std::string what = "waiting for rank" + std::string(missing.size() == 1 ? " " : "s ") + format_ranks(missing);
+  // The launcher gives each node the same number of consecutive ranks.
+  if (env_.source == "torchrun" && size() > env_.local_world_size) {
+    std::vector<int> nodes;
+    for (int r : missing)
+      if (nodes.empty() || nodes.back() != r / env_.local_world_size) nodes.push_back(r / env_.local_world_size);
+    what += " (node" + std::string(nodes.size() == 1 ? " " : "s ") + format_ranks(nodes) + ")";
+  }
+  return what + " of a world of " + std::to_string(size()) + " to join at " + env_.master_addr + ":" +
+         std::to_string(env_.master_port) + " (MASTER_ADDR:MASTER_PORT)";
 }
 
 c10::intrusive_ptr<c10d::Backend> World::make_backend(const std::string& key, const std::vector<int>& ranks, int rank) {
@@ -145,7 +201,7 @@ c10::intrusive_ptr<c10d::Backend> World::make_backend(const std::string& key, co
       o.global_ranks = ranks;
       o.timeout = options_.timeout;
       o.chunk_bytes = options_.shm_chunk_bytes;
-      o.oversubscribed = env_.local_world_size > ::sysconf(_SC_NPROCESSORS_ONLN);
+      o.oversubscribed = env_.local_world_size > usable_cores();
       return c10::make_intrusive<shm::ShmBackend>(prefixed_store(key), rank, o);
     }
     if (layout.hierarchical()) return make_hierarchical(key, ranks, layout);

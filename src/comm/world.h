@@ -54,8 +54,12 @@ class World {
   c10::intrusive_ptr<c10d::Backend> make_hierarchical(const std::string& key, const std::vector<int>& ranks,
                                                       const NodeLayout& layout);
   c10::intrusive_ptr<c10d::Store> prefixed_store(const std::string& key) const;
-  // Which node each rank runs on (its GROUP_RANK), for groups that can use shared memory.
-  void learn_nodes();
+  // Every rank says where it runs, then waits for the others (dist.timeout_s); which node each rank
+  // runs on follows, for groups that can use shared memory: the node its launcher named on its host,
+  // or its host where the launcher names none (mpirun).
+  void rendezvous();
+  // "waiting for rank 1 (node 1) of a world of 2 to join at HOST:PORT ...": the ranks not seen yet.
+  std::string waiting_for() const;
 
   WorkerEnv env_;
   WorldOptions options_;

@@ -47,12 +47,15 @@ int Agent::finish(const std::string& outcome, int exit_code, int round, const st
 }
 
 void Agent::learn_run_dir(JobCoordinator& coord, int round) {
-  // Only on node 0, which hosts the store: asking it cannot hang on a network that is gone.
-  if (report_.knows_run_dir() || options_.node_rank != 0) return;
+  if (run_dir_published_) return;
   try {
-    if (auto dir = coord.published_run_dir(round)) report_.set_run_dir(*dir);
+    const auto dir = coord.published_run_dir(round);
+    if (!dir) return;
+    run_dir_published_ = true;
+    if (!report_.knows_run_dir()) report_.set_run_dir(*dir);
+    report_.job_holds(*dir);
   } catch (const std::exception&) {
-    // Then the report stays on the console, as without a run directory.
+    // Then the report goes by the directory's lock alone, as for a program that publishes none.
   }
 }
 
@@ -185,7 +188,9 @@ int Agent::run() {
       return finish("error", 1, round, std::string("error: ") + e.what(), nullptr);
     }
     stop_workers();
-    learn_run_dir(*coord, round);
+    // Node 0 hosts the store: asking it cannot hang on a network that is gone. Other nodes asked
+    // while the round ran.
+    if (options_.node_rank == 0) learn_run_dir(*coord, round);
     if (outcome == Outcome::Stopped) {
       try {
         coord->report_failure(round, "node " + std::to_string(options_.node_rank) + "'s agent was stopped by a signal");

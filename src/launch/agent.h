@@ -33,7 +33,8 @@ class Agent {
   // Prints and records the verdict; returns `exit_code`, whatever became of the report.
   int finish(const std::string& outcome, int exit_code, int round, const std::string& verdict,
              const RoundFailure* failure);
-  // Without --run-dir, the run directory the trainer published in the store, once there is one.
+  // The run directory the trainer's rank 0 published in the store once it held it: the report's
+  // directory when none was given, and, either way, one this job holds.
   void learn_run_dir(JobCoordinator& coord, int round);
 
   LaunchOptions options_;
@@ -41,6 +42,7 @@ class Agent {
   // Started first and declared before the workers, so it outlives every one of them.
   std::unique_ptr<WorkerGroupWatchdog> watchdog_;
   std::vector<std::unique_ptr<WorkerProcess>> workers_;
+  bool run_dir_published_ = false;
   std::string shared_memory_prefix_;  // this round's workers' segment names (launch/worker_env.h)
 };
 

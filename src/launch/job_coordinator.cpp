@@ -1,11 +1,14 @@
 #include "launch/job_coordinator.h"
 
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
-#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+
+#include <unistd.h>
 
 #include <stdexcept>
 #include <thread>
 
+#include "common/host_name.h"
+#include "launch/tcp_store.h"
 #include "launch/worker_env.h"
 
 namespace dtrain {
@@ -28,19 +31,35 @@ JobCoordinator::JobCoordinator(const LaunchOptions& options) : options_(options)
   o.timeout = std::chrono::milliseconds(static_cast<int64_t>(options.rdzv_timeout_s * 1000));
   c10::intrusive_ptr<c10d::TCPStore> tcp;
   try {
-    tcp = c10::make_intrusive<c10d::TCPStore>(options.master_addr, o);
+    tcp = open_tcp_store(options.master_addr, o);
   } catch (const std::exception& e) {
     const std::string where = options.master_addr + ":" + std::to_string(options.master_port);
-    throw std::runtime_error(o.isServer ? "cannot host the rendezvous store on port " +
-                                              std::to_string(options.master_port) + ": " + first_line(e.what())
-                                        : "cannot reach the rendezvous store of node 0 at " + where + " within " +
-                                              std::to_string(static_cast<int>(options.rdzv_timeout_s)) +
-                                              "s (--master-addr/--master-port/--rdzv-timeout): " + first_line(e.what()));
+    throw std::runtime_error(
+        o.isServer ? "cannot host the rendezvous store on port " + std::to_string(options.master_port) +
+                         " (--master-port): " + first_line(e.what())
+                   : "waited " + std::to_string(static_cast<int>(options.rdzv_timeout_s)) +
+                         "s (--rdzv-timeout) for node 0's rendezvous store at " + where +
+                         " (--master-addr, --master-port): " + first_line(e.what()) +
+                         "; is node 0's agent running there?");
   }
   port_ = tcp->getPort();
   job_store_ = tcp;
   store_ = c10::make_intrusive<c10d::PrefixStore>("agent", tcp);
+  claim_node_rank();
   store_->set("nproc/" + std::to_string(options.node_rank), as_bytes(std::to_string(options.nproc_per_node)));
+}
+
+void JobCoordinator::claim_node_rank() {
+  // Node 0's agent reaches the store through --master-addr too, so a second node 0 on another host
+  // claims in the same store as the first.
+  const std::string me = "pid " + std::to_string(::getpid()) + " on host " + host_name();
+  const std::string key = "node/" + std::to_string(options_.node_rank);
+  const std::string holder = as_string(store_->compareSet(key, {}, as_bytes(me)));
+  if (holder != me)
+    throw std::runtime_error("--node-rank " + std::to_string(options_.node_rank) + " is taken: the agent " + holder +
+                             " joined the job as node " + std::to_string(options_.node_rank) + " before this one (" +
+                             me + "); give each node's agent its own --node-rank, 0 to " +
+                             std::to_string(options_.nnodes - 1));
 }
 
 std::string JobCoordinator::key(int round, const std::string& what) const {

@@ -40,6 +40,9 @@ class JobCoordinator {
   std::optional<std::string> published_run_dir(int round);
 
  private:
+  // Claims this node's rank in the store with the agent's pid and host; throws naming both agents
+  // when another one holds it.
+  void claim_node_rank();
   std::string key(int round, const std::string& what) const;
 
   LaunchOptions options_;

@@ -6,7 +6,9 @@
 #include <filesystem>
 #include <iostream>
 
+#include "ckpt/directory_lock.h"
 #include "ckpt/durable_file.h"
+#include "ckpt/log_file.h"
 
 namespace dtrain {
 namespace {
@@ -33,14 +35,24 @@ std::string LaunchReport::path(const std::string& extension) const {
   return run_dir_ + "/launch-node" + std::to_string(node_rank_) + extension;
 }
 
-bool LaunchReport::run_dir_exists() const {
+void LaunchReport::job_holds(const std::string& run_dir) {
+  std::error_code ignored;  // "runs/a" and "./runs/a" are one directory
+  if (run_dir == run_dir_ || std::filesystem::equivalent(run_dir, run_dir_, ignored)) job_holds_run_dir_ = true;
+}
+
+std::string LaunchReport::why_not_writable() const {
+  if (!knows_run_dir()) return "no run directory is known";
   std::error_code ignored;
-  return knows_run_dir() && std::filesystem::is_directory(run_dir_, ignored);
+  if (!std::filesystem::is_directory(run_dir_, ignored)) return "the run directory " + run_dir_ + " does not exist";
+  if (job_holds_run_dir_) return "";
+  // Held, and not by this job's trainer: another run's directory, which this one must leave alone.
+  if (const auto holder = DirectoryLock::holder(run_dir_)) return "the run directory " + run_dir_ + " is in use by " + *holder;
+  return "";
 }
 
 void LaunchReport::add_entry(const std::string& message) {
-  history_ += utc_now() + " " + message + "\n";
-  unwritten_ = true;
+  unwritten_ += utc_now() + " " + message + "\n";
+  new_entries_ = true;
 }
 
 void LaunchReport::record(const std::string& message) {
@@ -49,9 +61,9 @@ void LaunchReport::record(const std::string& message) {
 }
 
 void LaunchReport::flush() {
-  if (!unwritten_ || !run_dir_exists()) return;
-  unwritten_ = false;  // a failed write is warned about once, and tried again with the next entry
-  write_log();
+  if (!new_entries_ || !why_not_writable().empty()) return;
+  new_entries_ = false;  // a failed write is warned about once, and tried again with the next entry
+  append_log();
   // The verdict comes second, so whoever sees "running" finds the history it speaks of beside it.
   if (!started_) {
     started_ = true;
@@ -60,13 +72,14 @@ void LaunchReport::flush() {
   }
 }
 
-bool LaunchReport::write_log() {
+bool LaunchReport::append_log() {
+  if (unwritten_.empty()) return true;
   try {
-    if (!earlier_read_) {
-      earlier_ = std::filesystem::exists(path(".log")) ? read_text_file(path(".log")) : "";
-      earlier_read_ = true;
-    }
-    write_file_atomically(path(".log"), earlier_ + history_);
+    // Appended, never rewritten: what earlier rounds and jobs wrote there stays whatever this one does.
+    LogFile log;
+    log.open(path(".log"));
+    log.append(unwritten_);
+    unwritten_.clear();
     return true;
   } catch (const std::exception& e) {
     warn(e.what());
@@ -88,7 +101,7 @@ std::string LaunchReport::finish(const std::string& outcome, int exit_code, int 
                                  const RoundFailure* failure) {
   add_entry(reason);
   if (!knows_run_dir()) return "";
-  if (!run_dir_exists()) return "no launch report: the run directory " + run_dir_ + " does not exist";
+  if (const std::string why = why_not_writable(); !why.empty()) return "no launch report: " + why;
   nlohmann::json verdict = {{"outcome", outcome}, {"exit_code", exit_code}, {"reason", reason},
                             {"round", round},     {"node_rank", node_rank_}, {"time", utc_now()}};
   if (failure) {
@@ -99,7 +112,7 @@ std::string LaunchReport::finish(const std::string& outcome, int exit_code, int 
       verdict["failure"]["last_lines"] = failure->last_lines;
     }
   }
-  const bool log_written = write_log();
+  const bool log_written = append_log();
   const bool verdict_written = write_verdict(verdict);
   if (!log_written || !verdict_written) return "";
   return "why the job ended: " + path(".log") + " (history), " + path(".json") + " (verdict)";

@@ -1,10 +1,12 @@
 // What the agent leaves in the job's run directory, so that a run that ended unwatched still says why:
 //   launch-node<N>.log   every message the agent printed about the job's course, timestamped; appended
 //                        to across rounds and across jobs run in the same directory
-//   launch-node<N>.json  the verdict of the latest job on node N, as one object
-// Both are replaced atomically (temporary file, fsync, rename). The agent never creates the run
-// directory (a run that fails before its trainer made one leaves nothing on disk); until the directory
-// is known and exists, messages are kept, and written once it does.
+//   launch-node<N>.json  the verdict of the latest job on node N, as one object, replaced atomically
+//                        (temporary file, fsync, rename)
+// The agent never creates the run directory (a run that fails before its trainer made one leaves
+// nothing on disk), and never writes into one that another run holds (ckpt/directory_lock.h): a run
+// refused because its directory is in use leaves that directory as the running job has it. Until the
+// directory is known, exists and is the job's, messages are kept, and written once it is.
 #pragma once
 #include <nlohmann/json_fwd.hpp>
 
@@ -28,13 +30,16 @@ class LaunchReport {
 
   bool knows_run_dir() const { return !run_dir_.empty(); }
   void set_run_dir(const std::string& run_dir) { run_dir_ = run_dir; }
+  // This job's trainer published `run_dir` as its own: its rank 0 holds the directory's lock, so the
+  // lock is no sign of another run there.
+  void job_holds(const std::string& run_dir);
 
   // Adds one of the agent's messages, as printed, to the log, and flushes. Never throws: a report
   // that cannot be written is a warning on stderr, never a change to how the agent ends.
   void record(const std::string& message);
-  // Writes the messages not written yet, once the run directory exists. The first write of a job
-  // also sets the verdict to "running", so that an earlier job's verdict never stands for this one.
-  // Cheap when there is nothing to write; never throws.
+  // Appends the messages not written yet, once the run directory may be written. The first write of
+  // a job also sets the verdict to "running", so that an earlier job's verdict never stands for this
+  // one. Cheap when there is nothing to write; never throws.
   void flush();
   // The job is over: adds `reason`, the agent's last message, to the log and writes the verdict.
   // `outcome` is "succeeded", "failed" (restarts spent), "stopped" (by a signal) or "error"
@@ -46,18 +51,19 @@ class LaunchReport {
 
  private:
   std::string path(const std::string& extension) const;
-  bool run_dir_exists() const;
+  // Empty when the run directory may be written now; otherwise why not: it is unknown, does not exist,
+  // or another run holds it.
+  std::string why_not_writable() const;
   void add_entry(const std::string& message);
-  // Each writes its file whole; false (after a warning) when it could not.
-  bool write_log();
+  // Each writes its file; false (after a warning) when it could not.
+  bool append_log();
   bool write_verdict(const nlohmann::json& verdict);
 
   std::string run_dir_;
   int node_rank_;
-  std::string history_;      // this job's log entries, all of them, rewritten after the earlier jobs' ones
-  std::string earlier_;      // the log as earlier jobs left it, read before the first write
-  bool earlier_read_ = false;
-  bool unwritten_ = false;   // history_ has entries that no write has tried to put in the file yet
+  bool job_holds_run_dir_ = false;
+  std::string unwritten_;    // this job's log entries that are not in the file yet
+  bool new_entries_ = false; // entries came since the last attempt to write (a failed one is not repeated for nothing)
   bool started_ = false;     // this job has set the verdict to "running"
 };
 

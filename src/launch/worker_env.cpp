@@ -93,7 +93,6 @@ WorkerEnv derive_worker_env(const EnvMap& env) {
     w.world_size = parse_int(env, "OMPI_COMM_WORLD_SIZE", 1);
     w.local_rank = parse_int(env, "OMPI_COMM_WORLD_LOCAL_RANK", 0);
     w.local_world_size = parse_int(env, "OMPI_COMM_WORLD_LOCAL_SIZE", w.world_size);
-    node_rank_key = "OMPI_COMM_WORLD_NODE_RANK";
   } else if (find(env, "SLURM_PROCID") && find(env, "SLURM_NTASKS")) {
     w.source = "slurm";
     w.rank = parse_int(env, "SLURM_PROCID", 0);
@@ -128,8 +127,10 @@ WorkerEnv derive_worker_env(const EnvMap& env) {
                                 std::to_string(w.local_world_size) + " (from " + w.source + " env)");
   if (w.master_port < 1 || w.master_port > 65535)
     throw std::invalid_argument("MASTER_PORT=" + std::to_string(w.master_port) + " is not a TCP port");
-  // Unless the launcher says, ranks fill nodes in order.
+  // torchrun's and srun's ranks fill nodes in order when the variable is missing; mpirun's may not
+  // (--map-by node deals them round-robin), so there the world asks each rank's host.
   if (!node_rank_key.empty()) w.node_rank = parse_int(env, node_rank_key, w.rank / w.local_world_size);
+  else if (w.source == "single") w.node_rank = 0;
   return w;
 }
 

@@ -2,6 +2,7 @@
 // from mpirun (OMPI_COMM_WORLD_*) or srun (SLURM_*) env, so cluster engines can start dtrain directly.
 #pragma once
 #include <map>
+#include <optional>
 #include <string>
 
 namespace dtrain {
@@ -11,7 +12,10 @@ struct WorkerEnv {
   int local_rank = 0;        // rank within this node
   int world_size = 1;        // all ranks of the job
   int local_world_size = 1;  // ranks on this node
-  int node_rank = 0;         // GROUP_RANK: which node
+  // Which node, when the launcher says (GROUP_RANK, SLURM_NODEID). mpirun names none (its
+  // OMPI_COMM_WORLD_NODE_RANK is the rank among the node's processes): the world then groups its
+  // ranks into nodes by host name at rendezvous (comm/world.h).
+  std::optional<int> node_rank;
   std::string master_addr = "127.0.0.1";
   int master_port = 29500;
   int restart_count = 0;     // DTRAIN_RESTART_COUNT: how many times the job has been restarted

@@ -5,8 +5,11 @@
 #include <iostream>
 
 #include "common/parse_command_line.h"
+#include "launch/host_capacity.h"
 #include "optim/lr_schedule.h"
 #include "train/config_preflight.h"
+#include "train/rank_memory.h"
+#include "train/train_config.h"
 
 namespace dtrain {
 
@@ -27,7 +30,7 @@ int config_command(int argc, char** argv) {
   const TrainConfig c = load_run_config(path, sets, world_size);
   for (const auto& warning : c.warnings) std::cerr << "warning: " << warning << "\n";
   const LrSchedule schedule(c.scheduler, c.base_lr, c.steps);
-  const double params = double(c.model.parameter_count());
+  const RankMemory memory = rank_memory_floor(c, false);
   // In floating point: with a large batch and many steps the token count overflows an int64.
   const double tokens_per_step = double(c.global_batch) * c.model.seq_len;
   std::cout << "config OK: " << c.origin << "\n"
@@ -40,8 +43,8 @@ int config_command(int argc, char** argv) {
             << "  optimizer  " << c.optimizer.dump() << "\n"
             << "  schedule   " << schedule.type() << ": lr " << schedule.lr(0) << " at step 1, " << schedule.lr(c.steps / 2)
             << " at step " << c.steps / 2 + 1 << ", " << schedule.lr(std::max<int64_t>(0, c.steps - 1)) << " at the last\n"
-            << "  memory     ~" << params * 16 / (1 << 20)
-            << " MiB per rank for fp32 weights, gradients and AdamW moments (activations not included)\n";
+            << "  memory     at least " << bytes_words(memory.bytes) << " per rank: " << memory.how
+            << " (activations not included)\n";
   std::cout << c.json.dump(2) << "\n";
   return 0;
 }

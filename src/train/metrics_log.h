@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <string>
 
-#include "train/log_file.h"
+#include "ckpt/log_file.h"
 
 namespace dtrain {
 

@@ -5,7 +5,7 @@
 #pragma once
 #include <string>
 
-#include "train/log_file.h"
+#include "ckpt/log_file.h"
 
 namespace dtrain {
 

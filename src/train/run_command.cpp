@@ -1,6 +1,7 @@
 #include "train/run_command.h"
 
 #include <CLI/CLI.hpp>
+#include <torch/cuda.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -9,8 +10,10 @@
 #include "common/parse_command_line.h"
 #include "common/printable.h"
 #include "launch/agent.h"
+#include "launch/host_capacity.h"
 #include "launch/launch_options.h"
 #include "train/config_preflight.h"
+#include "train/rank_memory.h"
 #include "train/sample_text.h"
 
 namespace dtrain {
@@ -53,6 +56,14 @@ int run_command(int argc, char** argv) {
     config.run_dir = default_run_dir();
     sets.push_back("train.run_dir=" + config.run_dir);
   }
+  RanksOnHost job;
+  job.ranks = launch.nproc_per_node;
+  job.threads_per_rank = config.threads > 0 ? config.threads : worker_omp_threads();
+  if (config.threads > 0) job.threads_from = "train.threads";
+  const RankMemory memory = rank_memory_floor(config, torch::cuda::is_available());
+  job.bytes_per_rank = memory.bytes;
+  job.bytes_per_rank_how = memory.how;
+  if (!admit_on_this_host("dtrain run", job)) return 1;
   launch.run_dir = config.run_dir;
   launch.program = {self_executable(), "train"};
   if (!config_path.empty()) launch.program.insert(launch.program.end(), {"--config", config_path});

@@ -2,10 +2,12 @@
 
 #include <CLI/CLI.hpp>
 
+#include <cstdlib>
 #include <iostream>
 
 #include "comm/world.h"
 #include "common/parse_command_line.h"
+#include "launch/host_capacity.h"
 #include "launch/worker_env.h"
 #include "train/train_config.h"
 #include "train/trainer.h"
@@ -22,6 +24,12 @@ int train_command(int argc, char** argv) {
   if (const auto code = parse_command_line(app, argc, argv)) return *code;
   const WorkerEnv env = derive_worker_env(current_env());
   const TrainConfig config = load_train_config(config_path, sets, env.world_size);
+  // Checked before the rank joins anyone: a thread count no core can serve makes steps that never end.
+  const char* omp = std::getenv("OMP_NUM_THREADS");
+  const int threads = config.threads > 0 ? config.threads : omp ? std::atoi(omp) : 0;
+  const std::string threads_error =
+      check_threads_per_rank(threads, config.threads > 0 ? "train.threads" : "OMP_NUM_THREADS", HostResources::of_this_host());
+  if (!threads_error.empty()) throw ConfigError(threads_error);
   WorldOptions options;
   options.backend = config.backend;
   options.timeout = std::chrono::milliseconds(int64_t(config.timeout_s * 1000));

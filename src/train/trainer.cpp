@@ -22,6 +22,7 @@
 #include "comm/device_mesh.h"
 #include "common/printable.h"
 #include "data/micro_batch_stream.h"
+#include "launch/host_capacity.h"
 #include "data/token_source.h"
 #include "optim/flat_optimizer.h"
 #include "optim/grad_clip.h"
@@ -175,7 +176,7 @@ class Trainer {
 int Trainer::threads() const {
   if (c_.threads > 0) return c_.threads;
   if (const char* omp = std::getenv("OMP_NUM_THREADS"); omp && std::atoi(omp) > 0) return std::atoi(omp);
-  return std::max(1, int(::sysconf(_SC_NPROCESSORS_ONLN)) / std::max(1, world_->env().local_world_size));
+  return std::max(1, usable_cores() / std::max(1, world_->env().local_world_size));
 }
 
 std::string Trainer::agree(const std::string& key, const std::function<std::string()>& decide) {

@@ -14,6 +14,7 @@
 #include "ckpt/durable_file.h"
 #include "ckpt/safetensors.h"
 #include "support/scratch.h"
+#include "support/small_tmpfs.h"
 
 using namespace dtrain;
 using dtrain::test::scratch_dir;
@@ -339,6 +340,33 @@ TEST(DirectoryLock, ASecondHolderIsRefusedNamingTheFirstAndADeadOnesLockIsTakenO
   }
   DirectoryLock again(dir, "run directory", &previous);  // released on destruction, and left clean
   EXPECT_EQ(previous, "");
+}
+
+// Asked without taking the lock, so asking cannot make the holder's claim fail.
+TEST(DirectoryLock, TheHolderIsNamedWhileItHoldsTheLockAndNobodyOnceItIsReleased) {
+  const auto dir = scratch_dir("ckpt_lock_holder");
+  EXPECT_EQ(DirectoryLock::holder(dir), std::nullopt);  // no lock file
+  std::ofstream(dir + "/" + DirectoryLock::kFileName) << "pid 999999 on host elsewhere (since yesterday)\n";
+  EXPECT_EQ(DirectoryLock::holder(dir), std::nullopt);  // a dead holder's name: nobody holds it
+  {
+    DirectoryLock held(dir, "run directory", nullptr);
+    const auto holder = DirectoryLock::holder(dir);
+    ASSERT_TRUE(holder.has_value());
+    EXPECT_EQ(holder->rfind("pid " + std::to_string(getpid()) + " on host ", 0), 0u) << *holder;
+  }
+  EXPECT_EQ(DirectoryLock::holder(dir), std::nullopt);
+}
+
+// The repro: an atomic write into a full file system left its empty temporary file behind.
+TEST(DurableFile, AnAtomicWriteThatFailsRemovesItsTemporaryFile) {
+  dtrain::test::SmallTmpfs disk("full_atomic_write", 16 << 10);
+  if (!disk.unavailable().empty()) GTEST_SKIP() << disk.unavailable();
+  disk.fill();
+  write_file_atomically(disk.dir() + "/report.json", "");  // an empty file needs no block: this one fits
+  const std::string message = expect_throws([&] { write_file_atomically(disk.dir() + "/report.json", std::string(8192, 'y')); });
+  EXPECT_NE(message.find("report.json.tmp"), std::string::npos) << message;
+  EXPECT_FALSE(fs::exists(disk.dir() + "/report.json.tmp"));
+  EXPECT_EQ(read_text_file(disk.dir() + "/report.json"), "");  // the old content stands
 }
 
 TEST(CheckpointManager, DueBySteptimeAndEnd) {

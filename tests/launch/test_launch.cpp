@@ -13,6 +13,7 @@
 #include <regex>
 #include <sstream>
 
+#include "launch/launch_test_cli.h"
 #include "support/process.h"
 #include "support/scratch.h"
 
@@ -20,21 +21,6 @@ namespace dtrain::test {
 namespace {
 
 namespace fs = std::filesystem;
-
-const std::string kBin = DTRAIN_BIN;
-const std::string kSleeper = std::string(DTRAIN_TEST_BIN_DIR) + "/worker_sleep";
-
-std::vector<std::string> launch(std::vector<std::string> flags, const std::vector<std::string>& program) {
-  std::vector<std::string> argv{kBin, "launch"};
-  argv.insert(argv.end(), flags.begin(), flags.end());
-  argv.push_back("--");
-  argv.insert(argv.end(), program.begin(), program.end());
-  return argv;
-}
-
-std::string unique_marker(const std::string& name) {
-  return "dtrain-test-" + name + "-" + std::to_string(getpid());
-}
 
 // Each worker prints its contract; returns rank -> the variables it saw.
 std::map<int, std::map<std::string, std::string>> env_by_rank(const std::string& output) {
@@ -181,14 +167,6 @@ TEST(Launch, TwoNodesRestartTogether) {
   EXPECT_TRUE(contains(r1.output, "[rank 2] ok=1")) << r1.output;
 }
 
-// The `dtrain launch` this test started, found by its command line holding `marker`: the one whose
-// parent is this test (its watchdog, a fork of it, has the same command line); 0 when there is none.
-int launcher_pid(const std::string& marker) {
-  for (int pid : processes_with_markers({std::string("\0launch\0", 8), marker}))
-    if (parent_pid(pid) == getpid()) return pid;
-  return 0;
-}
-
 struct RunningJob {
   std::future<ProcessResult> result;
   int agent = 0;      // the launcher's pid; 0 if the workers did not all start
@@ -256,20 +234,6 @@ TEST(Launch, KilledAgentTakesWhatAWrapperStartedWithIt) {
   const bool gone = wait_for([&] { return !process_running(grandchild); }, 30);
   if (!gone) ::kill(grandchild, SIGKILL);
   EXPECT_TRUE(gone) << "pid " << grandchild << " outlived the SIGKILLed launcher\n" << r.output;
-}
-
-std::string read_text(const std::string& path) {
-  std::ifstream f(path);
-  std::stringstream text;
-  text << f.rdbuf();
-  return text.str();
-}
-
-// The object in the file; an empty one when it is absent or malformed.
-nlohmann::json read_json(const std::string& path) {
-  std::ifstream f(path);
-  const auto j = nlohmann::json::parse(f, nullptr, false);
-  return j.is_object() ? j : nlohmann::json::object();
 }
 
 TEST(LaunchReport, AFailedRankIsRecordedInTheRunDirectory) {
@@ -380,15 +344,6 @@ TEST(LaunchBadInput, MissingProgram) {
   auto r = run_process({kBin, "launch", "--nproc-per-node", "2"}, 10);
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_TRUE(contains(r.output, "no worker program")) << r.output;
-}
-
-TEST(LaunchBadInput, UnreachableMaster) {
-  auto r = run_process(launch({"--nnodes", "2", "--node-rank", "1", "--master-port", std::to_string(free_port()),
-                               "--rdzv-timeout", "2"},
-                              {"true"}),
-                       30);
-  EXPECT_EQ(r.exit_code, 1);
-  EXPECT_TRUE(contains(r.output, "cannot reach the rendezvous store of node 0 at 127.0.0.1:")) << r.output;
 }
 
 TEST(LaunchBadInput, ProgramThatCannotRun) {

@@ -33,13 +33,15 @@ TEST(WorkerEnv, TorchrunContract) {
 TEST(WorkerEnv, OpenMpiVariables) {
   WorkerEnv w = derive_worker_env({{"OMPI_COMM_WORLD_RANK", "6"}, {"OMPI_COMM_WORLD_SIZE", "8"},
                                    {"OMPI_COMM_WORLD_LOCAL_RANK", "2"}, {"OMPI_COMM_WORLD_LOCAL_SIZE", "4"},
-                                   {"MASTER_ADDR", "node0"}});
+                                   {"OMPI_COMM_WORLD_NODE_RANK", "2"}, {"MASTER_ADDR", "node0"}});
   EXPECT_EQ(w.source, "mpi");
   EXPECT_EQ(w.rank, 6);
   EXPECT_EQ(w.world_size, 8);
   EXPECT_EQ(w.local_rank, 2);
   EXPECT_EQ(w.local_world_size, 4);
-  EXPECT_EQ(w.node_rank, 1);  // derived: 6 / 4
+  // OMPI_COMM_WORLD_NODE_RANK is the rank among this node's processes, not the node's: mpirun names no
+  // node, so the world groups ranks by host at rendezvous.
+  EXPECT_FALSE(w.node_rank.has_value()) << *w.node_rank;
   EXPECT_EQ(w.master_addr, "node0");
   EXPECT_EQ(w.master_port, 29500);
   EXPECT_FALSE(w.agent_store);

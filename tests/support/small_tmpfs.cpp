@@ -5,6 +5,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <fstream>
 
 #include "support/process.h"
 #include "support/scratch.h"
@@ -21,6 +22,13 @@ SmallTmpfs::SmallTmpfs(const std::string& name, size_t bytes) : dir_(scratch_dir
   const std::string options = "size=" + std::to_string(bytes) + ",mode=0755";
   if (::mount("tmpfs", dir_.c_str(), "tmpfs", MS_NOSUID | MS_NODEV, options.c_str()) != 0)
     unavailable_ = "cannot mount a tmpfs on " + dir_ + ": " + std::strerror(errno);
+}
+
+void SmallTmpfs::fill() const {
+  std::ofstream filler(dir_ + "/filler");
+  const std::string block(4096, 'x');
+  while (filler << block << std::flush) {
+  }
 }
 
 SmallTmpfs::~SmallTmpfs() {

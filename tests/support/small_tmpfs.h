@@ -19,6 +19,8 @@ class SmallTmpfs {
   SmallTmpfs& operator=(const SmallTmpfs&) = delete;
 
   const std::string& dir() const { return dir_; }
+  // Fills it to the last block with a file named "filler": a disk that is already full.
+  void fill() const;
   // Empty when mounted; otherwise why not.
   const std::string& unavailable() const { return unavailable_; }
 

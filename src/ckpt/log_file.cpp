@@ -1,4 +1,4 @@
-#include "train/log_file.h"
+#include "ckpt/log_file.h"
 
 #include <fcntl.h>
 #include <unistd.h>
