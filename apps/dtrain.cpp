@@ -5,11 +5,13 @@
 #include <iostream>
 
 #include "launch/launch_command.h"
+#include "launch/worker_process.h"
 #include "tools/bench_comm_command.h"
 #include "tools/generate_command.h"
 #include "train/config_command.h"
 #include "train/run_command.h"
 #include "train/train_command.h"
+#include "train/train_config.h"
 
 namespace {
 struct Command {
@@ -42,6 +44,9 @@ int main(int argc, char** argv) {
     if (!std::strcmp(argv[1], c.name)) {
       try {
         return c.main(argc - 1, argv + 1);
+      } catch (const dtrain::ConfigError& e) {  // the same input would be refused again: the launcher does not restart
+        std::cerr << "dtrain " << c.name << ": error: " << e.what() << "\n";
+        return dtrain::kRefusedInputExitCode;
       } catch (const c10::Error& e) {  // LibTorch's own: its message without the C++ backtrace
         std::cerr << "dtrain " << c.name << ": error: " << e.what_without_backtrace() << "\n";
         return 1;

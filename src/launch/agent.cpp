@@ -134,12 +134,14 @@ Agent::Outcome Agent::run_round(JobCoordinator& coord, int round, RoundFailure* 
         failure->rank = w->rank();
         failure->how = w->how_it_ended();
         failure->what = "rank " + std::to_string(w->rank()) + " failed: " + failure->how;
+        failure->restartable = !w->refused_input();
+        if (!failure->restartable) failure->what += " (it refused its configuration)";
         failure->last_lines.assign(w->tail().begin(), w->tail().end());
         std::string message = failure->what + "\n  last lines of rank " + std::to_string(w->rank()) + ":";
         if (w->tail().empty()) message += " (none)";
         for (const auto& line : w->tail()) message += "\n  | " + line;
         tell(message);
-        coord.report_failure(round, failure->what);
+        coord.report_failure(round, failure->what, failure->restartable);
         return Outcome::Failure;
       }
       all_succeeded = all_succeeded && w->succeeded();
@@ -158,6 +160,7 @@ Agent::Outcome Agent::run_round(JobCoordinator& coord, int round, RoundFailure* 
     }
     if (auto remote = coord.failure(round)) {
       failure->what = *remote;
+      failure->restartable = !coord.failure_is_final(round);
       tell("the job failed elsewhere: " + *remote);
       return Outcome::Failure;
     }
@@ -205,6 +208,8 @@ int Agent::run() {
       return finish("succeeded", 0, round, round == 0 ? "the job succeeded" : "the job succeeded after " + restarts(round),
                     nullptr);
     }
+    if (!failure.restartable && options_.max_restarts > 0)
+      return finish("failed", 1, round, "not restarting: " + failure.what + ", and a restart would be refused the same way", &failure);
     if (round >= options_.max_restarts)
       return finish("failed", 1, round,
                     "giving up after " + restarts(round) + " (--max-restarts " + std::to_string(options_.max_restarts) +

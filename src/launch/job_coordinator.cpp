@@ -103,7 +103,9 @@ void JobCoordinator::heartbeat() {
   store_->add("beat/" + std::to_string(options_.node_rank), 1);
 }
 
-void JobCoordinator::report_failure(int round, const std::string& what) {
+void JobCoordinator::report_failure(int round, const std::string& what, bool restartable) {
+  // Set before the failure itself, so a node that sees the failure sees whether it is final.
+  if (!restartable) store_->set(key(round, "final"), as_bytes("1"));
   // compareSet keeps the first report when two nodes fail at once.
   store_->compareSet(key(round, "failed"), {}, as_bytes("node " + std::to_string(options_.node_rank) + ": " + what));
 }
@@ -129,6 +131,8 @@ std::optional<std::string> JobCoordinator::failure(int round) {
   }
   return std::nullopt;
 }
+
+bool JobCoordinator::failure_is_final(int round) { return store_->check({key(round, "final")}); }
 
 void JobCoordinator::report_done(int round) { store_->add(key(round, "done"), 1); }
 

@@ -26,8 +26,11 @@ class JobCoordinator {
   void join_round(int round);
   // Beats this node's heartbeat (rate-limited; call as often as you like).
   void heartbeat();
-  // Declares `round` failed for every node; the first declaration wins.
-  void report_failure(int round, const std::string& what);
+  // Declares `round` failed for every node; the first declaration wins. `restartable` false: a rank
+  // refused its input, so no node restarts.
+  void report_failure(int round, const std::string& what, bool restartable = true);
+  // Whether a node declared `round`'s failure one that no restart can mend.
+  bool failure_is_final(int round);
   // Set once any node declared `round` failed, or a node's heartbeat stopped.
   std::optional<std::string> failure(int round);
   // This node's workers all succeeded in `round`.

@@ -21,6 +21,7 @@ struct RoundFailure {
   int rank = -1;                        // the failed global rank when it ran on this node, else -1
   std::string how;                      // that rank's end: "exit code 3", "signal 9 (SIGKILL)"
   std::vector<std::string> last_lines;  // what that rank printed last, oldest first
+  bool restartable = true;              // false when a rank refused its input: a restart would be refused again
 };
 
 class LaunchReport {

@@ -13,6 +13,10 @@
 
 namespace dtrain {
 
+// The exit code of a worker that refused its configuration or command line (`dtrain train` exits
+// with it on a usage or configuration error). Starting it again cannot help: the input is the same.
+constexpr int kRefusedInputExitCode = 2;
+
 class WorkerProcess {
  public:
   // Forks and execs `argv` with the agent's environment plus `env` (which wins on conflict), its
@@ -32,6 +36,8 @@ class WorkerProcess {
   bool poll_exit();
   bool exited() const { return exited_; }
   bool succeeded() const { return exited_ && !signaled_ && exit_code_ == 0; }
+  // It exited with kRefusedInputExitCode: its configuration or command line was refused.
+  bool refused_input() const { return exited_ && !signaled_ && exit_code_ == kRefusedInputExitCode; }
   // "exit code 3" or "signal 9 (SIGKILL)".
   std::string how_it_ended() const;
   // The last lines it printed, oldest first.

@@ -187,6 +187,9 @@ std::string Trainer::agree(const std::string& key, const std::function<std::stri
       const std::string value = decide();
       store->set(key, to_bytes("ok:" + value));
       return value;
+    } catch (const ConfigError& e) {
+      store->set(key, to_bytes(std::string("config:") + e.what()));
+      throw;
     } catch (const std::exception& e) {
       store->set(key, to_bytes(std::string("error:") + e.what()));
       throw;
@@ -194,8 +197,11 @@ std::string Trainer::agree(const std::string& key, const std::function<std::stri
   }
   const auto bytes = store->get(key);
   const std::string reply(bytes.begin(), bytes.end());
-  if (reply.rfind("ok:", 0) != 0) throw std::runtime_error("rank 0 failed, so this rank stops too: " + reply.substr(reply.find(':') + 1));
-  return reply.substr(3);
+  if (reply.rfind("ok:", 0) == 0) return reply.substr(3);
+  const std::string why = "rank 0 failed, so this rank stops too: " + reply.substr(reply.find(':') + 1);
+  // Every rank exits as rank 0 does, so the launcher sees a refused configuration whichever rank ends first.
+  if (reply.rfind("config:", 0) == 0) throw ConfigError(why);
+  throw std::runtime_error(why);
 }
 
 // Rank 0 locks the run and checkpoint directories before writing anything into them, so two runs

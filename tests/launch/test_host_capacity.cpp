@@ -123,7 +123,7 @@ TEST(HostCapacity, MoreThreadsThanCoresAreRefusedBeforeTheRunStarts) {
   auto alone = run_process({kBin, "train", "--set", "model.preset=tiny", "--set", "train.steps=3", "--set",
                             "train.run_dir=" + run_dir, "--set", "train.threads=" + threads},
                            60);
-  EXPECT_EQ(alone.exit_code, 1) << alone.output;
+  EXPECT_EQ(alone.exit_code, 2) << alone.output;
   EXPECT_TRUE(contains(alone.output, "dtrain train: error: train.threads=" + threads + " is more threads per rank"))
       << alone.output;
   EXPECT_FALSE(fs::exists(run_dir));

@@ -98,7 +98,7 @@ TEST(ConfigCheck, RefusesEveryConfigThatRunWouldRefuseInsideTheRanks) {
     std::vector<std::string> args = {"--set", "model.preset=tiny"};
     for (const auto& s : sets) args.insert(args.end(), {"--set", s});
     const auto r = config_check(args);
-    EXPECT_EQ(r.exit_code, 1) << sets.back() << "\n" << r.output;
+    EXPECT_EQ(r.exit_code, 2) << sets.back() << "\n" << r.output;
     EXPECT_TRUE(contains(r.output, expected)) << r.output;
   }
   // What the checks accept still passes: globs that match, a directory to resume from.

@@ -55,6 +55,24 @@ TEST(StartRules, AFreshRunRefusesACheckpointDirectoryHoldingCheckpointsUnlessTol
   EXPECT_EQ(fresh.steps.size(), 4u);
 }
 
+// A refused first start exited like any failure, so `--max-restarts` started the job again, and a
+// restart, taking train.resume to apply to the first start only, resumed the very checkpoints the
+// first start had refused to run beside. A refused configuration is final: nothing is restarted.
+TEST(StartRules, ARefusedStartIsNotRestartedIntoWhatItRefused) {
+  const std::string old_run = scratch_dir("rules_old_restart"), dir = scratch_dir("rules_refused_restart");
+  ASSERT_EQ(train(old_run, 1, {"train.steps=4", "checkpoint.every_steps=4"}).result.exit_code, 0);
+  fs::copy(old_run + "/ckpt", dir + "/ckpt", fs::copy_options::recursive);
+  for (const int nproc : {1, 2}) {
+    const TrainingRun refused = train(dir, nproc, {"train.resume=never", "train.steps=8"}, {"--max-restarts", "2"});
+    EXPECT_NE(refused.result.exit_code, 0) << refused.result.output;
+    EXPECT_TRUE(contains(refused.result.output, "holds checkpoints beyond step 0")) << refused.result.output;
+    EXPECT_TRUE(contains(refused.result.output, "not restarting: rank ")) << refused.result.output;
+    EXPECT_FALSE(contains(refused.result.output, "restarting the job")) << refused.result.output;
+    EXPECT_EQ(checkpoint_names(dir + "/ckpt"), (std::vector<std::string>{"step-00000004"}));
+    EXPECT_FALSE(fs::exists(dir + "/metrics.jsonl")) << "a refused run wrote into the run directory";
+  }
+}
+
 // An explicit train.resume from the middle of a line of checkpoints used to delete the new
 // checkpoint of the next step right after saving it (the later ones were "newer").
 TEST(StartRules, ResumingFromTheMiddleRefusesTheLaterCheckpointsThenBranchesCleanly) {
