@@ -244,8 +244,10 @@ void Trainer::build_data() {
   TokenSource source = load_tokens(c_.data_source);
   if (!source.warning.empty()) std::cerr << "warning: " << source.warning << "\n";
   dataset_ = std::make_shared<TokenDataset>(source.tokens, c_.model.seq_len, c_.val_fraction, c_.model.vocab_size);
+  const ShuffleOrder order = resolve_shuffle_order(c_.shuffle_order, dataset_->size(Split::Train));
+  c_.json["data"]["shuffle_order"] = shuffle_order_name(order);
   stream_ = std::make_unique<MicroBatchStream>(dataset_, c_.dp, world_->rank(), int(c_.micro_batch),
-                                               SamplerOptions{c_.shuffle, c_.seed, true});
+                                               SamplerOptions{c_.shuffle, c_.seed, true, order});
   setup_lines_.push_back("data: " + source.description + " -> " + std::to_string(dataset_->size(Split::Train)) + " training and " +
             std::to_string(dataset_->size(Split::Validation)) + " validation samples of " + std::to_string(c_.model.seq_len) + " tokens");
 }
