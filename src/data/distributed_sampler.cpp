@@ -3,7 +3,6 @@
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
 
-#include <numeric>
 #include <stdexcept>
 #include <string>
 
@@ -17,22 +16,39 @@ DistributedSampler::DistributedSampler(int64_t dataset_size, int num_replicas, i
   if (num_samples_ < 1)
     throw std::invalid_argument("sampler: " + std::to_string(dataset_size) + " samples cannot give each of " +
                                 std::to_string(num_replicas) + " replicas one");
+  set_epoch(0);
+}
+
+void DistributedSampler::set_epoch(int64_t epoch) {
+  epoch_ = epoch;
+  if (!options_.shuffle) return;
+  const uint64_t key = options_.seed + uint64_t(epoch);  // PyTorch seeds its generator with seed + epoch
+  if (options_.order == ShuffleOrder::Hashed) {
+    hashed_.emplace(dataset_size_, key);
+    return;
+  }
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(key);
+  const at::Tensor perm = at::randperm(dataset_size_, gen, at::kLong);
+  const int64_t* order = perm.data_ptr<int64_t>();
+  randperm_share_.resize(size_t(num_samples_));
+  for (int64_t i = 0; i < num_samples_; ++i) randperm_share_[size_t(i)] = order[position(i)];
+}
+
+int64_t DistributedSampler::position(int64_t i) const {
+  return (rank_ + i * num_replicas_) % dataset_size_;  // past the end: padding repeats the head
+}
+
+int64_t DistributedSampler::index(int64_t i) const {
+  if (i < 0 || i >= num_samples_)
+    throw std::out_of_range("sampler: sample " + std::to_string(i) + " of a replica's " + std::to_string(num_samples_));
+  if (!options_.shuffle) return position(i);
+  if (options_.order == ShuffleOrder::Hashed) return (*hashed_)(position(i));
+  return randperm_share_[size_t(i)];
 }
 
 std::vector<int64_t> DistributedSampler::indices() const {
-  std::vector<int64_t> order(dataset_size_);
-  if (options_.shuffle) {
-    auto gen = at::make_generator<at::CPUGeneratorImpl>(options_.seed + uint64_t(epoch_));
-    auto perm = at::randperm(dataset_size_, gen, at::kLong);
-    std::copy(perm.data_ptr<int64_t>(), perm.data_ptr<int64_t>() + dataset_size_, order.begin());
-  } else {
-    std::iota(order.begin(), order.end(), 0);
-  }
-  const int64_t total = num_samples_ * num_replicas_;
-  for (int64_t i = dataset_size_; i < total; ++i) order.push_back(order[i % dataset_size_]);  // pad by repeating the head
-  std::vector<int64_t> mine;
-  mine.reserve(num_samples_);
-  for (int64_t i = rank_; i < total; i += num_replicas_) mine.push_back(order[i]);
+  std::vector<int64_t> mine(static_cast<size_t>(num_samples_));
+  for (int64_t i = 0; i < num_samples_; ++i) mine[size_t(i)] = index(i);
   return mine;
 }
 

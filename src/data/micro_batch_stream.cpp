@@ -24,25 +24,22 @@ MicroBatchStream::MicroBatchStream(std::shared_ptr<const TokenDataset> dataset, 
     throw std::invalid_argument("data: " + std::to_string(dataset_->size(Split::Train)) +
                                 " training samples are too few for a micro-batch of " + std::to_string(micro_batch) +
                                 " on each of " + std::to_string(num_replicas) + " ranks; use more data or a smaller batch");
-  start_epoch(0);
 }
 
 void MicroBatchStream::start_epoch(int64_t epoch) {
   sampler_.set_epoch(epoch);
-  epoch_indices_ = sampler_.indices();
   offset_ = 0;
 }
 
 std::pair<at::Tensor, at::Tensor> MicroBatchStream::next() {
-  if (offset_ + micro_batch_ > int64_t(epoch_indices_.size())) start_epoch(sampler_.epoch() + 1);
-  std::vector<int64_t> picked(epoch_indices_.begin() + offset_, epoch_indices_.begin() + offset_ + micro_batch_);
-  offset_ += micro_batch_;
+  if (offset_ + micro_batch_ > sampler_.num_samples()) start_epoch(sampler_.epoch() + 1);
+  std::vector<int64_t> picked(static_cast<size_t>(micro_batch_));
+  for (auto& sample : picked) sample = sampler_.index(offset_++);
   return dataset_->batch(Split::Train, picked);
 }
 
 void MicroBatchStream::restore(const DataPosition& p) {
-  start_epoch(p.epoch);
-  const int64_t epoch_samples = int64_t(epoch_indices_.size()) * num_replicas_;
+  const int64_t epoch_samples = sampler_.num_samples() * num_replicas_;
   if (p.samples < 0 || p.samples > epoch_samples)
     throw std::invalid_argument("data position " + std::to_string(p.samples) + " is outside epoch " + std::to_string(p.epoch) +
                                 " (" + std::to_string(epoch_samples) +
@@ -51,6 +48,7 @@ void MicroBatchStream::restore(const DataPosition& p) {
     throw std::invalid_argument("data position " + std::to_string(p.samples) + " does not divide among " +
                                 std::to_string(num_replicas_) + " data-parallel ranks: the checkpoint was written with a global "
                                 "batch that " + std::to_string(num_replicas_) + " ranks cannot share");
+  start_epoch(p.epoch);
   offset_ = p.samples / num_replicas_;
 }
 

@@ -2,7 +2,8 @@
 // epoch. Its position (epoch, samples all ranks have consumed in the epoch) is what a checkpoint
 // saves, so a resumed run continues with exactly the batches the uninterrupted run would have seen,
 // whatever its number of ranks: the sampler deals round-robin, so the first k samples of each of R
-// ranks are the first k·R samples of the epoch's permutation.
+// ranks are the first k·R samples of the epoch's permutation. Samples are drawn from the sampler one
+// index at a time, so the stream holds no list of the epoch's samples of its own.
 #pragma once
 #include <nlohmann/json.hpp>
 
@@ -39,7 +40,6 @@ class MicroBatchStream {
   std::shared_ptr<const TokenDataset> dataset_;
   DistributedSampler sampler_;
   int num_replicas_, micro_batch_;
-  std::vector<int64_t> epoch_indices_;
   int64_t offset_ = 0;
 };
 

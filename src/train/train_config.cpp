@@ -555,6 +555,11 @@ TrainConfig resolve_config(const json& user, int world_size, const std::string& 
   c.val_fraction = r.number("data.val_fraction", 0);
   if (c.val_fraction >= 1) fail(origin, "'data.val_fraction' must be below 1");
   c.shuffle = r.boolean("data.shuffle");
+  try {
+    c.shuffle_order = parse_shuffle_order(r.text("data.shuffle_order"));
+  } catch (const std::invalid_argument& e) {
+    fail(origin, "'data.shuffle_order' " + std::string(e.what()) + ", got " + printable_json(r.at("data.shuffle_order")));
+  }
 
   c.world_size = world_size;
   c.dp = world_size;  // tp = pp = cp = 1 until those land

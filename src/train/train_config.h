@@ -5,10 +5,12 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "ckpt/checkpoint_manager.h"
+#include "data/shuffle_order.h"
 #include "model/activation_checkpoint.h"
 #include "model/transformer_config.h"
 #include "optim/loss_scaler.h"
@@ -34,6 +36,8 @@ struct TrainConfig {
   std::string data_source;
   double val_fraction = 0.05;
   bool shuffle = true;
+  // data.shuffle_order; nullopt is "auto", which the trainer resolves once it knows the training samples.
+  std::optional<ShuffleOrder> shuffle_order;
 
   int world_size = 1, dp = 1;
   int64_t global_batch = 0, micro_batch = 0, accumulation = 0;

@@ -126,6 +126,7 @@ class Trainer {
   void continue_lineage(const std::string& resumed_from);
   void keep_global_batch(const std::string& dir, const nlohmann::json& saved);
   void warn_if_schedule_changed(const std::string& dir, const nlohmann::json& saved);
+  void warn_if_order_changed(const std::string& dir, const nlohmann::json& saved);
   // Loads a checkpoint into the model, optimizer and progress_ (every check first).
   void read_checkpoint(const std::string& dir);
   // After read_checkpoint on rank 0 (which checked it) or here on the others: the data position and
@@ -250,8 +251,10 @@ void Trainer::build_data() {
   TokenSource source = load_tokens(c_.data_source);
   if (!source.warning.empty()) std::cerr << "warning: " << source.warning << "\n";
   dataset_ = std::make_shared<TokenDataset>(source.tokens, c_.model.seq_len, c_.val_fraction, c_.model.vocab_size);
+  const ShuffleOrder order = resolve_shuffle_order(c_.shuffle_order, dataset_->size(Split::Train));
+  c_.json["data"]["shuffle_order"] = shuffle_order_name(order);
   stream_ = std::make_unique<MicroBatchStream>(dataset_, c_.dp, world_->rank(), int(c_.micro_batch),
-                                               SamplerOptions{c_.shuffle, c_.seed, true});
+                                               SamplerOptions{c_.shuffle, c_.seed, true, order});
   setup_lines_.push_back("data: " + source.description + " -> " + std::to_string(dataset_->size(Split::Train)) + " training and " +
             std::to_string(dataset_->size(Split::Validation)) + " validation samples of " + std::to_string(c_.model.seq_len) + " tokens");
 }
@@ -595,6 +598,21 @@ void Trainer::warn_if_schedule_changed(const std::string& dir, const nlohmann::j
   log_.warn("this run's learning-rate schedule differs from the one " + dir + " was trained with (" + list + ")" + rates);
 }
 
+// A resume in another shuffle order than the checkpoint's (data.shuffle_order changed, a corpus that
+// crossed 2^23 samples under "auto", or a checkpoint from before the key, whose order was randperm)
+// continues the epoch along another permutation: said once, as what it costs.
+void Trainer::warn_if_order_changed(const std::string& dir, const nlohmann::json& saved) {
+  using pointer = nlohmann::json::json_pointer;
+  if (!c_.shuffle || !saved.value(pointer("/data/shuffle"), true) || progress_.data.samples == 0) return;
+  const std::string then = saved.value(pointer("/data/shuffle_order"), std::string("randperm"));
+  const std::string now = c_.json["data"]["shuffle_order"].get<std::string>();
+  if (then == now) return;
+  log_.warn(dir + " was trained in the " + then + " shuffle order and this run shuffles in the " + now +
+            " order (data.shuffle_order): the rest of epoch " + std::to_string(progress_.data.epoch) +
+            " follows another permutation, so until it ends some samples repeat and others are skipped; "
+            "set data.shuffle_order=" + then + " to keep the checkpoint's order");
+}
+
 void Trainer::resume_or_start() {
   checkpoints_ = std::make_unique<CheckpointManager>(c_.checkpoint, world_->rank(),
                                                      [this](bool ok) { return ranks_that_failed(ok, "checkpoint"); });
@@ -606,6 +624,7 @@ void Trainer::resume_or_start() {
     const nlohmann::json saved = nlohmann::json::parse(read_text_file(from + "/config.json"));
     keep_global_batch(from, saved);
     warn_if_schedule_changed(from, saved);
+    warn_if_order_changed(from, saved);
     log_.info("resumed from " + from + " at step " + std::to_string(progress_.step) +
               (progress_.lr_scale < 1 ? " (learning rate scaled by " + fixed(progress_.lr_scale, 4) + " after rollbacks)" : "") +
               (progress_.precision != precision_name(c_.precision)

@@ -1,7 +1,10 @@
 #include <gtest/gtest.h>
 #include <torch/types.h>
 
+#include <ATen/CPUGeneratorImpl.h>
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -12,6 +15,7 @@
 #include <set>
 
 #include "data/distributed_sampler.h"
+#include "data/hashed_permutation.h"
 #include "data/micro_batch_stream.h"
 #include "data/token_dataset.h"
 #include "data/token_source.h"
@@ -43,50 +47,120 @@ std::vector<int64_t> all_tokens(const TokenStream& s) {
 }  // namespace
 
 TEST(DistributedSampler, RanksAreDisjointAndCoverEverySampleWithPadding) {
-  const int64_t n = 103;
-  std::multiset<int64_t> seen;
-  for (int r = 0; r < 4; ++r) {
-    DistributedSampler s(n, 4, r, {true, 7, false});
-    EXPECT_EQ(s.num_samples(), 26);
-    for (auto i : s.indices()) seen.insert(i);
+  for (ShuffleOrder order : {ShuffleOrder::Randperm, ShuffleOrder::Hashed}) {
+    const int64_t n = 103;
+    std::multiset<int64_t> seen;
+    for (int r = 0; r < 4; ++r) {
+      DistributedSampler s(n, 4, r, {true, 7, false, order});
+      EXPECT_EQ(s.num_samples(), 26);
+      for (auto i : s.indices()) seen.insert(i);
+    }
+    EXPECT_EQ(seen.size(), 104u);  // 103 plus one repeated to pad to 4 x 26
+    for (int64_t i = 0; i < n; ++i) EXPECT_GE(seen.count(i), 1u) << shuffle_order_name(order);
   }
-  EXPECT_EQ(seen.size(), 104u);  // 103 plus one repeated to pad to 4 x 26
-  for (int64_t i = 0; i < n; ++i) EXPECT_GE(seen.count(i), 1u);
 }
 
 TEST(DistributedSampler, DropLastTruncatesAndRanksStayDisjoint) {
-  std::set<int64_t> seen;
-  for (int r = 0; r < 4; ++r) {
-    DistributedSampler s(103, 4, r, {true, 7, true});
-    EXPECT_EQ(s.num_samples(), 25);
-    for (auto i : s.indices()) EXPECT_TRUE(seen.insert(i).second) << "sample " << i << " given twice";
+  for (ShuffleOrder order : {ShuffleOrder::Randperm, ShuffleOrder::Hashed}) {
+    std::set<int64_t> seen;
+    for (int r = 0; r < 4; ++r) {
+      DistributedSampler s(103, 4, r, {true, 7, true, order});
+      EXPECT_EQ(s.num_samples(), 25);
+      for (auto i : s.indices()) EXPECT_TRUE(seen.insert(i).second) << "sample " << i << " given twice";
+    }
+    EXPECT_EQ(seen.size(), 100u) << shuffle_order_name(order);
   }
-  EXPECT_EQ(seen.size(), 100u);
 }
 
 TEST(DistributedSampler, ShuffleDependsOnSeedAndEpochAndIsReproducible) {
-  DistributedSampler a(50, 1, 0, {true, 1, false}), b(50, 1, 0, {true, 1, false}), c(50, 1, 0, {true, 2, false});
-  EXPECT_EQ(a.indices(), b.indices());
-  EXPECT_NE(a.indices(), c.indices());
-  const auto epoch0 = a.indices();
-  a.set_epoch(1);
-  EXPECT_NE(a.indices(), epoch0);
-  DistributedSampler plain(5, 1, 0, {false, 0, false});
-  EXPECT_EQ(plain.indices(), (std::vector<int64_t>{0, 1, 2, 3, 4}));
+  for (ShuffleOrder order : {ShuffleOrder::Randperm, ShuffleOrder::Hashed}) {
+    DistributedSampler a(50, 1, 0, {true, 1, false, order}), b(50, 1, 0, {true, 1, false, order}),
+        c(50, 1, 0, {true, 2, false, order});
+    EXPECT_EQ(a.indices(), b.indices());
+    EXPECT_NE(a.indices(), c.indices());
+    const auto epoch0 = a.indices();
+    a.set_epoch(1);
+    EXPECT_NE(a.indices(), epoch0) << shuffle_order_name(order);
+    a.set_epoch(0);
+    EXPECT_EQ(a.indices(), epoch0) << shuffle_order_name(order);
+    DistributedSampler plain(5, 1, 0, {false, 0, false, order});
+    EXPECT_EQ(plain.indices(), (std::vector<int64_t>{0, 1, 2, 3, 4}));
+  }
+  // Without shuffle the identity, dealt round-robin and padded with the head like any order.
+  EXPECT_EQ(DistributedSampler(5, 2, 0, {false, 0, false}).indices(), (std::vector<int64_t>{0, 2, 4}));
+  EXPECT_EQ(DistributedSampler(5, 2, 1, {false, 0, false}).indices(), (std::vector<int64_t>{1, 3, 0}));
+}
+
+// The randperm order is PyTorch's DistributedSampler's: torch.randperm(n, generator seeded with
+// seed + epoch), padded with its head and dealt round-robin.
+TEST(DistributedSampler, TheRandpermOrderIsPyTorchs) {
+  const int64_t n = 11;
+  for (int64_t epoch : {0, 3}) {
+    auto gen = at::make_generator<at::CPUGeneratorImpl>(uint64_t(5 + epoch));
+    const at::Tensor perm = at::randperm(n, gen, at::kLong);
+    for (int r = 0; r < 3; ++r) {
+      DistributedSampler s(n, 3, r, {true, 5, false, ShuffleOrder::Randperm});
+      s.set_epoch(epoch);
+      std::vector<int64_t> expected;
+      for (int64_t p = r; p < 12; p += 3) expected.push_back(perm[p % n].item<int64_t>());
+      EXPECT_EQ(s.indices(), expected) << "epoch " << epoch << " rank " << r;
+    }
+  }
 }
 
 TEST(DistributedSampler, TheFirstKOfEveryRankAreTheFirstKTimesRSamplesOfTheOneRankOrder) {
   // What makes 1x16, 2x8 and 4x4 see the same global batches.
-  DistributedSampler one(64, 1, 0, {true, 3, true});
-  const auto order = one.indices();
-  for (int ranks : {2, 4}) {
-    std::multiset<int64_t> first, expected(order.begin(), order.begin() + 16);
-    for (int r = 0; r < ranks; ++r) {
-      const auto mine = DistributedSampler(64, ranks, r, {true, 3, true}).indices();
-      first.insert(mine.begin(), mine.begin() + 16 / ranks);
+  for (ShuffleOrder order : {ShuffleOrder::Randperm, ShuffleOrder::Hashed}) {
+    DistributedSampler one(64, 1, 0, {true, 3, true, order});
+    const auto whole = one.indices();
+    for (int ranks : {2, 4}) {
+      std::multiset<int64_t> first, expected(whole.begin(), whole.begin() + 16);
+      for (int r = 0; r < ranks; ++r) {
+        const auto mine = DistributedSampler(64, ranks, r, {true, 3, true, order}).indices();
+        first.insert(mine.begin(), mine.begin() + 16 / ranks);
+      }
+      EXPECT_EQ(first, expected) << ranks << " ranks, " << shuffle_order_name(order);
     }
-    EXPECT_EQ(first, expected) << ranks << " ranks";
   }
+}
+
+// The hashed order is a bijection of [0, n) for every n, powers of two or not, and another one for
+// another key (the sampler's seed + epoch). Powers of two come first: they need no cycle-walking,
+// so a network that is no bijection fails there instead of walking forever at other sizes.
+TEST(HashedPermutation, EveryIndexAppearsExactlyOnce) {
+  for (int64_t n : {4, 8, 64, 1024, 1, 2, 3, 5, 7, 63, 65, 100, 1000, 4097, 100003}) {
+    for (uint64_t key : {0ULL, 1ULL, 0xdeadbeefULL}) {
+      const HashedPermutation perm(n, key);
+      std::vector<char> seen(size_t(n), 0);
+      for (int64_t i = 0; i < n; ++i) {
+        const int64_t image = perm(i);
+        ASSERT_TRUE(image >= 0 && image < n) << "n " << n << " key " << key << ": " << i << " -> " << image;
+        ASSERT_FALSE(seen[size_t(image)]) << "n " << n << " key " << key << ": " << image << " twice";
+        seen[size_t(image)] = 1;
+      }
+    }
+  }
+  std::vector<int64_t> a, b, identity(1000);
+  std::iota(identity.begin(), identity.end(), 0);
+  const HashedPermutation p(1000, 1), q(1000, 2);
+  for (int64_t i = 0; i < 1000; ++i) a.push_back(p(i)), b.push_back(q(i));
+  EXPECT_NE(a, b);
+  EXPECT_NE(a, identity);
+  EXPECT_THROW(HashedPermutation(0, 1), std::invalid_argument);
+  EXPECT_THROW(p(1000), std::out_of_range);
+}
+
+// "auto" keeps PyTorch's order while its indices fit in 64 MiB (2^23 samples).
+TEST(ShuffleOrder, AutoChoosesRandpermUpTo2To23SamplesAndHashedAbove) {
+  EXPECT_EQ(resolve_shuffle_order(std::nullopt, 1), ShuffleOrder::Randperm);
+  EXPECT_EQ(resolve_shuffle_order(std::nullopt, int64_t(1) << 23), ShuffleOrder::Randperm);
+  EXPECT_EQ(resolve_shuffle_order(std::nullopt, (int64_t(1) << 23) + 1), ShuffleOrder::Hashed);
+  EXPECT_EQ(resolve_shuffle_order(ShuffleOrder::Hashed, 10), ShuffleOrder::Hashed);
+  EXPECT_EQ(resolve_shuffle_order(ShuffleOrder::Randperm, int64_t(1) << 40), ShuffleOrder::Randperm);
+  EXPECT_EQ(parse_shuffle_order("auto"), std::nullopt);
+  EXPECT_EQ(parse_shuffle_order("hashed"), ShuffleOrder::Hashed);
+  EXPECT_EQ(parse_shuffle_order("randperm"), ShuffleOrder::Randperm);
+  EXPECT_THROW(parse_shuffle_order("random"), std::invalid_argument);
 }
 
 TEST(TokenDataset, WindowsShiftTargetsAndSplitsDoNotOverlap) {
@@ -120,28 +194,31 @@ TEST(MicroBatchStream, RestoringAPositionContinuesWithTheSameBatches) {
 // What the ranks draw after a restore depends on the position, not on how many ranks drew before:
 // 2 ranks stopped at a position and 4 ranks restored there draw the same next samples.
 TEST(MicroBatchStream, APositionCarriesOverToAnotherNumberOfRanks) {
-  auto ds = std::make_shared<TokenDataset>(counting(2001), 10, 0.0, 256);
-  const SamplerOptions options{true, 5, true};
-  auto first_tokens = [](std::vector<MicroBatchStream>& ranks, int batches) {
-    std::vector<int64_t> tokens;
-    for (auto& r : ranks)
-      for (int i = 0; i < batches; ++i) {
-        const at::Tensor x = r.next().first;
-        for (int64_t s = 0; s < x.size(0); ++s) tokens.push_back(x[s][0].item<int64_t>() * 1000 + x[s][1].item<int64_t>());
-      }
-    std::sort(tokens.begin(), tokens.end());
-    return tokens;
-  };
-  std::vector<MicroBatchStream> two, four;
-  for (int r = 0; r < 2; ++r) two.emplace_back(ds, 2, r, 2, options);
-  for (int r = 0; r < 4; ++r) four.emplace_back(ds, 4, r, 2, options);
-  first_tokens(two, 5);
-  const DataPosition pos = two[0].position();
-  ASSERT_EQ(pos.samples, 20);
-  EXPECT_EQ(two[1].position().samples, 20);
-  for (auto& r : four) r.restore(pos);
-  EXPECT_EQ(first_tokens(two, 2), first_tokens(four, 1));  // the permutation's samples 20..27 either way
-  EXPECT_THROW(four[0].restore({0, 22}), std::invalid_argument);
+  for (ShuffleOrder order : {ShuffleOrder::Randperm, ShuffleOrder::Hashed}) {
+    SCOPED_TRACE(shuffle_order_name(order));
+    auto ds = std::make_shared<TokenDataset>(counting(2001), 10, 0.0, 256);
+    const SamplerOptions options{true, 5, true, order};
+    auto first_tokens = [](std::vector<MicroBatchStream>& ranks, int batches) {
+      std::vector<int64_t> tokens;
+      for (auto& r : ranks)
+        for (int i = 0; i < batches; ++i) {
+          const at::Tensor x = r.next().first;
+          for (int64_t s = 0; s < x.size(0); ++s) tokens.push_back(x[s][0].item<int64_t>() * 1000 + x[s][1].item<int64_t>());
+        }
+      std::sort(tokens.begin(), tokens.end());
+      return tokens;
+    };
+    std::vector<MicroBatchStream> two, four;
+    for (int r = 0; r < 2; ++r) two.emplace_back(ds, 2, r, 2, options);
+    for (int r = 0; r < 4; ++r) four.emplace_back(ds, 4, r, 2, options);
+    first_tokens(two, 5);
+    const DataPosition pos = two[0].position();
+    ASSERT_EQ(pos.samples, 20);
+    EXPECT_EQ(two[1].position().samples, 20);
+    for (auto& r : four) r.restore(pos);
+    EXPECT_EQ(first_tokens(two, 2), first_tokens(four, 1));  // the permutation's samples 20..27 either way
+    EXPECT_THROW(four[0].restore({0, 22}), std::invalid_argument);
+  }
 }
 
 TEST(TokenSource, ReadsLlmcAndNanogptShardsInNameOrder) {
@@ -321,4 +398,36 @@ TEST(TokenDataset, MemoryDoesNotGrowWithTheCorpus) {
     EXPECT_LT(large, small + large_bytes / 32) << "vocab_size " << vocab_size << ": " << large << " bytes resident for a corpus of "
                                                << large_bytes << " (" << small << " for one of " << small_bytes << ")";
   }
+}
+
+// An epoch's order used to be a list of every training sample, 8 bytes each (PyTorch's randperm,
+// plus the rank's copy), so a rank's memory grew with the corpus. The hashed order is computed per
+// index: a stream over 32 Mi samples (256 MiB of text at seq_len 8, a sparse file) that draws at
+// both ends of an epoch and restores a position holds no more than one over a small corpus.
+TEST(MicroBatchStream, TheHashedOrderDoesNotGrowMemoryWithTheCorpus) {
+  const auto dir = scratch_dir("data_order_memory");
+  const int64_t small_bytes = 1 << 20, large_bytes = int64_t(256) << 20;
+  for (const auto& [name, bytes] : {std::pair<std::string, int64_t>{"small.txt", small_bytes}, {"large.txt", large_bytes}}) {
+    const int fd = ::open((dir + "/" + name).c_str(), O_CREAT | O_TRUNC | O_WRONLY, 0644);
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(::ftruncate(fd, bytes), 0);
+    ::close(fd);
+  }
+  auto growth = [&](const std::string& name) {
+    const int64_t before = resident_bytes();
+    auto ds = std::make_shared<TokenDataset>(load_tokens("text:" + dir + "/" + name).tokens, 8, 0.0, 256);
+    EXPECT_EQ(resolve_shuffle_order(std::nullopt, ds->size(Split::Train)),
+              name == "large.txt" ? ShuffleOrder::Hashed : ShuffleOrder::Randperm);
+    MicroBatchStream stream(ds, 1, 0, 16, {true, 9, true, ShuffleOrder::Hashed});
+    stream.next();
+    stream.restore({1, ds->size(Split::Train) - 16});
+    stream.next();  // the epoch's last micro-batch
+    stream.next();  // the next epoch's first
+    return resident_bytes() - before;
+  };
+  const int64_t small = growth("small.txt");
+  const int64_t large = growth("large.txt");
+  const int64_t large_samples = large_bytes / 8;
+  EXPECT_LT(large, small + large_samples * 8 / 32) << large << " bytes resident for " << large_samples << " samples (" << small
+                                                   << " for " << small_bytes / 8 << ")";
 }

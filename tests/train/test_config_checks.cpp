@@ -164,6 +164,9 @@ TEST(TrainConfig, DeepSpeedKeysDtrainDoesNotUseAreCheckedAllTheSame) {
             "cfg.json: 'parallel.pipeline_schedule' is \"gpipe\", but pipeline parallelism is not implemented yet in this version of "
             "dtrain; remove the key or set it to its default \"1f1b\"");
   EXPECT_EQ(error_of_sets({"parallel.pipeline_schedule=1f1b", "zero_optimization.overlap_comm=false"}), "(no error)");
+  EXPECT_EQ(error_of_sets({"data.shuffle_order=random"}),
+            "cfg.json: 'data.shuffle_order' must be \"auto\", \"randperm\" or \"hashed\", got \"random\"");
+  EXPECT_EQ(error_of_sets({"data.shuffle_order=hashed"}), "(no error)");
 }
 
 // Every key the code accepts is in docs/config.md's key tables, and every key there is accepted.
@@ -194,10 +197,11 @@ TEST(ConfigDocs, TheKeyTablesListEveryKeyTheSchemaAccepts) {
 }
 
 // The resolved config says what a run uses: "auto" is left only where the nodes a run starts on
-// decide (the backend, a hybrid shard group per node) or the checkpoints it finds (train.resume),
-// which the run's own config.json resolves (below).
+// decide (the backend, a hybrid shard group per node), the checkpoints it finds (train.resume) or
+// the corpus it reads (data.shuffle_order), which the run's own config.json resolves (below).
 TEST(TrainConfig, TheResolvedConfigLeavesNoAutoThatItCanResolve) {
-  const std::set<std::string> decided_at_start = {"dist.backend", "train.resume", "parallel.fsdp.shard_group_size"};
+  const std::set<std::string> decided_at_start = {"dist.backend", "train.resume", "parallel.fsdp.shard_group_size",
+                                                  "data.shuffle_order"};
   for (const auto& sets : std::vector<std::vector<std::string>>{
            {}, {"zero_optimization.stage=3"}, {"parallel.fsdp.sharding_strategy=hybrid_shard"}, {"train_batch_size=32"}}) {
     json user = json::object();
@@ -230,6 +234,7 @@ TEST(TrainConfig, TheRunDirectorysConfigJsonLeavesNoAuto) {
   EXPECT_EQ(written["dist"]["backend"], "shm");
   EXPECT_EQ(written["train"]["resume"], "never");
   EXPECT_EQ(written["parallel"]["fsdp"]["shard_group_size"], 2);  // the node's ranks
+  EXPECT_EQ(written["data"]["shuffle_order"], "randperm");          // the built-in corpus is far below 2^23 samples
   EXPECT_NO_THROW(resolve_config(written, 2, "config.json"));
 }
 

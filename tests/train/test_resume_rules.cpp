@@ -177,4 +177,18 @@ TEST(StartRules, AResumeThatChangesTheScheduleIsWarned) {
                                                  " was trained with (train.steps 4 -> 8): at step 3 the learning rate is")) << longer.result.output;
 }
 
+// A resume in another shuffle order continues the epoch along another permutation: said once, with
+// the key that keeps the checkpoint's order. A resume in the checkpoint's own order says nothing.
+TEST(StartRules, AResumeInAnotherShuffleOrderIsWarned) {
+  const std::string dir = scratch_dir("rules_order");
+  ASSERT_EQ(train(dir, 1, {"train.steps=6", "train.stop_at_step=2"}).result.exit_code, 0);
+  const TrainingRun hashed = train(dir, 1, {"train.steps=6", "train.stop_at_step=4", "data.shuffle_order=hashed"});
+  ASSERT_EQ(hashed.result.exit_code, 0) << hashed.result.output;
+  EXPECT_TRUE(contains(hashed.result.output, ckpt(dir, 2) + " was trained in the randperm shuffle order and this run shuffles in the "
+                                                 "hashed order (data.shuffle_order): the rest of epoch 0 follows another permutation")) << hashed.result.output;
+  const TrainingRun same = train(dir, 1, {"train.steps=6", "data.shuffle_order=hashed"});
+  ASSERT_EQ(same.result.exit_code, 0) << same.result.output;
+  EXPECT_FALSE(contains(same.result.output, "shuffle order")) << same.result.output;
+}
+
 }  // namespace dtrain::test
