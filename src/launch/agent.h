@@ -18,7 +18,7 @@ namespace dtrain {
 class Agent {
  public:
   explicit Agent(LaunchOptions options)
-      : options_(std::move(options)), report_(options_.run_dir, options_.node_rank) {}
+      : options_(std::move(options)), report_(options_.run_dir, options_.node_rank, options_.trainer_claims_run_dir) {}
   // Runs the job to its end; returns the agent's exit code (0 when every worker of every node
   // succeeded).
   int run();

@@ -18,6 +18,9 @@ struct LaunchOptions {
   double grace_s = 5;           // SIGTERM-to-SIGKILL grace when stopping workers
   double heartbeat_timeout_s = 10;  // a node whose agent is silent this long has failed
   std::string run_dir;  // where the agent records why the job ended; empty: the one the trainer publishes
+  // The program is dtrain's trainer, which publishes its run directory once it holds it and its start
+  // rules let it in: the report waits for that, so a refused run writes nothing into the directory.
+  bool trainer_claims_run_dir = false;
   std::vector<std::string> program;  // the worker command: PROGRAM ARGS...
 };
 

@@ -29,7 +29,8 @@ void warn(const std::string& what) {
 
 }  // namespace
 
-LaunchReport::LaunchReport(std::string run_dir, int node_rank) : run_dir_(std::move(run_dir)), node_rank_(node_rank) {}
+LaunchReport::LaunchReport(std::string run_dir, int node_rank, bool wait_for_claim)
+    : run_dir_(std::move(run_dir)), node_rank_(node_rank), wait_for_claim_(wait_for_claim) {}
 
 std::string LaunchReport::path(const std::string& extension) const {
   return run_dir_ + "/launch-node" + std::to_string(node_rank_) + extension;
@@ -47,6 +48,7 @@ std::string LaunchReport::why_not_writable() const {
   if (job_holds_run_dir_) return "";
   // Held, and not by this job's trainer: another run's directory, which this one must leave alone.
   if (const auto holder = DirectoryLock::holder(run_dir_)) return "the run directory " + run_dir_ + " is in use by " + *holder;
+  if (wait_for_claim_) return "this job's trainer did not take the run directory " + run_dir_;
   return "";
 }
 

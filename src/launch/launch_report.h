@@ -26,8 +26,9 @@ struct RoundFailure {
 
 class LaunchReport {
  public:
-  // `run_dir` may be empty: not known (yet).
-  LaunchReport(std::string run_dir, int node_rank);
+  // `run_dir` may be empty: not known (yet). `wait_for_claim`: write nothing there until job_holds()
+  // says the job's trainer holds it (what came before is written then).
+  LaunchReport(std::string run_dir, int node_rank, bool wait_for_claim = false);
 
   bool knows_run_dir() const { return !run_dir_.empty(); }
   void set_run_dir(const std::string& run_dir) { run_dir_ = run_dir; }
@@ -62,6 +63,7 @@ class LaunchReport {
 
   std::string run_dir_;
   int node_rank_;
+  bool wait_for_claim_;
   bool job_holds_run_dir_ = false;
   std::string unwritten_;    // this job's log entries that are not in the file yet
   bool new_entries_ = false; // entries came since the last attempt to write (a failed one is not repeated for nothing)

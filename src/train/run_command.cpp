@@ -65,6 +65,7 @@ int run_command(int argc, char** argv) {
   job.bytes_per_rank_how = memory.how;
   if (!admit_on_this_host("dtrain run", job)) return 1;
   launch.run_dir = config.run_dir;
+  launch.trainer_claims_run_dir = true;
   launch.program = {self_executable(), "train"};
   if (!config_path.empty()) launch.program.insert(launch.program.end(), {"--config", config_path});
   for (const auto& s : sets) launch.program.insert(launch.program.end(), {"--set", s});

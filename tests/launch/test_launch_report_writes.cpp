@@ -64,6 +64,28 @@ TEST(LaunchReport, ARunRefusedBecauseItsDirectoryIsInUseWritesNothingThereAndThe
   EXPECT_EQ(read_json(dir + "/launch-node0.json").value("outcome", ""), "stopped");
 }
 
+// The repro: a `dtrain run` that the trainer's start rules refused (here: another run's files in its
+// run directory, which has no lock holder any more) replaced that run's verdict with "failed" and added
+// its lines to that run's log. The report waits for the trainer to take the directory.
+TEST(LaunchReport, ARunRefusedByTheStartRulesLeavesTheEarlierRunsReportAlone) {
+  const std::string dir = scratch_dir("report_refused_start") + "/run";
+  const std::vector<std::string> tiny = {kBin, "run", "--nproc-per-node", "1", "--no-sample", "--set", "model.preset=tiny",
+                                         "--set", "train.steps=2", "--set", "train.eval_every=0", "--set", "train.run_dir=" + dir};
+  const ProcessResult first = run_process(tiny, 120, {"OMP_NUM_THREADS=1"});
+  ASSERT_EQ(first.exit_code, 0) << first.output;
+  const std::string log_before = read_text(dir + "/launch-node0.log");
+  const std::string verdict_before = read_text(dir + "/launch-node0.json");
+
+  std::vector<std::string> fresh = tiny;
+  fresh.insert(fresh.end(), {"--set", "train.resume=never"});
+  const ProcessResult refused = run_process(fresh, 120, {"OMP_NUM_THREADS=1"});
+  EXPECT_NE(refused.exit_code, 0) << refused.output;
+  EXPECT_TRUE(contains(refused.output, "already holds another run's files")) << refused.output;
+  EXPECT_TRUE(contains(refused.output, "no launch report: this job's trainer did not take the run directory")) << refused.output;
+  EXPECT_EQ(read_text(dir + "/launch-node0.json"), verdict_before);
+  EXPECT_EQ(read_text(dir + "/launch-node0.log"), log_before);
+}
+
 // The repro: on a full disk each failed write of the report left its empty temporary file.
 TEST(LaunchReport, AFullRunDirectoryIsWarnedAboutAndGetsNoTemporaryFile) {
   SmallTmpfs disk("report_full_disk", 16 << 10);
