@@ -578,17 +578,23 @@ void Trainer::keep_global_batch(const std::string& dir, const nlohmann::json& sa
 void Trainer::warn_if_schedule_changed(const std::string& dir, const nlohmann::json& saved) {
   std::vector<std::string> changed;
   auto compare = [&](const nlohmann::json::json_pointer& key, const std::string& name) {
-    if (saved.contains(key) && saved.at(key) != c_.json.at(key))
-      changed.push_back(name + " " + saved.at(key).dump() + " -> " + c_.json.at(key).dump());
+    if (saved.contains(key) && (!c_.json.contains(key) || saved.at(key) != c_.json.at(key)))
+      changed.push_back(name + " " + saved.at(key).dump() + " -> " + (c_.json.contains(key) ? c_.json.at(key).dump() : "unset"));
   };
   compare(nlohmann::json::json_pointer("/train/steps"), "train.steps");
   compare(nlohmann::json::json_pointer("/scheduler"), "scheduler");
-  compare(nlohmann::json::json_pointer("/optimizer/params/lr"), "optimizer.params.lr");
+  // The optimizer's own rate, whether given or its type's default: `lr` may be set on one side only.
+  std::optional<double> saved_lr;
+  try {
+    saved_lr = make_flat_optimizer(saved.at("optimizer"), at::zeros({1}))->base_lr();
+  } catch (const std::exception&) {  // an optimizer this version cannot rebuild: the other keys say enough
+  }
+  if (saved_lr && *saved_lr != c_.base_lr)
+    changed.push_back("optimizer learning rate " + scientific(*saved_lr) + " -> " + scientific(c_.base_lr));
   if (changed.empty()) return;
   std::string rates;
   try {
-    const double base = make_flat_optimizer(saved.at("optimizer"), at::zeros({1}))->base_lr();
-    const LrSchedule then(saved.at("scheduler"), base, saved.at("train").at("steps").get<int64_t>());
+    const LrSchedule then(saved.at("scheduler"), saved_lr.value(), saved.at("train").at("steps").get<int64_t>());
     rates = ": at step " + std::to_string(progress_.step + 1) + " the learning rate is " + scientific(schedule_->lr(progress_.step) * progress_.lr_scale) +
             " where the run that saved it would have used " + scientific(then.lr(progress_.step) * progress_.lr_scale);
   } catch (const std::exception&) {  // a schedule this version cannot rebuild: the keys say enough

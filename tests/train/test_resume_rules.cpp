@@ -175,6 +175,13 @@ TEST(StartRules, AResumeThatChangesTheScheduleIsWarned) {
   ASSERT_EQ(longer.result.exit_code, 0) << longer.result.output;
   EXPECT_TRUE(contains(longer.result.output, "this run's learning-rate schedule differs from the one " + ckpt(dir, 2) +
                                                  " was trained with (train.steps 4 -> 8): at step 3 the learning rate is")) << longer.result.output;
+  // A rate given on one side only (the checkpoint's config sets optimizer.params.lr, this one leaves the
+  // default) used to end the resume on a missing key.
+  const std::string unset = scratch_dir("rules_schedule_lr");
+  ASSERT_EQ(train(unset, 1, {"train.stop_at_step=2"}).result.exit_code, 0);
+  const TrainingRun by_default = train(unset, 1, {"optimizer.params={\"weight_decay\":0.1,\"eps\":1e-6}"});
+  ASSERT_EQ(by_default.result.exit_code, 0) << by_default.result.output;
+  EXPECT_TRUE(contains(by_default.result.output, "(optimizer learning rate 2.00e-03 -> ")) << by_default.result.output;
 }
 
 // A resume in another shuffle order continues the epoch along another permutation: said once, with
