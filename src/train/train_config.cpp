@@ -584,6 +584,9 @@ TrainConfig resolve_config(const json& user, int world_size, const std::string& 
   c.deterministic = r.boolean("train.deterministic");
   c.resume = r.text("train.resume");
   if (c.resume.empty()) fail(origin, "'train.resume' must be \"auto\", \"never\" or a checkpoint's path, got \"\"");
+  // "ckpt/step-00000020/", as a shell completes it, is that step: without the slash its parent is the
+  // checkpoint directory, which the start rules and the lineage go by.
+  while (c.resume.size() > 1 && c.resume.back() == '/') c.resume.pop_back();
   c.start_over = r.boolean("train.start_over");
   if (!r.at("train.freeze").is_array()) fail(origin, "'train.freeze' must be a list of parameter-name globs");
   for (const auto& g : r.at("train.freeze")) {

@@ -87,6 +87,7 @@ TEST(StartRules, ResumingFromTheMiddleRefusesTheLaterCheckpointsThenBranchesClea
   EXPECT_EQ(checkpoint_names(dir + "/ckpt").size(), 4u);
 
   std::vector<std::string> over = job;
+  over.front() += "/";  // as a shell completes it: the same checkpoint, and the same lineage
   over.push_back("train.start_over=true");
   const TrainingRun branch = train(dir, 1, over);
   ASSERT_EQ(branch.result.exit_code, 0) << branch.result.output;
