@@ -28,6 +28,10 @@ int config_command(int argc, char** argv) {
   app.require_subcommand(1);
   if (const auto code = parse_command_line(app, argc, argv)) return *code;
   const TrainConfig c = load_run_config(path, sets, world_size);
+  // As `dtrain run` and every rank check it: this host's cores bound the threads a rank can use.
+  if (c.threads > 0)
+    if (const std::string error = check_threads_per_rank(c.threads, "train.threads", HostResources::of_this_host()); !error.empty())
+      throw ConfigError(error);
   for (const auto& warning : c.warnings) std::cerr << "warning: " << warning << "\n";
   const LrSchedule schedule(c.scheduler, c.base_lr, c.steps);
   const RankMemory memory = rank_memory_floor(c, false);

@@ -127,6 +127,10 @@ TEST(HostCapacity, MoreThreadsThanCoresAreRefusedBeforeTheRunStarts) {
   EXPECT_TRUE(contains(alone.output, "dtrain train: error: train.threads=" + threads + " is more threads per rank"))
       << alone.output;
   EXPECT_FALSE(fs::exists(run_dir));
+  // And `config check` refuses what run refuses.
+  auto checked = run_process({kBin, "config", "check", "--set", "train.threads=" + threads}, 60);
+  EXPECT_EQ(checked.exit_code, 2) << checked.output;
+  EXPECT_TRUE(contains(checked.output, "dtrain config: error: train.threads=" + threads + " is more threads per rank")) << checked.output;
 }
 
 // A model whose ranks need more memory than the host has is refused before any rank starts. The
