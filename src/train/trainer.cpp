@@ -551,13 +551,15 @@ void Trainer::keep_global_batch(const std::string& dir, const nlohmann::json& sa
   }
   const int64_t per_accumulation = c_.micro_batch * c_.dp;
   if (batch % per_accumulation != 0) {
-    std::string micro;
+    std::string micro, ranks;
     for (int64_t m = 1; batch % c_.dp == 0 && m <= batch / c_.dp; ++m)
       if ((batch / c_.dp) % m == 0) micro += (micro.empty() ? "" : ", ") + std::to_string(m);
+    for (int64_t r = 1; r <= std::min<int64_t>(batch, 1024); ++r)
+      if (batch % r == 0) ranks += (ranks.empty() ? "" : ", ") + std::to_string(r);
     throw ConfigError(was + ", which " + std::to_string(c_.dp) + " data-parallel rank(s) with train_micro_batch_size_per_gpu " +
                       std::to_string(c_.micro_batch) + " cannot make (" + std::to_string(batch) + " is not a multiple of " +
                       std::to_string(per_accumulation) + "): " +
-                      (micro.empty() ? "run on a number of ranks that divides " + std::to_string(batch)
+                      (micro.empty() ? "run on a number of data-parallel ranks that divides it (" + ranks + ")"
                                      : "set train_micro_batch_size_per_gpu to one of " + micro) +
                       ", or set train_batch_size=" + std::to_string(c_.global_batch) + " to go on with a global batch of " +
                       std::to_string(c_.global_batch));

@@ -165,7 +165,7 @@ TEST(StartRules, AResumeAtAnotherDataParallelSizeKeepsTheGlobalBatch) {
   // 3 ranks cannot make a batch of 8: refused with the ways out, before any step.
   const TrainingRun odd = train(dir, 3, with({"train.steps=8"}));
   EXPECT_NE(odd.result.exit_code, 0);
-  EXPECT_TRUE(contains(odd.result.output, "run on a number of ranks that divides 8, or set train_batch_size=6")) << odd.result.output;
+  EXPECT_TRUE(contains(odd.result.output, "run on a number of data-parallel ranks that divides it (1, 2, 4, 8), or set train_batch_size=6")) << odd.result.output;
 }
 
 // A resume under another schedule jumps to another learning-rate curve: said once, with both rates.
