@@ -12,6 +12,7 @@
 #include <stdexcept>
 #include <vector>
 
+#include "common/byte_words.h"
 #include "common/printable.h"
 #include "common/regular_file.h"
 
@@ -39,13 +40,6 @@ std::shared_ptr<const TokenBytes> map_file(const std::string& what, const std::s
 bool is_regular_file(const std::string& path) {
   struct stat st;
   return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
-}
-
-std::string human_bytes(double n) {
-  std::ostringstream s;
-  s.precision(3);
-  if (n >= 1e6) s << n / 1e6 << " MB"; else s << n / 1e3 << " kB";
-  return s.str();
 }
 
 // Sentences from a fixed vocabulary, so a machine without the fortunes package still trains on
@@ -96,7 +90,7 @@ TokenSource load_builtin() {
     std::istringstream lines(read_file("fortune file", f));
     for (std::string line; std::getline(lines, line);) text += (line == "%" ? "" : line) + "\n";
   }
-  const std::string description = "built-in corpus (" + std::to_string(files.size()) + " fortune files, " + human_bytes(text.size()) + ")";
+  const std::string description = "built-in corpus (" + std::to_string(files.size()) + " fortune files, " + byte_words(text.size()) + ")";
   return {TokenStream::of_text(std::move(text)), description, ""};
 }
 
@@ -104,7 +98,7 @@ TokenSource load_text(const std::string& path) {
   auto text = map_file("text file", path);
   if (text->size() < 2)  // one token pair (input, target) at the least
     fail("text file '" + printable(path) + "' " + (text->size() == 0 ? "is empty" : "holds 1 byte; at least 2 are needed"));
-  TokenSource source{{}, "text file " + printable(path) + " (" + human_bytes(double(text->size())) + ")", ""};
+  TokenSource source{{}, "text file " + printable(path) + " (" + byte_words(double(text->size())) + ")", ""};
   source.tokens.append(text, 0, int64_t(text->size()), 1);
   return source;
 }

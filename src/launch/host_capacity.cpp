@@ -9,6 +9,8 @@
 #include <iostream>
 #include <sstream>
 
+#include "common/byte_words.h"
+
 namespace dtrain {
 namespace {
 
@@ -41,20 +43,6 @@ int usable_cores() {
 }
 
 HostResources HostResources::of_this_host() { return {usable_cores(), mem_available_bytes()}; }
-
-std::string bytes_words(double bytes) {
-  const char* units[] = {"bytes", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB", "ZiB", "YiB"};
-  double x = bytes;
-  int unit = 0;
-  while (x >= 1024 && unit < 8) {
-    x /= 1024;
-    ++unit;
-  }
-  std::ostringstream s;
-  s.precision(x < 10 && unit > 0 ? 2 : 3);
-  s << x << " " << units[unit];
-  return s.str();
-}
 
 std::string check_threads_per_rank(int threads, const std::string& from, const HostResources& host) {
   if (threads <= host.cores) return "";
@@ -94,9 +82,9 @@ CapacityVerdict check_host_capacity(const RanksOnHost& job, const HostResources&
   if (job.bytes_per_rank > 0 && host.available_bytes >= 0 && job.bytes_per_rank * job.ranks > double(host.available_bytes)) {
     const int64_t fit = int64_t(double(host.available_bytes) / job.bytes_per_rank);
     refuse(plural(job.ranks, "rank") + (job.ranks == 1 ? " needs" : " need") + " at least " +
-           bytes_words(job.bytes_per_rank * job.ranks) + " of memory (" + bytes_words(job.bytes_per_rank) +
+           byte_words(job.bytes_per_rank * job.ranks) + " of memory (" + byte_words(job.bytes_per_rank) +
            " each: " + job.bytes_per_rank_how + "), but this host has " +
-           bytes_words(host.available_bytes) + " available (MemAvailable); " +
+           byte_words(host.available_bytes) + " available (MemAvailable); " +
            (fit > 0 ? "use --nproc-per-node " + std::to_string(fit) + " or fewer here, more nodes (--nnodes), or a smaller model"
                     : "not even one rank fits: use a smaller model, or ZeRO (zero_optimization.stage) over more nodes"));
   }

@@ -49,7 +49,4 @@ bool admit_on_this_host(const std::string& command, const RanksOnHost& job);
 // OMP_NUM_THREADS as the launcher hands it to each worker: the environment's when set, else 1.
 int worker_omp_threads();
 
-// "1.5 GiB", "300 MiB": a size as messages show it.
-std::string bytes_words(double bytes);
-
 }  // namespace dtrain

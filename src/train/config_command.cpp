@@ -4,6 +4,7 @@
 
 #include <iostream>
 
+#include "common/byte_words.h"
 #include "common/parse_command_line.h"
 #include "launch/host_capacity.h"
 #include "optim/lr_schedule.h"
@@ -47,7 +48,7 @@ int config_command(int argc, char** argv) {
             << "  optimizer  " << c.optimizer.dump() << "\n"
             << "  schedule   " << schedule.type() << ": lr " << schedule.lr(0) << " at step 1, " << schedule.lr(c.steps / 2)
             << " at step " << c.steps / 2 + 1 << ", " << schedule.lr(std::max<int64_t>(0, c.steps - 1)) << " at the last\n"
-            << "  memory     at least " << bytes_words(memory.bytes) << " per rank: " << memory.how
+            << "  memory     at least " << byte_words(memory.bytes) << " per rank: " << memory.how
             << " (activations not included)\n";
   std::cout << c.json.dump(2) << "\n";
   return 0;

@@ -1,24 +1,21 @@
 #include "train/rank_memory.h"
 
 #include <algorithm>
-#include <cctype>
 #include <sstream>
 
+#include "common/byte_words.h"
 #include "launch/host_capacity.h"
+#include "optim/flat_optimizer.h"
 
 namespace dtrain {
 namespace {
 
-// Bytes of optimizer state per parameter.
+// Bytes of optimizer state per parameter: the optimizer's own flat state, as it would keep it.
 double optimizer_bytes(const nlohmann::json& spec) {
-  std::string type = spec.value("type", "AdamW");
-  std::transform(type.begin(), type.end(), type.begin(), [](unsigned char ch) { return std::tolower(ch); });
-  if (type == "sgd") {
-    const auto params = spec.value("params", nlohmann::json::object());
-    const auto momentum = params.find("momentum");
-    return momentum != params.end() && momentum->is_number() && momentum->get<double>() != 0 ? 4 : 0;
-  }
-  return 8;  // AdamW and Adam: two fp32 moments
+  double bytes = 0;
+  for (const auto& entry : make_flat_optimizer(spec, at::zeros({1}))->state_entries())
+    if (entry.flat) bytes += double(c10::elementSize(entry.dtype));
+  return bytes;
 }
 
 }  // namespace
@@ -26,7 +23,7 @@ double optimizer_bytes(const nlohmann::json& spec) {
 RankMemory rank_memory_floor(const TrainConfig& c, bool state_on_gpu) {
   RankMemory m;
   m.bytes = kRankProcessBytes;
-  m.how = bytes_words(kRankProcessBytes) + " for the process";
+  m.how = byte_words(kRankProcessBytes) + " for the process";
   if (state_on_gpu) return m;
   const double dp = std::max(1, c.dp);
   // Stage 1 shards the optimizer state, 2 the gradients too, 3 the weights too; NVMe offload keeps

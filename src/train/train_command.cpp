@@ -2,7 +2,6 @@
 
 #include <CLI/CLI.hpp>
 
-#include <cstdlib>
 #include <iostream>
 
 #include "comm/world.h"
@@ -25,8 +24,7 @@ int train_command(int argc, char** argv) {
   const WorkerEnv env = derive_worker_env(current_env());
   const TrainConfig config = load_train_config(config_path, sets, env.world_size);
   // Checked before the rank joins anyone: a thread count no core can serve makes steps that never end.
-  const char* omp = std::getenv("OMP_NUM_THREADS");
-  const int threads = config.threads > 0 ? config.threads : omp ? std::atoi(omp) : 0;
+  const int threads = config.threads > 0 ? config.threads : worker_omp_threads();
   const std::string threads_error =
       check_threads_per_rank(threads, config.threads > 0 ? "train.threads" : "OMP_NUM_THREADS", HostResources::of_this_host());
   if (!threads_error.empty()) throw ConfigError(threads_error);

@@ -136,7 +136,7 @@ TEST(SharedMemory, ADevShmTooSmallIsNamedWithTheBytesNeededInsteadOfASigbus) {
   const std::regex named("ERROR rank 0: .*/dev/shm is too small for the shared-memory backend: segment /dev/shm/dtrain-[^ ]+ needs "
                          "[0-9]+ bytes and [0-9]+ are free; enlarge /dev/shm \\(a container's --shm-size\\) or use dist.backend=gloo");
   EXPECT_TRUE(std::regex_search(r.output, named)) << r.output;
-  EXPECT_TRUE(contains(r.output, "ERROR rank 1: creating process group world (ranks 0-1) failed: group rank 0 could not create the "
+  EXPECT_TRUE(contains(r.output, "ERROR rank 1: creating process group world (ranks 0-1) failed: rank 0 (the group's first) could not create the "
                                  "group's shared memory: /dev/shm is too small"))
       << r.output;
 }

@@ -31,8 +31,9 @@ TEST(RankMemory, ZeroStagesShardWhatTheyShard) {
   EXPECT_DOUBLE_EQ(state_bytes_per_parameter(tiny({"zero_optimization.stage=3"}, 4)), (4 + 4 + 8) / 4.0);
 }
 
-TEST(RankMemory, SgdWithoutMomentumHasNoState) {
-  EXPECT_DOUBLE_EQ(state_bytes_per_parameter(tiny({R"(optimizer={"type": "SGD", "params": {"lr": 0.1}})"}, 1)), 8);
+// The estimate asks the optimizer for its state: SGD keeps its momentum buffer with or without momentum.
+TEST(RankMemory, TheOptimizerStateIsWhatTheOptimizerKeeps) {
+  EXPECT_DOUBLE_EQ(state_bytes_per_parameter(tiny({R"(optimizer={"type": "SGD", "params": {"lr": 0.1}})"}, 1)), 12);
   EXPECT_DOUBLE_EQ(
       state_bytes_per_parameter(tiny({R"(optimizer={"type": "SGD", "params": {"lr": 0.1, "momentum": 0.9}})"}, 1)), 12);
 }

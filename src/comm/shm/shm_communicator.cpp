@@ -70,7 +70,8 @@ SharedSegment attach(c10d::Store& store, int rank, const ShmGroupOptions& o, con
       store.wait({"shm/created"}, o.timeout);
       const auto created = store.get("shm/created");
       if (created != std::vector<uint8_t>{'1'})
-        throw std::runtime_error("group rank 0 could not create the group's shared memory: " + std::string(created.begin(), created.end()));
+        throw std::runtime_error("rank " + std::to_string(o.global_ranks.at(0)) + " (the group's first) could not create the group's shared memory: " +
+                                 std::string(created.begin(), created.end()));
       return SharedSegment::open(o.segment_name, layout.bytes());
     }
     // The others learn why rank 0 failed at once, instead of waiting out the timeout for the segment.
