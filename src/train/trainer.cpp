@@ -858,7 +858,8 @@ bool Trainer::parameters_finite() {
 // state is and returns false.
 bool Trainer::recover_from_divergence(int64_t step, const std::string& why) {
   log_.warn("training diverged at step " + std::to_string(step) + ": " + why);
-  if (c_.on_divergence == "rollback" && progress_.rollbacks < c_.max_rollbacks) {
+  const bool rollback_left = c_.on_divergence == "rollback" && progress_.rollbacks < c_.max_rollbacks;
+  if (rollback_left) {
     const TrainerProgress before = progress_;
     const std::string dir = agree("trainer/rollback/" + std::to_string(before.rollbacks), [&] {
       std::vector<std::string> warnings;
@@ -878,15 +879,15 @@ bool Trainer::recover_from_divergence(int64_t step, const std::string& why) {
       return true;
     }
   }
-  const auto good = last_good_checkpoint("divergence");
+  // A rollback that found nothing has searched already: the same search would find nothing again.
+  const auto good = rollback_left ? std::nullopt : last_good_checkpoint("divergence");
   std::string advice = good ? "the last good checkpoint is " + good->dir + " (step " + std::to_string(good->step) +
                                   "): resume from it with a lower learning rate (--set train.resume=" + good->dir + ")"
-                            : "no healthy, undamaged checkpoint was taken before it";
-  if (c_.on_divergence == "rollback")
-    advice = (progress_.rollbacks >= c_.max_rollbacks ? "no rollback left (" + std::to_string(progress_.rollbacks) + " of train.max_rollbacks " +
-                                                            std::to_string(c_.max_rollbacks) + " used)"
-                                                      : std::string("no healthy checkpoint to roll back to")) +
-             "; " + advice;
+                     : rollback_left ? "no healthy, undamaged checkpoint to roll back to"
+                                     : "no healthy, undamaged checkpoint was taken before it";
+  if (c_.on_divergence == "rollback" && !rollback_left)
+    advice = "no rollback left (" + std::to_string(progress_.rollbacks) + " of train.max_rollbacks " + std::to_string(c_.max_rollbacks) +
+             " used); " + advice;
   log_.error("stopping: training diverged at step " + std::to_string(step) + "; " + advice);
   return false;
 }

@@ -146,7 +146,7 @@ TEST(Divergence, AStopWithoutAnyRollbackTriedSaysThereWasNothingToRollBackTo) {
   const TrainingRun run = train(dir, 1, {kConstantLr, kBlowUp, "train.steps=20", "train.on_divergence=rollback", "train.divergence_steps=3",
                                          "checkpoint.every_steps=100"});
   EXPECT_NE(run.result.exit_code, 0) << run.result.output;
-  EXPECT_TRUE(contains(run.result.output, "no healthy checkpoint to roll back to")) << run.result.output;
+  EXPECT_TRUE(contains(run.result.output, "diverged at step 4; no healthy, undamaged checkpoint to roll back to\n")) << run.result.output;
   EXPECT_FALSE(contains(run.result.output, "no rollback left")) << run.result.output;
 }
 
