@@ -34,7 +34,6 @@ class WorkerProcess {
   bool pump_output();
   // Non-blocking: true once the process has ended (its status is then available).
   bool poll_exit();
-  bool exited() const { return exited_; }
   bool succeeded() const { return exited_ && !signaled_ && exit_code_ == 0; }
   // It exited with kRefusedInputExitCode: its configuration or command line was refused.
   bool refused_input() const { return exited_ && !signaled_ && exit_code_ == kRefusedInputExitCode; }

@@ -89,7 +89,8 @@ json parse_config_json(const std::string& text, const std::string& source, std::
   };
   json parsed;
   try {
-    parsed = json::parse(text, track);
+    // Comments (// and /* */) are skipped: users annotate their ds_config.json files with them.
+    parsed = json::parse(text, track, /*allow_exceptions=*/true, /*ignore_comments=*/true);
   } catch (const json::out_of_range&) {
     const std::string key = dotted(path);
     throw ConfigError(source + ": the number" + (key.empty() ? "" : " at '" + printable(key) + "'") +

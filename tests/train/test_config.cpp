@@ -264,6 +264,16 @@ TEST(TrainConfig, AConfigFileThatIsNoJsonObjectIsNamedWithWhatIsWrong) {
   EXPECT_FALSE(dtrain::test::contains(latin1, "[json.exception")) << latin1;
 }
 
+// DeepSpeed users annotate their ds_config.json files; such a file used to be refused as invalid JSON.
+TEST(TrainConfig, CommentsInAConfigFileAreSkipped) {
+  const std::string dir = dtrain::test::scratch_dir("config_comments");
+  std::ofstream(dir + "/commented.json") << "// the bench model\n{\n  \"train\": {\"steps\": 7}, /* short */\n"
+                                            "  \"train_micro_batch_size_per_gpu\": 2  // per rank\n}\n";
+  const TrainConfig c = load_train_config(dir + "/commented.json", {}, 1);
+  EXPECT_EQ(c.steps, 7);
+  EXPECT_EQ(c.micro_batch, 2);
+}
+
 TEST(TrainConfig, ANumberTooLargeForADoubleIsNamedByItsKey) {
   const std::string dir = dtrain::test::scratch_dir("config_overflow");
   std::ofstream(dir + "/big.json") << R"({"train": {"steps": 3}, "optimizer": {"params": {"lr": 1e999}}})";
