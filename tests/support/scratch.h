@@ -1,4 +1,5 @@
-// Fresh per-test directories under the system temp dir, unique per test process.
+// Fresh per-test directories under the system temp dir, unique per test process, removed when
+// every test of the process passed (kept after a failure, to be looked at).
 #pragma once
 #include <string>
 
