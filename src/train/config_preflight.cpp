@@ -5,7 +5,7 @@
 #include "comm/world.h"
 #include "data/token_source.h"
 #include "model/transformer.h"
-#include "parallel/zero/unnamed_file.h"
+#include "common/unnamed_file.h"
 #include "train/freeze_globs.h"
 #include "train/run_start.h"
 

@@ -15,7 +15,7 @@
 #include "optim/flat_optimizer.h"
 #include "parallel/zero/async_file_io.h"
 #include "parallel/zero/nvme_optimizer.h"
-#include "parallel/zero/unnamed_file.h"
+#include "common/unnamed_file.h"
 #include "support/process.h"
 #include "support/scratch.h"
 #include "train/training_run.h"

@@ -12,7 +12,7 @@
 
 #include "parallel/zero/host_offload_optimizer.h"
 #include "parallel/zero/parameter_units.h"
-#include "parallel/zero/unnamed_file.h"
+#include "common/unnamed_file.h"
 
 namespace dtrain {
 

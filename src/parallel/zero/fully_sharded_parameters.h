@@ -19,7 +19,7 @@
 // 16-bit gathers of every such unit (FSDP's param_dtype) the fp32 buffer is filled from the 16-bit
 // one instead, and the unit's other parameters are used rounded. The shard stays fp32 throughout.
 //
-// With offload_param on NVMe the shard itself lives in an unnamed file (parallel/zero/unnamed_file.h).
+// With offload_param on NVMe the shard itself lives in an unnamed file (common/unnamed_file.h).
 // A gather takes its piece from the file without mapping it in, read with asynchronous I/O one part
 // ahead of its gather (io_uring, AsyncFileIo), so the disk works while the part before computes; reads
 // left over are dropped when the next pass begins, since the shard changes only between passes. The

@@ -7,7 +7,7 @@
 #include <cstring>
 
 #include "optim/optimizer_state.h"
-#include "parallel/zero/unnamed_file.h"
+#include "common/unnamed_file.h"
 
 namespace dtrain {
 

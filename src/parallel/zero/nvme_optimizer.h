@@ -4,7 +4,7 @@
 // updates one sub-group, the next is being read and the one before written back, so the disk works
 // while the CPU computes (AsyncFileIo). Resident memory for the state drops from its whole size to
 // those buffers.
-// The files are unnamed (parallel/zero/unnamed_file.h): nothing is ever left in nvme_path.
+// The files are unnamed (common/unnamed_file.h): nothing is ever left in nvme_path.
 #pragma once
 #include <memory>
 #include <string>

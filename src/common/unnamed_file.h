@@ -1,19 +1,25 @@
-#include "parallel/zero/unnamed_file.h"
-
+// Scratch files such as NVMe offload keeps its state in: unnamed (O_TMPFILE, or created and unlinked
+// at once where the file system lacks it), so the kernel frees them however the process ends, a kill
+// included, and nothing is ever left in their directory; their blocks reserved at once, so a full
+// disk shows at start rather than in the middle of a step.
+#pragma once
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <stdexcept>
+#include <string>
 
 namespace dtrain {
 
-namespace {
+namespace detail {
 
 // A read-write descriptor of an empty unnamed file in `dir`; throws as make_unnamed_file does.
-int open_unnamed_file(const std::string& dir) {
+inline int open_unnamed_file(const std::string& dir) {
   struct stat st;
   if (::stat(dir.c_str(), &st) != 0) throw std::invalid_argument("'" + dir + "' does not exist");
   if (!S_ISDIR(st.st_mode)) throw std::invalid_argument("'" + dir + "' is not a directory");
@@ -27,12 +33,16 @@ int open_unnamed_file(const std::string& dir) {
   return fd;
 }
 
-}  // namespace
+}  // namespace detail
 
-void check_unnamed_file_dir(const std::string& dir) { ::close(open_unnamed_file(dir)); }
+// Throws as make_unnamed_file does when `dir` cannot hold such files at all (missing, not a
+// directory, not writable), before anything knows how large they will be.
+inline void check_unnamed_file_dir(const std::string& dir) { ::close(detail::open_unnamed_file(dir)); }
 
-int make_unnamed_file(const std::string& dir, int64_t bytes) {
-  const int fd = open_unnamed_file(dir);
+// A read-write descriptor of `bytes` zeroed bytes in directory `dir`. Throws std::invalid_argument
+// saying what is wrong with `dir` (missing, not a directory, not writable, no room).
+inline int make_unnamed_file(const std::string& dir, int64_t bytes) {
+  const int fd = detail::open_unnamed_file(dir);
   if (const int e = ::posix_fallocate(fd, 0, bytes); e != 0) {
     ::close(fd);
     throw std::invalid_argument("'" + dir + "' has no room for " + std::to_string(bytes >> 20) + " MiB: " + std::strerror(e));
