@@ -46,9 +46,9 @@ nlohmann::json read_manifest_json(const std::string& dir) {
   if (!fs::exists(path, ec)) throw std::runtime_error("checkpoint '" + dir + "' has no manifest.json: it is not a committed checkpoint");
   nlohmann::json m;
   try {
-    m = nlohmann::json::parse(read_text_file(path));
-  } catch (const nlohmann::json::exception& e) {
-    damaged(path, std::string("is not valid JSON (") + e.what() + ")");
+    m = read_json_file(path);
+  } catch (const NotJson& e) {
+    damaged(path, e.what());
   }
   if (!m.is_object() || !m.contains("step") || !m["step"].is_number_unsigned() || !m.contains("files") ||
       !m["files"].is_object() || !m.contains("healthy") || !m["healthy"].is_boolean())

@@ -1,7 +1,10 @@
 // Files that survive a crash: written, fsynced, and (for the atomic forms) renamed into place, so a
 // reader sees the old content or the new, never half of one.
 #pragma once
+#include <nlohmann/json.hpp>
+
 #include <cstdio>
+#include <stdexcept>
 #include <string>
 
 namespace dtrain {
@@ -26,5 +29,11 @@ class DurableFile {
 void write_file_atomically(const std::string& path, const std::string& text);
 void fsync_directory(const std::string& dir);
 std::string read_text_file(const std::string& path);
+// Thrown by read_json_file for a file that is not JSON: "is not valid JSON (why)", for the caller to
+// prefix with what the file is to it.
+struct NotJson : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+nlohmann::json read_json_file(const std::string& path);
 
 }  // namespace dtrain

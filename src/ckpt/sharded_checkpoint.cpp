@@ -111,9 +111,9 @@ ShardedCheckpointReader::ShardedCheckpointReader(const std::string& dir)
     throw bad("is missing: '" + dir + "' is not a sharded checkpoint (written by an older dtrain?)");
   nlohmann::json index;
   try {
-    index = nlohmann::json::parse(read_text_file(index_path_));
-  } catch (const nlohmann::json::exception& e) {
-    throw bad(std::string("is not valid JSON (") + e.what() + ")");
+    index = read_json_file(index_path_);
+  } catch (const NotJson& e) {
+    throw bad(e.what());
   }
   if (!index.is_object() || index.value("format", "") != kFormat || !index.contains("tensors") || !index["tensors"].is_object())
     throw bad("is not a dtrain checkpoint index");

@@ -629,7 +629,7 @@ void Trainer::resume_or_start() {
   if (world_->rank() == 0) continue_lineage(from);
   if (!from.empty()) {
     load_checkpoint(from);
-    const nlohmann::json saved = nlohmann::json::parse(read_text_file(from + "/config.json"));
+    const nlohmann::json saved = read_json_file(from + "/config.json");
     keep_global_batch(from, saved);
     warn_if_schedule_changed(from, saved);
     warn_if_order_changed(from, saved);

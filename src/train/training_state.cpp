@@ -85,9 +85,9 @@ TrainerProgress read_progress(const std::string& dir) {
   };
   nlohmann::json s;
   try {
-    s = nlohmann::json::parse(read_text_file(path));
-  } catch (const nlohmann::json::exception& e) {
-    throw bad(std::string("is not valid JSON (") + e.what() + ")");
+    s = read_json_file(path);
+  } catch (const NotJson& e) {
+    throw bad(e.what());
   }
   auto count = [&](const nlohmann::json& j, const char* key) {
     if (!j.is_object() || !j.contains(key) || !j[key].is_number_unsigned()) throw bad(std::string("lacks a valid '") + key + "'");
