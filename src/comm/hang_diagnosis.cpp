@@ -4,14 +4,13 @@
 #include <chrono>
 #include <sstream>
 
+#include "common/store_bytes.h"
+
 namespace dtrain {
 namespace {
 
 constexpr const char* kRequests = "diag/requests";
 constexpr auto kPollInterval = std::chrono::milliseconds(200);
-
-std::string to_string_value(const std::vector<uint8_t>& v) { return std::string(v.begin(), v.end()); }
-std::vector<uint8_t> to_bytes(const std::string& s) { return std::vector<uint8_t>(s.begin(), s.end()); }
 
 // The entries a rank reported for one group, oldest first.
 std::vector<CollectiveRecord> entries_of(const RankReport& report, const std::string& group_key) {
@@ -106,7 +105,7 @@ HangDiagnosis::~HangDiagnosis() {
   stop_ = true;
   if (responder_.joinable()) responder_.join();
   try {
-    store_->set("diag/final/" + std::to_string(rank_), to_bytes(log_->to_json().dump()));
+    store_->set("diag/final/" + std::to_string(rank_), as_bytes(log_->to_json().dump()));
   } catch (const std::exception&) {
     // The store host may already be gone at shutdown; a final record is a courtesy, not a duty.
   }
@@ -123,7 +122,7 @@ void HangDiagnosis::respond_loop() {
     try {
       const int64_t latest = responder_store_->add(kRequests, 0);
       for (int64_t req = answered + 1; req <= latest; ++req)
-        responder_store_->set(record_key(req, rank_), to_bytes(log_->to_json().dump()));
+        responder_store_->set(record_key(req, rank_), as_bytes(log_->to_json().dump()));
       answered = latest;
     } catch (const std::exception&) {
       // The store went away (the job is ending): nothing left to answer.
@@ -137,7 +136,7 @@ std::string HangDiagnosis::diagnose(FailedCollective f, std::chrono::millisecond
   reports[f.failing_rank] = {true, false, log_->to_json()};
   try {
     const int64_t req = store_->add(kRequests, 1);
-    store_->set(record_key(req, rank_), to_bytes(reports[f.failing_rank].groups.dump()));
+    store_->set(record_key(req, rank_), as_bytes(reports[f.failing_rank].groups.dump()));
     const auto deadline = std::chrono::steady_clock::now() + answer_timeout;
     std::vector<int> pending;
     for (int r : f.ranks)
@@ -146,10 +145,10 @@ std::string HangDiagnosis::diagnose(FailedCollective f, std::chrono::millisecond
       std::vector<int> still;
       for (int r : pending) {
         if (store_->check({record_key(req, r)})) {
-          reports[r] = {true, false, nlohmann::json::parse(to_string_value(store_->get(record_key(req, r))))};
+          reports[r] = {true, false, nlohmann::json::parse(as_string(store_->get(record_key(req, r))))};
         } else if (store_->check({"diag/final/" + std::to_string(r)})) {
           reports[r] = {true, true,
-                        nlohmann::json::parse(to_string_value(store_->get("diag/final/" + std::to_string(r))))};
+                        nlohmann::json::parse(as_string(store_->get("diag/final/" + std::to_string(r))))};
         } else {
           still.push_back(r);
         }

@@ -12,6 +12,7 @@
 #include "comm/hierarchical_backend.h"
 #include "comm/shm/shm_backend.h"
 #include "common/host_name.h"
+#include "common/store_bytes.h"
 #include "launch/host_capacity.h"
 #include "launch/tcp_store.h"
 
@@ -103,9 +104,6 @@ std::shared_ptr<::gloo::transport::Device> gloo_device(const WorkerEnv& env) {
     return c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1");
   return c10d::ProcessGroupGloo::createDefaultDevice();
 }
-
-std::vector<uint8_t> as_bytes(const std::string& s) { return std::vector<uint8_t>(s.begin(), s.end()); }
-std::string as_string(const std::vector<uint8_t>& v) { return std::string(v.begin(), v.end()); }
 
 // What tells this rank's node from the others: the node the launcher named on its host, or under
 // mpirun, which names none, the host alone.

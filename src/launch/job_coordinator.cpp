@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "common/host_name.h"
+#include "common/store_bytes.h"
 #include "launch/tcp_store.h"
 #include "launch/worker_env.h"
 
@@ -16,8 +17,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 constexpr auto kBeatInterval = std::chrono::milliseconds(500);
 
-std::string as_string(const std::vector<uint8_t>& v) { return std::string(v.begin(), v.end()); }
-std::vector<uint8_t> as_bytes(const std::string& s) { return std::vector<uint8_t>(s.begin(), s.end()); }
 std::string first_line(const std::string& s) { return s.substr(0, s.find('\n')); }
 // Where the trainer's rank 0 publishes its run directory (src/train/trainer.cpp, setup_run_dir).
 const std::string kRunDirKey = "trainer/run_dir";

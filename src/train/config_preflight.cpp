@@ -3,9 +3,9 @@
 #include <stdexcept>
 
 #include "comm/world.h"
+#include "common/unnamed_file.h"
 #include "data/token_source.h"
 #include "model/transformer.h"
-#include "common/unnamed_file.h"
 #include "train/freeze_globs.h"
 #include "train/run_start.h"
 

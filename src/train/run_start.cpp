@@ -35,11 +35,6 @@ std::optional<int64_t> start_step_of(const std::string& path) {
   }
 }
 
-// Whether train.resume names checkpoint.dir itself or a checkpoint in it: the run continues that directory.
-bool inside(const std::string& resume, const std::string& checkpoint_dir) {
-  return same_file(resume, checkpoint_dir) || same_file(fs::path(resume).lexically_normal().parent_path().string(), checkpoint_dir);
-}
-
 // What a finished or running dtrain run leaves in its run directory (the launcher's own reports aside).
 std::vector<std::string> run_files_in(const std::string& run_dir) {
   std::vector<std::string> found;
@@ -68,6 +63,10 @@ void refuse_overwriting_the_input(const TrainConfig& c) {
 }
 
 }  // namespace
+
+bool resumes_within(const std::string& resume, const std::string& checkpoint_dir) {
+  return same_file(resume, checkpoint_dir) || same_file(fs::path(resume).lexically_normal().parent_path().string(), checkpoint_dir);
+}
 
 ConfigError resume_path_error(const std::string& problem) {
   return ConfigError("train.resume: " + problem + " (give a step directory like ckpt/step-00000100, a checkpoint directory, \"auto\" or \"never\")");
@@ -107,7 +106,7 @@ StartPlan plan_start(const TrainConfig& c, int restart_count) {
     return plan;
   }
 
-  const bool resumes_this_run = c.resume == "auto" ? !checkpoints.committed_after(-1).empty() : explicit_path && inside(c.resume, ckpt);
+  const bool resumes_this_run = c.resume == "auto" ? !checkpoints.committed_after(-1).empty() : explicit_path && resumes_within(c.resume, ckpt);
   if (const auto files = run_files_in(c.run_dir); !files.empty() && !resumes_this_run) {
     if (!c.start_over)
       throw ConfigError("train.run_dir: '" + printable(c.run_dir) + "' already holds another run's files (" + listed(files) +

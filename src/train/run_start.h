@@ -24,6 +24,9 @@ struct StartPlan {
 
 // The error for a train.resume path that names no checkpoint: `problem` says what it is instead.
 ConfigError resume_path_error(const std::string& problem);
+// Whether a train.resume path is `checkpoint_dir` itself or a checkpoint in it: a run resuming it
+// continues that directory (its files, its lineage).
+bool resumes_within(const std::string& resume, const std::string& checkpoint_dir);
 // Throws resume_path_error when train.resume is a path that is not a directory (nothing is read).
 void require_resume_path(const TrainConfig& config);
 

@@ -21,6 +21,7 @@
 #include "comm/collectives.h"
 #include "comm/device_mesh.h"
 #include "common/printable.h"
+#include "common/store_bytes.h"
 #include "data/micro_batch_stream.h"
 #include "launch/host_capacity.h"
 #include "data/token_source.h"
@@ -182,22 +183,20 @@ int Trainer::threads() const {
 
 std::string Trainer::agree(const std::string& key, const std::function<std::string()>& decide) {
   auto store = world_->store();
-  auto to_bytes = [](const std::string& text) { return std::vector<uint8_t>(text.begin(), text.end()); };
   if (world_->rank() == 0) {
     try {
       const std::string value = decide();
-      store->set(key, to_bytes("ok:" + value));
+      store->set(key, as_bytes("ok:" + value));
       return value;
     } catch (const ConfigError& e) {
-      store->set(key, to_bytes(std::string("config:") + e.what()));
+      store->set(key, as_bytes(std::string("config:") + e.what()));
       throw;
     } catch (const std::exception& e) {
-      store->set(key, to_bytes(std::string("error:") + e.what()));
+      store->set(key, as_bytes(std::string("error:") + e.what()));
       throw;
     }
   }
-  const auto bytes = store->get(key);
-  const std::string reply(bytes.begin(), bytes.end());
+  const std::string reply = as_string(store->get(key));
   if (reply.rfind("ok:", 0) == 0) return reply.substr(3);
   const std::string why = "rank 0 failed, so this rank stops too: " + reply.substr(reply.find(':') + 1);
   // Every rank exits as rank 0 does, so the launcher sees a refused configuration whichever rank ends first.
@@ -237,7 +236,7 @@ void Trainer::setup_run_dir() {
     return c_.run_dir;
   });
   if (world_->rank() == 0) {  // for the launcher, which names the run directory in its failure report
-    world_->store()->set("trainer/run_dir", std::vector<uint8_t>(c_.run_dir.begin(), c_.run_dir.end()));
+    world_->store()->set("trainer/run_dir", as_bytes(c_.run_dir));
   }
   c_.checkpoint.dir = c_.checkpoint_dir();
   c_.json["train"]["run_dir"] = c_.run_dir;
@@ -532,9 +531,7 @@ void Trainer::load_checkpoint(const std::string& dir) {
 // A run that continues a checkpoint of its own checkpoint.dir continues its lineage, which its saves
 // may prune; any other start is a lineage of its own, which prunes nothing it did not write.
 void Trainer::continue_lineage(const std::string& resumed_from) {
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  const bool own = !resumed_from.empty() && fs::equivalent(fs::path(resumed_from).parent_path(), c_.checkpoint.dir, ec);
+  const bool own = !resumed_from.empty() && resumes_within(resumed_from, c_.checkpoint.dir);
   checkpoints_->set_lineage(own ? CheckpointManager::read_manifest(resumed_from).lineage : CheckpointManager::new_lineage());
 }
 
