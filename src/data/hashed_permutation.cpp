@@ -6,13 +6,6 @@
 
 namespace dtrain {
 
-uint64_t splitmix64(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
-
 HashedPermutation::HashedPermutation(int64_t n, uint64_t key) : n_(n) {
   if (n < 1) throw std::invalid_argument("hashed permutation of " + std::to_string(n) + " elements");
   int bits = 2;  // at least one bit per half, so that every round mixes something

@@ -6,10 +6,9 @@
 #include <array>
 #include <cstdint>
 
-namespace dtrain {
+#include "common/hash64.h"
 
-// splitmix64's finalizer: a bijective 64-bit mix in which every input bit affects every output bit.
-uint64_t splitmix64(uint64_t x);
+namespace dtrain {
 
 class HashedPermutation {
  public:

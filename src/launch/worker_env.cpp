@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <stdexcept>
 
+#include "common/hash64.h"
 #include "common/printable.h"
 
 extern char** environ;
@@ -44,8 +45,7 @@ int parse_slurm_tasks_per_node(const std::string& key, const std::string& v) {
 }  // namespace
 
 std::string name_hash(const std::string& text) {
-  uint64_t h = 1469598103934665603ull;  // FNV-1a
-  for (unsigned char c : text) h = (h ^ c) * 1099511628211ull;
+  const uint64_t h = fnv1a64(text);
   char out[17];
   std::snprintf(out, sizeof out, "%016llx", static_cast<unsigned long long>(h));
   return out;
