@@ -18,6 +18,7 @@
 
 #include "common/flag_bounds.h"
 #include "common/parse_command_line.h"
+#include "model/loss.h"
 #include "model/transformer.h"
 #include "optim/flat_optimizer.h"
 #include "optim/flat_parameters.h"
@@ -100,7 +101,7 @@ int main(int argc, char** argv) {
       model->refresh_working_copy();
       if (device.is_cuda()) torch::cuda::synchronize();
       const auto t0 = std::chrono::steady_clock::now();
-      auto loss = model->loss(tokens, targets);
+      auto loss = dtrain::next_token_loss(model->forward(tokens), targets);
       if (device.is_cuda()) torch::cuda::synchronize();
       const auto t1 = std::chrono::steady_clock::now();
       loss.backward();

@@ -1,11 +1,26 @@
-// What a parallelism does around each part of the transformer's forward pass: ZeRO stage 3 gathers
-// a part's parameters just before it runs, frees them after, and arranges for them to be gathered
-// again before the part's backward. The parts, in forward order: 0 the embeddings, 1..n_layer the
-// blocks, n_layer + 1 the final norm and the head.
+// The parts of the transformer's forward pass, and what a parallelism does around each: ZeRO stage 3
+// gathers a part's parameters just before it runs, frees them after, and arranges for them to be
+// gathered again before the part's backward. The parts, in forward order: 0 the embeddings,
+// 1..n_layer the blocks (block i is part i + 1), n_layer + 1 the final norm and the head. A model
+// holding some of them (transformer.h's TransformerParts) keeps these global indices.
 #pragma once
 #include <ATen/ATen.h>
 
+#include <string>
+#include <utility>
+#include <vector>
+
 namespace dtrain {
+
+// One part of a model, with the parameters it owns: each parameter belongs to exactly one part. A
+// tied output head reads the token embedding's weight, which the embeddings part owns when the
+// model holds it (the head's part when it does not).
+struct ForwardPart {
+  enum class Kind { Embeddings, Block, Head };
+  Kind kind;
+  int index;  // the part's index in the whole model's forward pass (above)
+  std::vector<std::pair<std::string, at::Tensor>> parameters;  // named as named_parameters() names them
+};
 
 class ForwardPartHooks {
  public:

@@ -1,68 +1,59 @@
-// The decoder-only transformer both architectures share. Parameter names follow nanoGPT
-// (wte, wpe, blocks.N.{ln1,qkv,proj,ln2,fc,fc_proj}, ln_f, lm_head) so checkpoints read the same
-// across archs; Llama's SwiGLU keeps gate and up projections fused in `fc`.
+// The decoder-only transformer both architectures share, or a range of it. Parameter names follow
+// Hugging Face's GPT-2 and Llama where that is natural: wte, wpe (GPT-2), blocks.N.{ln1, q_proj,
+// k_proj, v_proj, o_proj, ln2, gate_proj (Llama), up_proj, down_proj}, ln_f, lm_head (untied), each
+// with .weight and, for GPT-2, .bias. A model may hold only some parts (a pipeline stage): the
+// embeddings, blocks [first, end) and the final norm with the head, each optional; blocks keep their
+// global index in their names (blocks.N on any stage) and every parameter is initialised from
+// (seed, name) alone, so a part holds the same weights in any model that holds it.
 #pragma once
 #include <torch/nn/module.h>
-#include <torch/nn/modules/container/modulelist.h>
 
 #include <cstdint>
+#include <memory>
+#include <vector>
 
 #include "model/activation_checkpoint.h"
+#include "model/block.h"
+#include "model/embedding.h"
 #include "model/forward_part_hooks.h"
+#include "model/linear.h"
 #include "model/mixed_precision.h"
+#include "model/norm.h"
 #include "model/transformer_config.h"
 
 namespace dtrain {
 
-// A named weight (and optional bias), so parameters read "blocks.0.qkv.weight" as in nanoGPT.
-class ParamGroupImpl : public torch::nn::Module {
- public:
-  ParamGroupImpl(at::Tensor weight, at::Tensor bias);
-  // x·weightᵀ + bias in the model's precision.
-  at::Tensor linear(const MixedPrecision& mp, const at::Tensor& x) const;
-  // Copies weight into its 16-bit working copy (made on first use); drops it in fp32.
-  void refresh_working_copy(const MixedPrecision& mp);
+// Which parts of the whole model a model holds; the default is all of them.
+struct TransformerParts {
+  bool embedding = true;  // wte (and GPT-2's wpe): the model takes tokens, else hidden states
+  int first_block = 0;    // blocks [first_block, end_block)
+  int end_block = -1;     // -1: n_layer
+  bool head = true;       // ln_f and the output head: the model returns logits, else hidden states
 
-  at::Tensor weight, bias;  // bias undefined when the layer has none
-  at::Tensor working;       // weight in the compute type, for mixed precision: not a parameter
+  // Blocks [first, end) of a model, with the embedding when first is 0 and the head when end is
+  // n_layer (what a pipeline stage holds).
+  static TransformerParts stage(int first, int end, int n_layer);
+  // Throws std::invalid_argument unless 0 ≤ first_block ≤ end_block ≤ n_layer and some part is held.
+  void validate(int n_layer) const;
 };
-TORCH_MODULE(ParamGroup);
-
-class BlockImpl : public torch::nn::Module {
- public:
-  explicit BlockImpl(const TransformerConfig& c);
-  // `rope` is (cos, sin) for Llama, undefined tensors for GPT-2.
-  at::Tensor forward(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin);
-  // Recompute QKᵀ, softmax and ·V in backward instead of keeping what they save.
-  void recompute_attention_core(bool on) { recompute_attention_core_ = on; }
-  void set_precision(const MixedPrecision& mp) { mp_ = mp; }
-  // The groups whose weights are matmul operands, which mixed precision keeps working copies of.
-  std::vector<ParamGroup> matmul_groups() const { return {qkv, proj, fc, fc_proj}; }
-
- private:
-  at::Tensor attention(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin);
-  at::Tensor mlp(const at::Tensor& x);
-
-  TransformerConfig c_;
-  bool recompute_attention_core_ = false;
-  MixedPrecision mp_;
-  ParamGroup ln1{nullptr}, qkv{nullptr}, proj{nullptr}, ln2{nullptr}, fc{nullptr}, fc_proj{nullptr};
-};
-TORCH_MODULE(Block);
 
 class TransformerImpl : public torch::nn::Module {
  public:
-  // Parameters are created on the CPU and initialised from `seed` alone (GPT-2's scheme: normal
-  // std 0.02, residual projections 0.02/sqrt(2·layers), zero biases, unit norms), so every rank
-  // builds the same model; move it with ->to(device) afterwards.
-  TransformerImpl(const TransformerConfig& c, uint64_t seed);
+  // Parameters are created on the CPU, each initialised from (seed, its name) by GPT-2's scheme
+  // (parameter_init.h), so every rank builds the same model and any range of it holds the whole
+  // model's weights; move it with ->to(device) afterwards.
+  TransformerImpl(const TransformerConfig& c, uint64_t seed, const TransformerParts& parts = {});
 
-  // tokens [batch, T] (int64, T ≤ seq_len) → logits [batch, T, vocab].
-  at::Tensor forward(const at::Tensor& tokens);
-  // Mean next-token cross-entropy of logits(tokens) against targets [batch, T].
-  at::Tensor loss(const at::Tensor& tokens, const at::Tensor& targets);
+  // With the embedding: tokens [batch, T] (int64, T ≤ seq_len); else hidden states [batch, T, d_model].
+  // With the head: logits [batch, T, vocab]; else hidden states [batch, T, d_model].
+  // The loss is a separate function (loss.h).
+  at::Tensor forward(const at::Tensor& input);
 
   const TransformerConfig& config() const { return c_; }
+  const TransformerParts& parts() const { return parts_; }
+  // The parts this model holds, in forward order, each with the parameters it owns (for ZeRO's units).
+  std::vector<ForwardPart> forward_parts() const;
+
   // What backward recomputes instead of keeping; the computed values are the same bits either way.
   void set_activation_checkpointing(const ActivationCheckpointing& ac);
   // What the matmuls compute in (fp32 by default). Working copies are made on the parameters'
@@ -71,31 +62,31 @@ class TransformerImpl : public torch::nn::Module {
   const MixedPrecision& precision() const { return mp_; }
   // Rounds the parameters into their 16-bit working copies: once per optimizer step.
   void refresh_working_copy();
-  // The groups whose weights are matmul operands, which mixed precision keeps working copies of.
-  std::vector<ParamGroup> matmul_groups() const;
+  // The layers whose weights are matmul operands, which mixed precision keeps working copies of.
+  std::vector<Linear> matmul_layers() const;
   // Their weights that nothing but the matmuls reads: under mixed precision they are used only as
-  // their working copies. All but a tied embedding, which the token lookup reads in fp32.
+  // their working copies. All but a tied embedding the model looks tokens up in, in fp32.
   std::vector<at::Tensor> matmul_only_weights() const;
   // Called around each part of every forward pass (null: none). The hooks outlive the model's use.
   void set_part_hooks(ForwardPartHooks* hooks) { hooks_ = hooks; }
 
  private:
-  void initialise(uint64_t seed);
   void prepare_rope(int64_t T, const at::Device& device);
+  const Block& block(int index) const { return blocks_[size_t(index - parts_.first_block)]; }
 
   TransformerConfig c_;
-  ParamGroup wte{nullptr}, wpe{nullptr}, ln_f{nullptr}, lm_head{nullptr};
-  torch::nn::ModuleList blocks_{nullptr};
+  TransformerParts parts_;  // end_block resolved
+  Embedding wte{nullptr}, wpe{nullptr};  // wte also when only a head tied to it is held
+  std::shared_ptr<torch::nn::Module> block_container_;  // children named by their global index
+  std::vector<Block> blocks_;                            // blocks_[i] is block first_block + i
+  Norm ln_f{nullptr};
+  Linear lm_head{nullptr};  // untied head
+  Linear head_{nullptr};    // the head used: lm_head, or a layer over wte's weight (not registered)
   at::Tensor rope_cos_, rope_sin_;  // built lazily for the sequence length in use
   ActivationCheckpointing ac_;
   MixedPrecision mp_;
   ForwardPartHooks* hooks_ = nullptr;
 };
 TORCH_MODULE(Transformer);
-
-// The parameter names a model of this config has ("wte.weight", "blocks.0.qkv.weight", ...), in
-// registration order, without allocating it: they depend on the architecture, the depth and the
-// tying alone, so they are read from a model of the same structure two elements wide.
-std::vector<std::string> parameter_names(const TransformerConfig& c);
 
 }  // namespace dtrain

@@ -3,6 +3,7 @@
 
 #include <cmath>
 
+#include "model/loss.h"
 #include "model/sampling.h"
 #include "model/transformer.h"
 
@@ -96,16 +97,21 @@ TEST(Transformer, InitialisationFollowsGpt2AndDependsOnlyOnTheSeed) {
     EXPECT_TRUE(torch::equal(item.value(), pb[item.key()])) << item.key();
   }
   EXPECT_FALSE(torch::equal(pa["wte.weight"], po["wte.weight"]));
-  EXPECT_NEAR(pa["blocks.0.qkv.weight"].std().item<double>(), 0.02, 0.001);
-  EXPECT_NEAR(pa["blocks.3.fc_proj.weight"].std().item<double>(), 0.02 / std::sqrt(16.0), 0.0003);
-  EXPECT_EQ(pa["blocks.0.qkv.bias"].abs().sum().item<double>(), 0.0);
+  EXPECT_NEAR(pa["blocks.0.q_proj.weight"].std().item<double>(), 0.02, 0.001);
+  EXPECT_NEAR(pa["blocks.0.up_proj.weight"].std().item<double>(), 0.02, 0.001);
+  EXPECT_NEAR(pa["blocks.3.o_proj.weight"].std().item<double>(), 0.02 / std::sqrt(16.0), 0.0003);
+  EXPECT_NEAR(pa["blocks.3.down_proj.weight"].std().item<double>(), 0.02 / std::sqrt(16.0), 0.0003);
+  EXPECT_EQ(pa["blocks.0.q_proj.bias"].abs().sum().item<double>(), 0.0);
   EXPECT_EQ(pa["ln_f.weight"].mean().item<double>(), 1.0);
+  // Each parameter draws from a stream of its own: no two matrices start alike.
+  EXPECT_FALSE(torch::equal(pa["blocks.0.q_proj.weight"], pa["blocks.0.k_proj.weight"]));
+  EXPECT_FALSE(torch::equal(pa["blocks.0.q_proj.weight"], pa["blocks.1.q_proj.weight"]));
 }
 
 TEST(Transformer, LossAtInitIsNearUniform) {
   Transformer m(small("llama"), 5);
   auto tokens = torch::randint(0, 256, {4, 16}, torch::kLong), targets = torch::randint(0, 256, {4, 16}, torch::kLong);
-  EXPECT_NEAR(m->loss(tokens, targets).item<double>(), std::log(256.0), 0.1);
+  EXPECT_NEAR(next_token_loss(m->forward(tokens), targets).item<double>(), std::log(256.0), 0.1);
 }
 
 TEST(Sampling, GreedyIsDeterministicAndSeededSamplingRepeats) {

@@ -1,0 +1,81 @@
+#include "model/block.h"
+
+#include "model/activation_checkpoint.h"
+
+namespace dtrain {
+
+namespace {
+
+// Rotates each head's halves (the "rotate half" form of RoPE): x·cos + rotate(x)·sin.
+at::Tensor apply_rope(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin) {
+  const int64_t half = x.size(-1) / 2;
+  auto x1 = x.narrow(-1, 0, half), x2 = x.narrow(-1, half, half);
+  return at::cat({x1 * cos - x2 * sin, x2 * cos + x1 * sin}, -1);
+}
+
+}  // namespace
+
+BlockImpl::BlockImpl(const TransformerConfig& c) : head_dim_(c.head_dim()) {
+  const int64_t d = c.d_model, f = c.ff_dim();
+  // GPT-2 has biases everywhere and LayerNorm; Llama has no bias and RMSNorm.
+  const bool bias = !c.is_llama();
+  const auto norm = c.is_llama() ? NormImpl::Kind::RmsNorm : NormImpl::Kind::LayerNorm;
+  ln1 = register_module("ln1", Norm(norm, d, c.norm_eps));
+  q_proj = register_module("q_proj", Linear(d, c.n_head * head_dim_, bias));
+  k_proj = register_module("k_proj", Linear(d, c.kv_heads() * head_dim_, bias));
+  v_proj = register_module("v_proj", Linear(d, c.kv_heads() * head_dim_, bias));
+  o_proj = register_module("o_proj", Linear(c.n_head * head_dim_, d, bias));
+  ln2 = register_module("ln2", Norm(norm, d, c.norm_eps));
+  if (c.is_llama()) gate_proj = register_module("gate_proj", Linear(d, f, bias));
+  up_proj = register_module("up_proj", Linear(d, f, bias));
+  down_proj = register_module("down_proj", Linear(f, d, bias));
+}
+
+void BlockImpl::set_precision(const MixedPrecision& mp) {
+  mp_ = mp;
+  for (auto& layer : matmul_layers()) layer->set_precision(mp);
+}
+
+std::vector<Linear> BlockImpl::matmul_layers() const {
+  std::vector<Linear> layers{q_proj, k_proj, v_proj, o_proj};
+  if (gate_proj) layers.push_back(gate_proj);
+  layers.push_back(up_proj);
+  layers.push_back(down_proj);
+  return layers;
+}
+
+at::Tensor BlockImpl::attention(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin) {
+  // The heads this block holds, read from its layers rather than the config.
+  const int64_t B = x.size(0), T = x.size(1), H = q_proj->out_features() / head_dim_, KV = k_proj->out_features() / head_dim_;
+  auto q = q_proj(x).view({B, T, H, head_dim_}).transpose(1, 2);   // [B, H, T, hd]
+  auto k = k_proj(x).view({B, T, KV, head_dim_}).transpose(1, 2);  // [B, KV, T, hd]
+  auto v = v_proj(x).view({B, T, KV, head_dim_}).transpose(1, 2);  // [B, KV, T, hd]
+  if (cos.defined()) {  // in fp32, like the tables
+    q = apply_rope(q.to(at::kFloat), cos, sin);
+    k = apply_rope(k.to(at::kFloat), cos, sin);
+  }
+  // ATen's fused attention: on the CPU a flash-attention kernel that skips the blocks the causal mask
+  // hides and never materialises the T×T scores; grouped-query heads (KV < H) are served without
+  // copying k and v per query head.
+  const bool gqa = KV != H;
+  // Under mixed precision the kernel's softmax sums in fp32 either way.
+  auto core = [gqa, mp = mp_](const std::vector<at::Tensor>& in) {
+    return at::scaled_dot_product_attention(mp.operand(in[0]), mp.operand(in[1]), mp.operand(in[2]), {}, 0.0,
+                                            /*is_causal=*/true, std::nullopt, gqa);
+  };
+  auto y = (recompute_attention_core_ ? checkpoint(core, {q, k, v}) : core({q, k, v})).transpose(1, 2).reshape({B, T, H * head_dim_});
+  return o_proj(y);
+}
+
+at::Tensor BlockImpl::mlp(const at::Tensor& x) {
+  // Llama's SwiGLU: silu(gate)·up; GPT-2: GELU (tanh approximation) of up.
+  const at::Tensor h = gate_proj ? at::silu(gate_proj(x)) * up_proj(x) : at::gelu(up_proj(x), "tanh");
+  return down_proj(h);
+}
+
+at::Tensor BlockImpl::forward(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin) {
+  auto h = x + attention(ln1(x), cos, sin);
+  return h + mlp(ln2(h));
+}
+
+}  // namespace dtrain

@@ -1,0 +1,12 @@
+// The training loss, applied to what the model returns rather than computed inside it: a pipeline's
+// last stage, or a head whose logits are split over the vocabulary, computes it where the logits are.
+#pragma once
+#include <ATen/ATen.h>
+
+namespace dtrain {
+
+// Mean next-token cross-entropy of logits [batch, T, vocab] against targets [batch, T] (int64), in
+// fp32 whatever the logits' type: the log-sum-exp over the vocabulary is where 16 bits lose most.
+at::Tensor next_token_loss(const at::Tensor& logits, const at::Tensor& targets);
+
+}  // namespace dtrain

@@ -1,0 +1,29 @@
+// Every parameter of the whole model with its shape, from the config alone: what a checkpoint's
+// global index, a freeze glob or a planner needs to know without allocating a model (a 1B-parameter
+// model's weights are 5 GB). The model itself is the reference: a test holds the two equal.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "model/transformer_config.h"
+
+namespace dtrain {
+
+struct ParameterShape {
+  std::string name;
+  std::vector<int64_t> shape;
+};
+
+// In the whole model's registration order (its named_parameters()).
+std::vector<ParameterShape> parameter_shapes(const TransformerConfig& c);
+
+// The names alone ("wte.weight", "blocks.0.q_proj.weight", ...), in the same order.
+std::vector<std::string> parameter_names(const TransformerConfig& c);
+
+// Whether `name` is the fused q/k/v weight of a block of the model before q, k and v were separate
+// parameters (blocks.N.qkv.weight): every checkpoint of that model holds one, so a checkpoint holding
+// one was saved by an earlier dtrain, and this model cannot load it.
+bool is_fused_qkv_weight(const std::string& name);
+
+}  // namespace dtrain
