@@ -8,6 +8,7 @@
 #include <fstream>
 #include <map>
 
+#include "model/transformer.h"
 #include "parallel/zero/bucket_shards.h"
 #include "parallel/zero/parameter_units.h"
 #include "train/parameter_fingerprint.h"
@@ -189,16 +190,34 @@ TEST(Zero, OutOfRangeStageIsRefusedByName) {
   EXPECT_TRUE(contains(seven.result.output, "'zero_optimization.stage' must be")) << seven.result.output;
 }
 
+// A model's parts as TransformerImpl::forward_parts lists them: the parameters named, their tensors
+// beside the point.
+std::vector<ForwardPart> parts_of(const std::vector<std::pair<int, std::vector<std::string>>>& named, int n_layer) {
+  std::vector<ForwardPart> parts;
+  for (const auto& [index, names] : named) {
+    const auto kind = index == 0 ? ForwardPart::Kind::Embeddings : index <= n_layer ? ForwardPart::Kind::Block : ForwardPart::Kind::Head;
+    ForwardPart part{kind, index, {}};
+    for (const auto& name : names) part.parameters.emplace_back(name, at::Tensor());
+    parts.push_back(part);
+  }
+  return parts;
+}
+
 TEST(ParameterUnits, EachBlockIsAUnitAndTheRestRunsWhereTheyLie) {
   auto entries_of = [](const std::vector<std::string>& names) {
     std::vector<FlatEntry> entries;
     for (size_t i = 0; i < names.size(); ++i) entries.push_back({names[i], at::Tensor(), int64_t(i) * 10, 10, true});
     return entries;
   };
+  const ParameterParts two_blocks(parts_of({{0, {"wte.weight", "wpe.weight"}},
+                                            {1, {"blocks.0.q_proj.bias"}},
+                                            {2, {"blocks.1.ln1.weight", "blocks.1.up_proj.weight"}},
+                                            {3, {"ln_f.weight", "ln_f.bias", "lm_head.weight"}}},
+                                           2));
   // Backward's order, untied head: the head's run, the blocks from the last, the embeddings.
-  const auto units = make_unit_buckets(entries_of({"lm_head.weight", "ln_f.bias", "ln_f.weight", "blocks.1.fc.weight",
-                                                   "blocks.1.ln1.weight", "blocks.0.qkv.bias", "wpe.weight", "wte.weight"}),
-                                       2);
+  const auto units = make_unit_buckets(entries_of({"lm_head.weight", "ln_f.bias", "ln_f.weight", "blocks.1.up_proj.weight",
+                                                   "blocks.1.ln1.weight", "blocks.0.q_proj.bias", "wpe.weight", "wte.weight"}),
+                                       two_blocks);
   ASSERT_EQ(units.size(), 4u);
   const std::vector<std::pair<int, int>> expected = {{0, 3}, {3, 2}, {5, 1}, {6, 2}};
   for (size_t u = 0; u < units.size(); ++u) {
@@ -209,27 +228,49 @@ TEST(ParameterUnits, EachBlockIsAUnitAndTheRestRunsWhereTheyLie) {
   }
   // Under mixed precision a part's matmul-only weights are a unit of their own; the layout puts them
   // first in their part (last in registration order, which the flat buffer reverses).
-  const at::Tensor qkv = at::zeros({2}), fc = at::zeros({2}), ln = at::zeros({2}), bias = at::zeros({2}), wte = at::zeros({2});
-  const auto named = group_matmul_weights({{"wte.weight", wte}, {"blocks.0.ln1.weight", ln}, {"blocks.0.qkv.weight", qkv},
-                                           {"blocks.0.qkv.bias", bias}, {"blocks.0.fc.weight", fc}},
-                                          1, {qkv, fc});
+  const at::Tensor q = at::zeros({2}), up = at::zeros({2}), ln = at::zeros({2}), bias = at::zeros({2}), wte = at::zeros({2});
+  const ParameterParts one_block(parts_of({{0, {"wte.weight"}},
+                                           {1, {"blocks.0.ln1.weight", "blocks.0.q_proj.weight", "blocks.0.q_proj.bias",
+                                                "blocks.0.up_proj.weight"}}},
+                                          1));
+  const auto named = group_matmul_weights({{"wte.weight", wte}, {"blocks.0.ln1.weight", ln}, {"blocks.0.q_proj.weight", q},
+                                           {"blocks.0.q_proj.bias", bias}, {"blocks.0.up_proj.weight", up}},
+                                          one_block, {q, up});
   std::vector<std::string> order;
   for (const auto& [name, t] : named) order.push_back(name);
-  EXPECT_EQ(order, (std::vector<std::string>{"wte.weight", "blocks.0.ln1.weight", "blocks.0.qkv.bias", "blocks.0.qkv.weight",
-                                             "blocks.0.fc.weight"}));
+  EXPECT_EQ(order, (std::vector<std::string>{"wte.weight", "blocks.0.ln1.weight", "blocks.0.q_proj.bias", "blocks.0.q_proj.weight",
+                                             "blocks.0.up_proj.weight"}));
   std::vector<FlatEntry> entries;
   for (auto it = named.rbegin(); it != named.rend(); ++it) entries.push_back({it->first, it->second, int64_t(entries.size()) * 10, 10, true});
-  const auto split = make_unit_buckets(entries, 1, {qkv, fc});
+  const auto split = make_unit_buckets(entries, one_block, {q, up});
   ASSERT_EQ(split.size(), 3u);
-  EXPECT_EQ(split[0].entries, 2);  // fc and qkv weights
+  EXPECT_EQ(split[0].entries, 2);  // the up and q weights
   EXPECT_EQ(split[1].entries, 2);  // the bias and the norm
   EXPECT_EQ(split[2].entries, 1);  // the embedding
-  EXPECT_EQ(make_unit_buckets(entries, 1).size(), 2u);
-  EXPECT_EQ(forward_part_of("wte.weight", 2), 0);
-  EXPECT_EQ(forward_part_of("blocks.1.fc.weight", 2), 2);
-  EXPECT_EQ(forward_part_of("lm_head.weight", 2), 3);
-  EXPECT_THROW(forward_part_of("blocks.2.fc.weight", 2), std::invalid_argument);
-  EXPECT_THROW(forward_part_of("mystery.weight", 2), std::invalid_argument);
+  EXPECT_EQ(make_unit_buckets(entries, one_block).size(), 2u);
+}
+
+// The part of a parameter is what the model's list says, whatever its name: a stage holding blocks
+// 2 and 3 alone keeps their global part indices, and a name no part lists is refused by name.
+TEST(ParameterUnits, APartIsWhatTheModelListsNotWhatTheNameSays) {
+  TransformerConfig c = model_preset("tiny");
+  c.n_layer = 4;
+  TransformerParts middle;
+  middle.embedding = middle.head = false;
+  middle.first_block = 2;
+  middle.end_block = 4;
+  const ParameterParts parts(Transformer(c, 1, middle)->forward_parts());
+  EXPECT_EQ(parts.of("blocks.2.q_proj.weight"), 3);
+  EXPECT_EQ(parts.of("blocks.3.down_proj.bias"), 4);
+  EXPECT_EQ(parts.end(), 5);
+  for (const char* absent : {"blocks.1.q_proj.weight", "wte.weight", "ln_f.weight", "mystery.weight"}) {
+    try {
+      parts.of(absent);
+      ADD_FAILURE() << absent << " was given a part";
+    } catch (const std::invalid_argument& e) {
+      EXPECT_EQ(std::string(e.what()), std::string("parameter '") + absent + "' belongs to no part of the model's forward pass");
+    }
+  }
 }
 
 std::vector<double> validation_losses(const TrainingRun& run) {

@@ -46,17 +46,26 @@ double now_ms() {
 
 }  // namespace
 
-FullyShardedParameters::FullyShardedParameters(FlatParameters& params, std::vector<GradBucket> units, int n_layer,
-                                               std::shared_ptr<Group> group, bool reshard_after_forward)
+FullyShardedParameters::FullyShardedParameters(FlatParameters& params, std::vector<GradBucket> units,
+                                               const std::vector<ForwardPart>& parts, std::shared_ptr<Group> group,
+                                               bool reshard_after_forward)
     : group_(std::move(group)),
       entries_(params.entries()),
       units_(std::move(units)),
       shards_(units_, group_->size(), group_->rank()),
-      n_layer_(n_layer),
       reshard_after_forward_(reshard_after_forward) {
+  const ParameterParts part_of(parts);
+  is_block_.assign(size_t(part_of.end()), false);
+  for (const ForwardPart& part : parts) {
+    first_part_ = first_part_ < 0 ? part.index : std::min(first_part_, part.index);
+    last_part_ = std::max(last_part_, part.index);
+    if (part.kind != ForwardPart::Kind::Block) continue;
+    is_block_[size_t(part.index)] = true;
+    last_block_ = std::max(last_block_, part.index);
+  }
   const auto& options = params.options();
   shard_ = at::zeros({shards_.shard_numel()}, options);
-  units_of_part_.resize(size_t(n_layer_ + 2));
+  units_of_part_.resize(size_t(part_of.end()));
   at::NoGradGuard no_grad;
   for (int u = 0; u < int(units_.size()); ++u) {
     const GradBucket& b = units_[u];
@@ -69,7 +78,7 @@ FullyShardedParameters::FullyShardedParameters(FlatParameters& params, std::vect
       e.param.set_data(slot.view(e.param.sizes()));
     }
     for (Span s : spans_within(params.decay_spans(), p.begin, p.local)) shard_decay_.push_back({p.shard_offset + s.offset, s.numel});
-    part_of_unit_.push_back(forward_part_of(entries_[b.first_entry].name, n_layer_));
+    part_of_unit_.push_back(part_of.of(entries_[b.first_entry].name));
     units_of_part_[size_t(part_of_unit_.back())].push_back(u);
   }
   state_.assign(units_.size(), State::Whole);
@@ -255,7 +264,7 @@ void FullyShardedParameters::release_all() {
 void FullyShardedParameters::before_part(int part) {
   // The shard changes only between passes (the optimizer's step, a resume): what was read ahead in
   // the last one may be stale.
-  if (part == 0) drop_reads();
+  if (part == first_part_) drop_reads();
   note("begin", part);
   for (int u : units_of_part_[size_t(part)]) wait(u);
   if (part + 1 < int(units_of_part_.size()))
@@ -268,15 +277,13 @@ void FullyShardedParameters::after_part(int part, const at::Tensor& output) {
   const bool backward_follows = at::GradMode::is_enabled() && output.requires_grad();
   if (!backward_follows) {
     // Nothing will need the part again: a block goes now, the rest once the pass is over.
-    if (is_block(part)) {
+    if (is_block(part))
       for (int u : units_of_part_[size_t(part)]) release(u);
-    } else if (part == n_layer_ + 1) {
-      release_all();
-    }
+    if (part == last_part_) release_all();
     return;
   }
   if (!reshard_after_forward_ || !is_block(part)) return;
-  if (part < n_layer_)  // the last block's backward comes first: freeing it would only gather it again
+  if (part < last_block_)  // the last block's backward comes first: freeing it would only gather it again
     for (int u : units_of_part_[size_t(part)]) release(u);
   output.register_hook([this, part](const at::Tensor&) {
     note("backward", part);

@@ -44,11 +44,12 @@ namespace dtrain {
 
 class FullyShardedParameters : public ForwardPartHooks {
  public:
-  // `params`: the layout alone (FlatParameters::Buffers::None); `units`: make_unit_buckets of its entries.
-  // The parameters move into whole unit buffers and stay whole until reshard(), so that rank 0's can
-  // be broadcast.
-  FullyShardedParameters(FlatParameters& params, std::vector<GradBucket> units, int n_layer, std::shared_ptr<Group> group,
-                         bool reshard_after_forward);
+  // `params`: the layout alone (FlatParameters::Buffers::None); `units`: make_unit_buckets of its entries;
+  // `parts`: the model's forward parts (TransformerImpl::forward_parts), which say which unit each
+  // part uses and which parts are blocks. The parameters move into whole unit buffers and stay whole
+  // until reshard(), so that rank 0's can be broadcast.
+  FullyShardedParameters(FlatParameters& params, std::vector<GradBucket> units, const std::vector<ForwardPart>& parts,
+                         std::shared_ptr<Group> group, bool reshard_after_forward);
   ~FullyShardedParameters();
   FullyShardedParameters(const FullyShardedParameters&) = delete;
   FullyShardedParameters& operator=(const FullyShardedParameters&) = delete;
@@ -117,14 +118,17 @@ class FullyShardedParameters : public ForwardPartHooks {
   void start_read(int unit);
   at::Tensor take_piece(int unit);
   void drop_reads();
-  bool is_block(int part) const { return part >= 1 && part <= n_layer_; }
+  bool is_block(int part) const { return part >= 0 && part < int(is_block_.size()) && is_block_[size_t(part)]; }
   bool gathers_16bit(int unit) const { return working_[unit].defined() && (gather_16bit_ || matmul_only_[unit]); }
 
   std::shared_ptr<Group> group_;
   std::vector<FlatEntry> entries_;
   std::vector<GradBucket> units_;
   BucketShards shards_;
-  int n_layer_;
+  std::vector<bool> is_block_;  // per part index: a transformer block
+  int first_part_ = -1;         // the lowest part index: the forward pass begins with it
+  int last_part_ = -1;          // the highest part index: the forward pass ends with it
+  int last_block_ = -1;         // the highest block's part index: its backward comes first
   bool reshard_after_forward_;
   at::Tensor shard_;
   int shard_fd_ = -1;

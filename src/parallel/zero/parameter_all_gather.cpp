@@ -2,16 +2,15 @@
 
 #include <ATen/core/grad_mode.h>
 
-#include "parallel/zero/parameter_units.h"
 
 namespace dtrain {
 
 ParameterAllGather::ParameterAllGather(BucketShards shards, std::shared_ptr<Group> group, const std::vector<FlatEntry>& entries,
-                                       int n_layer)
-    : shards_(std::move(shards)), group_(std::move(group)), first_bucket_of_part_(size_t(n_layer + 2), -1) {
+                                       const ParameterParts& parts)
+    : shards_(std::move(shards)), group_(std::move(group)), first_bucket_of_part_(size_t(parts.end()), -1) {
   const auto& pieces = shards_.pieces();
   for (const FlatEntry& e : entries) {
-    const int part = forward_part_of(e.name, n_layer);
+    const int part = parts.of(e.name);
     for (int b = 0; b < int(pieces.size()); ++b) {
       const ShardPiece& p = pieces[size_t(b)];
       if (e.offset >= p.bucket_offset + p.bucket_numel || e.offset + e.numel <= p.bucket_offset) continue;

@@ -13,13 +13,15 @@
 #include "model/forward_part_hooks.h"
 #include "optim/flat_parameters.h"
 #include "parallel/zero/bucket_shards.h"
+#include "parallel/zero/parameter_units.h"
 
 namespace dtrain {
 
 class ParameterAllGather : public ForwardPartHooks {
  public:
-  // `entries` and `n_layer` say which forward part reads each bucket.
-  ParameterAllGather(BucketShards shards, std::shared_ptr<Group> group, const std::vector<FlatEntry>& entries, int n_layer);
+  // `entries` and `parts` say which forward part reads each bucket.
+  ParameterAllGather(BucketShards shards, std::shared_ptr<Group> group, const std::vector<FlatEntry>& entries,
+                     const ParameterParts& parts);
   // Waits for what is still running into the buffers (every rank ends the same way).
   ~ParameterAllGather() override;
 

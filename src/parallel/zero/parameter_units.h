@@ -4,18 +4,33 @@
 // last. Units are then consecutive entries, and the flat layout is the same at every stage. Under
 // mixed precision a part's weights used only by its matmuls (which read only their 16-bit working
 // copies) form a unit of their own, gathered in 16 bits; the layout keeps them together for that.
+// Which part a parameter belongs to comes from the model's own list of its parts
+// (TransformerImpl::forward_parts), not from its name.
 #pragma once
 #include <string>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
+#include "model/forward_part_hooks.h"
 #include "parallel/ddp/grad_bucket.h"
 
 namespace dtrain {
 
-// The forward part (model/forward_part_hooks.h) a parameter named like blocks.3.qkv.weight, wte.weight
-// or ln_f.bias belongs to, in a model of `n_layer` blocks.
-int forward_part_of(const std::string& name, int n_layer);
+// The forward part of each parameter of a model, by its name.
+class ParameterParts {
+ public:
+  explicit ParameterParts(const std::vector<ForwardPart>& parts);
+  // The index of the part `name` belongs to; throws std::invalid_argument naming a parameter that
+  // no part lists.
+  int of(const std::string& name) const;
+  // One past the highest part index.
+  int end() const { return end_; }
+
+ private:
+  std::unordered_map<std::string, int> part_;
+  int end_ = 0;
+};
 
 // Whether `t` is one of `list` (the same tensor, not equal values).
 bool is_one_of(const at::Tensor& t, const std::vector<at::Tensor>& list);
@@ -24,11 +39,12 @@ bool is_one_of(const at::Tensor& t, const std::vector<at::Tensor>& list);
 // after the part's other parameters: the flat layout (reverse registration order) then starts each
 // part with them. Every stage and precision uses this layout.
 std::vector<std::pair<std::string, at::Tensor>> group_matmul_weights(const std::vector<std::pair<std::string, at::Tensor>>& named,
-                                                                    int n_layer, const std::vector<at::Tensor>& matmul_only);
+                                                                    const ParameterParts& parts,
+                                                                    const std::vector<at::Tensor>& matmul_only);
 
 // One bucket per unit: the longest runs of consecutive entries in the same forward part, split where
 // entries in `gathered_16bit` (the matmul-only weights, under mixed precision) begin or end.
-std::vector<GradBucket> make_unit_buckets(const std::vector<FlatEntry>& entries, int n_layer,
+std::vector<GradBucket> make_unit_buckets(const std::vector<FlatEntry>& entries, const ParameterParts& parts,
                                           const std::vector<at::Tensor>& gathered_16bit = {});
 
 }  // namespace dtrain
