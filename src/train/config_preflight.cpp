@@ -5,7 +5,7 @@
 #include "comm/world.h"
 #include "common/unnamed_file.h"
 #include "data/token_source.h"
-#include "model/transformer.h"
+#include "model/parameter_shapes.h"
 #include "train/freeze_globs.h"
 #include "train/run_start.h"
 

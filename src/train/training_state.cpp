@@ -6,6 +6,7 @@
 #include "ckpt/durable_file.h"
 #include "ckpt/safetensors.h"
 #include "ckpt/sharded_checkpoint.h"
+#include "model/parameter_shapes.h"
 #include "optim/loss_scaler.h"
 
 namespace dtrain {
@@ -57,6 +58,13 @@ std::map<std::string, GlobalTensor> expected_tensors(Transformer& model, const F
 // anything changes.
 void check_tensors(const ShardedCheckpointReader& ckpt, const std::string& index, const std::map<std::string, GlobalTensor>& expected,
                    bool parameters_only = false) {
+  // Named first: the parameters it then lacks (blocks.0.q_proj.weight) would not say why.
+  for (const auto& [name, t] : ckpt.tensors())
+    if (is_parameter(name) && is_fused_qkv_weight(name.substr(kModel.size())))
+      throw std::runtime_error(index + " holds parameter '" + name.substr(kModel.size()) +
+                               "': it was saved by an earlier dtrain, whose blocks fused q, k and v into one qkv weight (and Llama's "
+                               "gate and up into fc); this dtrain keeps them apart (q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, "
+                               "down_proj) and cannot load it: resume it with the dtrain that saved it, or start a new run");
   for (const auto& [name, want] : expected) {
     const bool is_param = is_parameter(name);
     const std::string what = is_param ? "parameter '" + name.substr(kModel.size()) + "'"

@@ -9,7 +9,6 @@
 #include <set>
 
 #include "comm/world.h"
-#include "model/transformer.h"
 #include "support/process.h"
 #include "support/scratch.h"
 #include "train/config_schema.h"
@@ -118,20 +117,6 @@ TEST(ConfigCheck, RunRefusesTheSameConfigBeforeLaunchingAnyRank) {
   EXPECT_TRUE(contains(r.output, "data.source: no token shard matches '" + dir + "/none-*.bin'")) << r.output;
   EXPECT_FALSE(contains(r.output, "dtrain launch")) << "a rank was launched:\n" << r.output;
   EXPECT_FALSE(fs::exists(dir + "/run"));
-}
-
-// The freeze check lists the names without building the model; they are the model's own.
-TEST(ConfigCheck, ParameterNamesAreTheModelsOwn) {
-  for (const char* arch : {"gpt2", "llama"})
-    for (const bool tied : {true, false}) {
-      TransformerConfig c = model_preset("tiny");
-      c.arch = arch;
-      c.tie_embeddings = tied;
-      c.n_layer = 3;
-      std::vector<std::string> expected;
-      for (const auto& item : Transformer(c, 1)->named_parameters()) expected.push_back(item.key());
-      EXPECT_EQ(parameter_names(c), expected) << arch << (tied ? " tied" : " untied");
-    }
 }
 
 // Issue 24, item 15: every key the schema accepts refuses a value of no type it takes, naming itself.

@@ -162,13 +162,13 @@ TEST(Divergence, ACheckpointHoldingNaNIsDamagedAndNeverAdvised) {
     return extra;
   };
   ASSERT_EQ(train(dir, 1, with({"train.steps=6"})).result.exit_code, 0);
-  poison(ckpt(dir, 6), "model/blocks.0.qkv.weight@0", NAN);
-  poison(ckpt(dir, 4), "optimizer/exp_avg_sq/blocks.1.fc.weight@0", NAN);
+  poison(ckpt(dir, 6), "model/blocks.0.q_proj.weight@0", NAN);
+  poison(ckpt(dir, 4), "optimizer/exp_avg_sq/blocks.1.up_proj.weight@0", NAN);
   // No checkpoint is due before the blow-up stops the run, so none of the three is written over.
   const TrainingRun blown = train(dir, 1, with({"train.steps=40", "checkpoint.every_steps=0", kBlowUp}));
   const std::string& out = blown.result.output;
-  EXPECT_TRUE(contains(out, ckpt(dir, 6) + "/shard-00000.safetensors': tensor 'model/blocks.0.qkv.weight@0' holds a non-finite value")) << out;
-  EXPECT_TRUE(contains(out, ckpt(dir, 4) + "/shard-00000.safetensors': tensor 'optimizer/exp_avg_sq/blocks.1.fc.weight@0' holds a non-finite value"))
+  EXPECT_TRUE(contains(out, ckpt(dir, 6) + "/shard-00000.safetensors': tensor 'model/blocks.0.q_proj.weight@0' holds a non-finite value")) << out;
+  EXPECT_TRUE(contains(out, ckpt(dir, 4) + "/shard-00000.safetensors': tensor 'optimizer/exp_avg_sq/blocks.1.up_proj.weight@0' holds a non-finite value"))
       << out;
   EXPECT_TRUE(contains(out, "resumed from " + ckpt(dir, 2) + " at step 2")) << out;
   EXPECT_TRUE(contains(out, "rank 0 failed: exit code 3")) << out;
@@ -193,8 +193,8 @@ TEST(Resume, AnIndexWhoseOffsetsDisagreeWithItsShardIsDamaged) {
     return extra;
   };
   ASSERT_EQ(train(dir, 1, with({"train.steps=6"})).result.exit_code, 0);
-  const std::string qkv = "model/blocks.0.qkv.weight", ln1 = "model/blocks.0.ln1.weight", ln2 = "model/blocks.0.ln2.weight";
-  set_byte_offset(ckpt(dir, 6), qkv, byte_offset(index_of(ckpt(dir, 6)), qkv) + 4);
+  const std::string q = "model/blocks.0.q_proj.weight", ln1 = "model/blocks.0.ln1.weight", ln2 = "model/blocks.0.ln2.weight";
+  set_byte_offset(ckpt(dir, 6), q, byte_offset(index_of(ckpt(dir, 6)), q) + 4);
   const json index = index_of(ckpt(dir, 4));
   set_byte_offset(ckpt(dir, 4), ln1, byte_offset(index, ln2));
   set_byte_offset(ckpt(dir, 4), ln2, byte_offset(index, ln1));
@@ -202,7 +202,7 @@ TEST(Resume, AnIndexWhoseOffsetsDisagreeWithItsShardIsDamaged) {
   const TrainingRun resumed = train(dir, 1, with({"train.steps=8"}));
   const std::string& out = resumed.result.output;
   EXPECT_EQ(resumed.result.exit_code, 0) << out;
-  EXPECT_TRUE(contains(out, ckpt(dir, 6) + "/index.json' disagrees with '" + ckpt(dir, 6) + "/shard-00000.safetensors' about tensor '" + qkv +
+  EXPECT_TRUE(contains(out, ckpt(dir, 6) + "/index.json' disagrees with '" + ckpt(dir, 6) + "/shard-00000.safetensors' about tensor '" + q +
                                 "' (its chunk from element 0): the index says byte offset"))
       << out;
   EXPECT_TRUE(contains(out, "about tensor '" + ln1 + "'")) << out;
