@@ -65,7 +65,7 @@ const std::string kEarlierDtrain =
 
 TEST(EarlierCheckpoint, OneWithFusedQkvIsRefusedNamingTheTensorForTrainingAndGeneration) {
   const TransformerConfig c = model_preset("tiny");
-  const std::string step_dir = save_fused_checkpoint(scratch_dir("fused_qkv"), c);
+  const std::string run_dir = scratch_dir("fused_qkv"), step_dir = save_fused_checkpoint(run_dir + "/ckpt", c);
   try {
     load_model(step_dir);
     ADD_FAILURE() << "the fused checkpoint loaded for generation";
@@ -90,4 +90,9 @@ TEST(EarlierCheckpoint, OneWithFusedQkvIsRefusedNamingTheTensorForTrainingAndGen
   const auto r = run_process({DTRAIN_BIN, "generate", "--checkpoint", step_dir, "--prompt", "Hi"}, 60);
   EXPECT_NE(r.exit_code, 0) << r.output;
   EXPECT_TRUE(contains(r.output, "holds parameter 'blocks.0.qkv.weight': it was saved by an earlier dtrain")) << r.output;
+  // A run that would resume it passes over it with the reason, and stops rather than start over beside it.
+  const TrainingRun run = train(run_dir, 1, {});
+  EXPECT_NE(run.result.exit_code, 0) << run.result.output;
+  EXPECT_TRUE(contains(run.result.output, step_dir + kEarlierDtrain)) << run.result.output;
+  EXPECT_TRUE(contains(run.result.output, "can be resumed (warnings above say why)")) << run.result.output;
 }
