@@ -58,6 +58,7 @@ class Parallelizer {
   ParallelPlan plan_;
   MixedPrecision precision_;
   std::vector<at::Tensor> matmul_only_;
+  std::vector<ForwardPart> parts_;  // the model's, which ZeRO's units and gathers follow
   std::shared_ptr<Group> group_;  // what the data-parallel state is sharded or reduced over
   std::unique_ptr<BucketShards> shards_;  // until the optimizer takes them
   int64_t owned_numel_ = 0;                // of the ZeRO shards
@@ -91,7 +92,8 @@ void Parallelizer::apply_precision() {
 }
 
 void Parallelizer::apply_data_parallel(std::vector<std::pair<std::string, at::Tensor>> named) {
-  named = group_matmul_weights(named, c_.model.n_layer, matmul_only_);
+  parts_ = model_->forward_parts();
+  named = group_matmul_weights(named, ParameterParts(parts_), matmul_only_);
   // Stages 2 and 3 keep no whole gradient: autograd's per-parameter gradients go into reduce-scatter
   // buckets. Stage 3 keeps no whole parameters either: they move into per-unit buffers.
   plan_.flat = std::make_unique<FlatParameters>(named, c_.zero_stage == 3   ? FlatParameters::Buffers::None
@@ -113,7 +115,7 @@ void Parallelizer::apply_data_parallel(std::vector<std::pair<std::string, at::Te
     group_ = plan_.hybrid_mesh->group("shard");
   }
   if (c_.zero_stage == 3) {
-    const auto units = make_unit_buckets(flat.entries(), c_.model.n_layer, precision_.enabled() ? matmul_only_ : std::vector<at::Tensor>{});
+    const auto units = make_unit_buckets(flat.entries(), ParameterParts(parts_), precision_.enabled() ? matmul_only_ : std::vector<at::Tensor>{});
     shard_parameters(group_, units, options);
   } else if (c_.zero_stage == 2) {
     plan_.grad_sync = std::make_unique<ReduceScatterGrads>(flat, group_, options);
@@ -143,7 +145,7 @@ void Parallelizer::shard_parameters(const std::shared_ptr<Group>& group, const s
                       "parameter shard where it lives, on the host");
   // Sharded before anything else of the model's size is allocated: a whole model beside the
   // sharded state would be this rank's peak. Every rank starts from rank 0's parameters.
-  plan_.sharded = std::make_unique<FullyShardedParameters>(*plan_.flat, units, c_.model.n_layer, group, c_.reshard_after_forward);
+  plan_.sharded = std::make_unique<FullyShardedParameters>(*plan_.flat, units, parts_, group, c_.reshard_after_forward);
   FullyShardedParameters& sharded = *plan_.sharded;
   if (c_.offload_param.device == "nvme") keep_shard_on_nvme();
   if (c_.offload_param.device == "cpu" && !world_.device().is_cpu()) {
@@ -152,9 +154,9 @@ void Parallelizer::shard_parameters(const std::shared_ptr<Group>& group, const s
                                 " MiB) in host memory, copied to the " + world_.device().str() + " piece by piece as each unit is gathered");
   }
   if (precision_.enabled()) {
-    std::vector<ParamGroup> groups = model_->matmul_groups();
+    std::vector<Linear> layers = model_->matmul_layers();
     std::vector<std::pair<at::Tensor, at::Tensor*>> working;
-    for (auto& g : groups) working.emplace_back(g->weight, &g->working);
+    for (auto& layer : layers) working.emplace_back(layer->weight, &layer->working);
     sharded.keep_working_copies(precision_.compute, working, matmul_only_, c_.gather_16bit);
   }
   broadcast(*world_.world_group(), sharded.unit_buffers(), 0, "broadcast parameters");
@@ -186,7 +188,7 @@ void Parallelizer::make_optimizer() {
   auto inner = make_shard_optimizer(shards_->shard_numel());
   std::unique_ptr<ParameterAllGather> gather;
   if (!plan_.sharded) {  // stages 1 and 2: the updated pieces come back during the next forward pass
-    gather = std::make_unique<ParameterAllGather>(*shards_, group_, plan_.flat->entries(), c_.model.n_layer);
+    gather = std::make_unique<ParameterAllGather>(*shards_, group_, plan_.flat->entries(), ParameterParts(parts_));
     plan_.parameter_gather = gather.get();
     model_->set_part_hooks(plan_.parameter_gather);
   }
