@@ -22,7 +22,7 @@ namespace {
 constexpr const char* kFormat = "dtrain sharded checkpoint";
 constexpr int kVersion = 1;
 
-// A chunk's key in its shard file: "blocks.0.qkv.weight@4096".
+// A chunk's key in its shard file: "model/blocks.0.q_proj.weight@4096".
 std::string chunk_key(const std::string& tensor, int64_t offset) { return tensor + "@" + std::to_string(offset); }
 
 // Every element of a `numel`-element tensor in exactly one of `ranges` ((offset, numel) pairs, any
