@@ -99,7 +99,7 @@ TEST(Resume, StoppingAndResumingReproducesTheUninterruptedRun) {
   ASSERT_EQ(half.result.exit_code, 0) << half.result.output;
   ASSERT_EQ(half.steps.size(), 3u);
   const TrainingRun resumed = train(dir, 2, job);
-  EXPECT_TRUE(contains(resumed.result.output, "resumed from " + dir + "/ckpt/step-00000003 at step 3")) << resumed.result.output;
+  EXPECT_TRUE(contains(resumed.result.output, "resumed from " + dir + "/ckpt/step-00000003 at step 3 (load ")) << resumed.result.output;
   ASSERT_EQ(resumed.steps.size(), 6u);  // metrics.jsonl continues: 3 lines before the stop, 3 after
   for (int i = 0; i < 6; ++i)
     EXPECT_EQ(resumed.steps[i]["loss"].get<double>(), straight.steps[i]["loss"].get<double>()) << "step " << i + 1;
