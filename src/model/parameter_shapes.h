@@ -1,0 +1,21 @@
+// Every parameter of the whole model with its shape, from the config alone: what a checkpoint's
+// global index, a freeze glob or a planner needs to know without allocating a model (a 1B-parameter
+// model's weights are 5 GB). The model itself is the reference: a test holds the two equal.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "model/transformer_config.h"
+
+namespace dtrain {
+
+struct ParameterShape {
+  std::string name;
+  std::vector<int64_t> shape;
+};
+
+// In the whole model's registration order (its named_parameters()).
+std::vector<ParameterShape> parameter_shapes(const TransformerConfig& c);
+
+}  // namespace dtrain
