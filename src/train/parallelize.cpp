@@ -126,12 +126,13 @@ void Parallelizer::apply_data_parallel(std::vector<std::pair<std::string, at::Te
       plan_.setup_lines.push_back("zero_optimization.offload_" + what + ".device=cpu: this run computes on the CPU, so the " +
                                   (what == "param" ? "parameters" : "optimizer state") + " already live in host memory; nothing moves");
   }
-  // Every rank owns 1/dp of every bucket: under ZeRO the pieces it updates, and at every stage the
-  // pieces it writes into a checkpoint.
+  // Every rank owns 1/dp of every bucket: under ZeRO the pieces it updates, holds and writes.
   shards_ = std::make_unique<BucketShards>(plan_.sharded ? plan_.sharded->shards()
                                                          : BucketShards(plan_.grad_sync->buckets(), group_->size(), group_->rank()));
-  plan_.layout = StateLayout::data_parallel(flat, plan_.updated_parameters(), *shards_, c_.zero_stage == 3, c_.zero_stage >= 1,
-                                            plan_.writes_replicas());
+  const DeviceMesh* hybrid = plan_.hybrid_mesh.get();
+  const std::vector<MeshCoordinate> coords = {{"dp_replicate", hybrid ? hybrid->coord("replicate") : 0, hybrid ? hybrid->size("replicate") : 1},
+                                              {"dp_shard", group_->rank(), group_->size()}};
+  plan_.layout = data_parallel_layout(c_.model, model_, flat, plan_.updated_parameters(), *shards_, c_.zero_stage, coords);
 }
 
 // ZeRO stage 3: the parameters live in per-unit shards, gathered around each part of the model.

@@ -42,7 +42,7 @@ struct ParallelPlan {
   ParameterAllGather* parameter_gather = nullptr;  // ZeRO stages 1 and 2 only; owned by optimizer
   std::unique_ptr<LossScaler> scaler;               // fp16 only
   std::unique_ptr<DeviceMesh> hybrid_mesh;          // hybrid sharding only: replicate x shard
-  StateLayout layout;  // what of the parameters and optimizer state this rank holds, loads and saves
+  TrainingLayout layout;  // every parameter's placements, and what of it and its optimizer state this rank holds and writes
   std::vector<std::string> setup_lines;  // what was built, for the run's log
 
   // The tensor the optimizer updates: the flat buffer, or the ZeRO-3 shard.
@@ -64,8 +64,6 @@ struct ParallelPlan {
   void evict_offloaded() {
     if (sharded) sharded->evict_shard();
   }
-  // Whether this rank's copy of what is replicated is one the checkpoint writes (the first replica).
-  bool writes_replicas() const { return !hybrid_mesh || hybrid_mesh->coord("replicate") == 0; }
 };
 
 // Applies the transformations above to `model` (built, on the CPU) for this rank. `config` receives

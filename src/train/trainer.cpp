@@ -142,7 +142,7 @@ void Trainer::build_model() {
 
 void Trainer::read_checkpoint(const std::string& dir) {
   plan_.optimizer->finish_parameter_updates();  // no gather may write into what is loaded
-  progress_ = load_training_state(dir, model_, *plan_.optimizer, plan_.layout);
+  progress_ = load_training_state(dir, plan_.layout, *plan_.optimizer);
   plan_.evict_offloaded();
 }
 
@@ -235,9 +235,9 @@ void Trainer::save(int64_t step) {
       step, seconds_since(start_) / 3600.0, health,
       [&](const std::string& tmp) {
         if (save_failure_injected(step)) throw std::runtime_error("cannot write " + tmp + ": no space left on device (injected)");
-        save_training_state(tmp, world_->rank(), model_, *plan_.optimizer, plan_.layout, progress_, c_.json);
+        save_training_state(tmp, world_->rank(), plan_.layout, *plan_.optimizer, progress_, c_.json);
       },
-      [&](const std::string& tmp) { write_training_index(tmp, model_, *plan_.optimizer, plan_.layout); });
+      [&](const std::string& tmp) { write_training_index(tmp, plan_.layout, *plan_.optimizer, c_.model); });
   log_.info("checkpoint: " + dir + " (" + fixed(seconds_since(t0), 2) + " s)" + (health.healthy ? "" : ", marked unhealthy"));
 }
 
