@@ -134,8 +134,6 @@ void Trainer::build_model() {
   model_ = Transformer(c_.model, c_.seed);
   plan_ = parallelize(model_, *world_, c_);
   setup_lines_.insert(setup_lines_.end(), plan_.setup_lines.begin(), plan_.setup_lines.end());
-  const auto round = c_.grad_accum_16bit ? std::optional<at::ScalarType>(c_.precision) : std::nullopt;
-  executor_ = std::make_unique<AccumulationExecutor>(model_, plan_, *stream_, c_.accumulation, world_->device(), round);
   schedule_ = std::make_unique<LrSchedule>(c_.scheduler, plan_.optimizer->base_lr(), c_.steps);
   guard_ = std::make_unique<StabilityGuard>(c_.stability);
 }
@@ -327,6 +325,9 @@ int Trainer::train() {
   if (world_->rank() == 0)
     for (const auto& warning : c_.warnings) log_.warn(warning);
   resume_or_start();
+  // After the resume, which may change the accumulation to keep the checkpoint's global batch.
+  const auto round = c_.grad_accum_16bit ? std::optional<at::ScalarType>(c_.precision) : std::nullopt;
+  executor_ = std::make_unique<AccumulationExecutor>(model_, plan_, *stream_, c_.accumulation, world_->device(), round);
 
   report_->measure_peak(*world_);
   if (progress_.step >= c_.steps) {

@@ -1,0 +1,26 @@
+// The sections of a config, each resolved from the merged JSON into TrainConfig: the model, ZeRO's
+// sharding (and FSDP's words for it), offload, precision, the batch arithmetic, and the keys dtrain
+// refuses (features not built) or accepts without using (DeepSpeed's tuning keys).
+#pragma once
+#include <nlohmann/json.hpp>
+
+#include <string>
+
+#include "train/config_reader.h"
+#include "train/train_config.h"
+
+namespace dtrain {
+
+// Overlays `user` on `base`, rejecting keys the schema lacks.
+void merge_checked(nlohmann::json& base, const nlohmann::json& user, const std::string& prefix, const std::string& origin);
+void reject_unbuilt(const Reader& r);
+void check_unused_deepspeed_keys(const Reader& r);
+void resolve_stage3_keys(const Reader& r, TrainConfig& c);
+void resolve_sharding(const Reader& r, TrainConfig& c);
+TrainConfig::Offload resolve_offload(const Reader& r, const std::string& key, int min_stage, int stage);
+void resolve_precision(const Reader& r, TrainConfig& c);
+TransformerConfig resolve_model(const Reader& r);
+void resolve_batch(const Reader& r, TrainConfig& c);
+void warn_if_no_checkpoint(TrainConfig& c);
+
+}  // namespace dtrain
