@@ -44,15 +44,6 @@ void patch_same_size(const std::string& path, const std::string& from, const std
   std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
 }
 
-// Records `file`'s present size and checksum in its checkpoint's manifest: damage done with the
-// manifest rewritten to match, which the checksum alone cannot catch.
-void reseal(const std::string& checkpoint, const std::string& file) {
-  json manifest = json::parse(read_text_file(checkpoint + "/manifest.json"));
-  const std::string path = checkpoint + "/" + file;
-  manifest["files"][file] = {{"bytes", fs::file_size(path)}, {"xxh3", file_checksum(path)}};
-  write_file_atomically(checkpoint + "/manifest.json", manifest.dump(2));
-}
-
 json index_of(const std::string& checkpoint) { return json::parse(read_text_file(checkpoint + "/index.json")); }
 
 uint64_t byte_offset(const json& index, const std::string& tensor) { return index["tensors"][tensor]["chunks"][0]["byte_range"][0].get<uint64_t>(); }
