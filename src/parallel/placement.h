@@ -31,10 +31,12 @@ struct Placement {
   static Placement absent() { return {Kind::Absent, -1}; }
 };
 
-// A tensor's global identity and how the mesh's dims share it. A mesh dim the list does not name
-// replicates it. Placements apply in the list's order (outermost mesh dim first): each Shard narrows
-// the box the previous ones left, each FlatShard the flat range; no Shard may follow a FlatShard (a
-// flat range cannot be cut along a tensor dim).
+// A tensor's global identity and how the mesh's dims share it. Placements apply in the list's order
+// (outermost mesh dim first): each Shard narrows the box the previous ones left, each FlatShard the
+// flat range; no Shard may follow a FlatShard (a flat range cannot be cut along a tensor dim). A mesh
+// dim the list does not name changes neither the piece nor who writes it, so every dim the tensor is
+// replicated over must be named; a pipeline stage leaves out pp, whose other coordinates hold other
+// stages' tensors, and names it Absent in the specs of those.
 struct ParamSpec {
   std::string name;
   std::vector<int64_t> shape;
