@@ -127,11 +127,10 @@ void write_training_checkpoint_index(const std::string& dir, const TrainingLayou
 }
 
 TrainerProgress load_training_checkpoint(const std::string& dir, const TrainingLayout& layout,
-                                         std::map<std::string, at::Tensor>& optimizer_state,
-                                         const std::function<void(const TrainerProgress&)>& check_progress) {
+                                         std::map<std::string, at::Tensor>& optimizer_state, const CheckpointCheck& check) {
   ShardedCheckpointReader ckpt(dir);  // first: a checkpoint of an older format is named as such
   const TrainerProgress progress = read_trainer_progress(dir, CheckpointManager::read_manifest(dir).step);
-  if (check_progress) check_progress(progress);
+  if (check) check(ckpt, progress);
   check_tensors(ckpt, expected_tensors(layout.parameters, entries_of(optimizer_state)), false);
   const auto rng = read_safetensors(dir + "/rng.safetensors");
   at::Generator gen = at::detail::getDefaultCPUGenerator();  // a handle on the process-wide generator

@@ -71,16 +71,18 @@ void save_training_checkpoint(const std::string& dir, int rank, const TrainingLa
 void write_training_checkpoint_index(const std::string& dir, const TrainingLayout& layout, const std::vector<OptimizerStateEntry>& optimizer_state,
                           const nlohmann::json& model_config);
 
+// What only the caller of a load can judge, checked with the rest before anything changes (the loss
+// scaler's state, which optim's format is; tensor names that mark another model's checkpoint).
+using CheckpointCheck = std::function<void(const ShardedCheckpointReader& ckpt, const TrainerProgress& progress)>;
+
 // Loads this rank's pieces of a checkpoint into the layout's local tensors and `optimizer_state`
 // (its per-parameter tensors filled in place, its scalars replaced), restores the CPU generator and
 // returns the progress. Everything is checked first — the index against its shard files, the
-// progress against the manifest and then by `check_progress` (what only the caller can judge, such
-// as the loss scaler's state), every tensor against the layout and the optimizer's, the rng — and
-// only then is anything read, in one pass over the pieces; throws naming the checkpoint file at
-// fault and the entry that does not fit.
+// progress against the manifest, then `check`, every tensor against the layout and the optimizer's,
+// the rng — and only then is anything read, in one pass over the pieces; throws naming the
+// checkpoint file at fault and the entry that does not fit.
 TrainerProgress load_training_checkpoint(const std::string& dir, const TrainingLayout& layout,
-                                         std::map<std::string, at::Tensor>& optimizer_state,
-                                         const std::function<void(const TrainerProgress&)>& check_progress);
+                                         std::map<std::string, at::Tensor>& optimizer_state, const CheckpointCheck& check);
 
 // The model's config as the index's metadata records it; throws naming the index when it has none.
 const nlohmann::json& model_config_of(const ShardedCheckpointReader& ckpt);

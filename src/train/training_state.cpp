@@ -131,7 +131,7 @@ void write_training_index(const std::string& dir, const TrainingLayout& layout, 
 TrainerProgress load_training_state(const std::string& dir, const TrainingLayout& layout, FlatOptimizer& optimizer) {
   std::map<std::string, at::Tensor> state = optimizer.state();
   // The loss scaler's state is optim's format: checked here, with everything else, before anything changes.
-  const auto check_loss_scaler = [&dir](const TrainerProgress& p) {
+  const auto check_loss_scaler = [&dir](const ShardedCheckpointReader&, const TrainerProgress& p) {
     if (p.loss_scaler.is_null()) return;
     try {
       LossScaler(LossScalerOptions{}).load_state(p.loss_scaler);
