@@ -1,14 +1,16 @@
 // A rank of the multi-rank comm tests, started by `dtrain launch`. Each scenario checks its results
 // against closed forms computed locally and exits non-zero with a message on any difference.
 //   worker_collectives SCENARIO [TIMEOUT_MS [BACKEND [SHM_CHUNK_BYTES]]]
-//   SCENARIO: collectives | sweep | mesh | skip | mismatch | killed
+//   SCENARIO: collectives | sweep | mesh | parallel_mesh | skip | skip_dp_cp | mismatch | killed
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 
 #include <signal.h>
 
+#include <algorithm>
 #include <chrono>
 #include <iostream>
+#include <map>
 #include <thread>
 
 #include "comm/collectives.h"
@@ -219,9 +221,66 @@ void mesh(World& world) {
   }
 }
 
-// The last rank skips the second all-reduce and waits; the others must fail with a diagnosis.
-void skip(World& world) {
-  Group& g = *world.world_group();
+void expect_true(bool ok, const std::string& what) {
+  if (!ok) {
+    ++failures;
+    std::cerr << "MISMATCH " << what << "\n";
+  }
+}
+
+// On 8 ranks, the mesh of parallel dims pp 1 x dp_replicate 2 x dp_shard 2 x cp 2 x tp 1: every dim's
+// group and every flattened group reduces exactly the ranks that differ from this one only on the
+// dims it spans, this rank's coordinate in it is its row-major position there, sub-meshes answer
+// through the same groups, and rank_at inverts coordinates.
+void parallel_mesh(World& world) {
+  const std::vector<std::pair<std::string, int>> given{{"pp", 1}, {"dp_replicate", 2}, {"dp_shard", 2}, {"cp", 2}, {"tp", 1}};
+  DeviceMesh m(world, given);
+  const std::vector<MeshDim> dims = resolve_mesh_dims(given, world.size());
+  const int r = world.rank();
+  const std::vector<int> mine = mesh_coords(dims, r);
+  const std::map<std::string, std::vector<size_t>> spans{{"pp", {0}}, {"dp_replicate", {1}}, {"dp_shard", {2}}, {"cp", {3}},
+                                                         {"tp", {4}}, {"dp", {1, 2}}, {"dp_cp", {1, 2, 3}}, {"dp_shard_cp", {2, 3}}};
+  for (const auto& [name, over] : spans) {
+    int64_t bits = 0;
+    int size = 1, coord = 0;
+    for (int other = 0; other < world.size(); ++other) {
+      const std::vector<int> theirs = mesh_coords(dims, other);
+      bool member = true;
+      for (size_t d = 0; d < dims.size(); ++d)
+        member = member && (theirs[d] == mine[d] || std::find(over.begin(), over.end(), d) != over.end());
+      if (member) bits |= int64_t(1) << other;
+    }
+    for (size_t d : over) {
+      size *= dims[d].size;
+      coord = coord * dims[d].size + mine[d];
+    }
+    at::Tensor t = at::full({3}, int64_t(1) << r, at::kLong);
+    all_reduce(*m.group(name), t);
+    expect_equal(t, at::full({3}, bits, at::kLong), name + " group sum");
+    expect_true(m.size(name) == size && m.coord(name) == coord && m.group(name)->name() == name,
+                name + " size, coordinate and name on rank " + std::to_string(r));
+  }
+  expect_true(m.rank_at(mine) == r, "rank_at of this rank's coordinates");
+  const DeviceMesh dp = m.sub({"dp_replicate", "dp_shard"});
+  expect_true(dp.group("dp_shard") == m.group("dp_shard") && dp.coord("dp_replicate") == mine[1] && dp.size("dp_shard") == 2,
+              "sub-mesh answers through the mesh's groups");
+  for (int a = 0; a < 2; ++a)
+    for (int b = 0; b < 2; ++b) {
+      std::vector<int> at_ab = mine;
+      at_ab[1] = a;
+      at_ab[2] = b;
+      expect_true(dp.rank_at({a, b}) == mesh_rank(dims, at_ab), "sub-mesh rank_at keeps the other dims");
+    }
+  // A view of a flattened group: coordinate k on dp is replica k / 2, shard k % 2.
+  const DeviceMesh dp_cp = m.sub({"dp", "cp"});
+  expect_true(dp_cp.rank_at({3, 1}) == mesh_rank(dims, {0, 1, 1, 1, 0}), "rank_at through a flattened group");
+  // dp_cp spans the world here: one communicator serves both. A size-1 dim has none.
+  expect_true(&m.group("dp_cp")->backend() == &world.world_group()->backend(), "dp_cp shares the world's backend");
+  expect_true(m.group("pp")->backend_name() == "none", "a size-1 dim has no backend");
+}
+
+// The last rank skips the second all-reduce on `g` and waits; the others must fail with a diagnosis.
+void skip(World& world, Group& g) {
   at::Tensor t = at::ones({10});
   broadcast(g, t, 0, "first");
   if (world.rank() == world.size() - 1) {
@@ -229,6 +288,12 @@ void skip(World& world) {
     return;
   }
   all_reduce(g, t, ReduceOp::Sum, "the skipped one");
+}
+
+// skip on a mesh's flattened group: its name must be in the diagnosis.
+void skip_dp_cp(World& world) {
+  DeviceMesh m(world, {{"dp_shard", 2}, {"cp", -1}});
+  skip(world, *m.group("dp_cp"));
 }
 
 // Rank 1 calls a broadcast where everyone else calls an all-reduce.
@@ -260,7 +325,9 @@ int main(int argc, char** argv) {
     else if (scenario == "sweep") sweep(*world);
     else if (scenario == "killed") killed(*world);
     else if (scenario == "mesh") mesh(*world);
-    else if (scenario == "skip") skip(*world);
+    else if (scenario == "parallel_mesh") parallel_mesh(*world);
+    else if (scenario == "skip") skip(*world, *world->world_group());
+    else if (scenario == "skip_dp_cp") skip_dp_cp(*world);
     else if (scenario == "mismatch") mismatch(*world);
     else throw std::invalid_argument("unknown scenario " + scenario);
   } catch (const std::exception& e) {
