@@ -152,6 +152,17 @@ TEST(MeshGroups, EveryDimAndFlattenedGroupOfATwoByTwoByTwoMeshReducesExactlyItsM
   expect_all_pass(run_ranks(8, "parallel_mesh"), 8, "parallel_mesh");
 }
 
+// The differentiable mappings' forward values and input gradients against closed forms in the
+// group rank and size, over the world and over sub-groups, and their size-1 shortcut.
+class Mappings : public ::testing::TestWithParam<int> {};
+
+TEST_P(Mappings, ForwardAndBackwardMatchClosedForms) {
+  const int n = GetParam();
+  expect_all_pass(run_ranks(n, "mappings"), n, "mappings");
+}
+
+INSTANTIATE_TEST_SUITE_P(Ranks, Mappings, ::testing::Values(2, 4));
+
 TEST(HangDiagnosis, ATimeoutOnAFlattenedMeshGroupNamesIt) {
   auto r = run_ranks(4, "skip_dp_cp", "2000");
   EXPECT_NE(r.exit_code, 0);

@@ -1,7 +1,7 @@
 // A rank of the multi-rank comm tests, started by `dtrain launch`. Each scenario checks its results
 // against closed forms computed locally and exits non-zero with a message on any difference.
 //   worker_collectives SCENARIO [TIMEOUT_MS [BACKEND [SHM_CHUNK_BYTES]]]
-//   SCENARIO: collectives | sweep | mesh | parallel_mesh | skip | skip_dp_cp | mismatch | killed
+//   SCENARIO: collectives | sweep | mesh | parallel_mesh | mappings | skip | skip_dp_cp | mismatch | killed
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 
@@ -15,6 +15,7 @@
 
 #include "comm/collectives.h"
 #include "comm/device_mesh.h"
+#include "comm/mappings.h"
 #include "comm/world.h"
 
 using namespace dtrain;
@@ -279,6 +280,97 @@ void parallel_mesh(World& world) {
   expect_true(m.group("pp")->backend_name() == "none", "a size-1 dim has no backend");
 }
 
+// Rank r of n holds r+1 and its loss weighs the output by r+1, so that each mapping's forward value
+// and input gradient have closed forms in r and n (tri = n(n+1)/2, the sum of the weights). Values
+// are small integers: exact in double.
+void check_mappings(const std::shared_ptr<Group>& g) {
+  const int n = g->size(), r = g->rank();
+  const double tri = n * (n + 1) / 2.0;
+  const auto f64 = at::TensorOptions().dtype(at::kDouble);
+  const std::string where = " on group " + g->name() + " of " + std::to_string(n);
+  auto leaf = [](at::Tensor t) { return t.requires_grad_(); };
+  auto index = [&](int64_t size, int64_t dim, int64_t dims) {  // 0..size-1 along `dim`, broadcastable
+    std::vector<int64_t> shape(dims, 1);
+    shape[dim] = size;
+    return at::arange(size, f64).view(shape);
+  };
+  {
+    at::Tensor x = leaf(at::full({2, 3}, r + 1.0, f64));
+    at::Tensor y = copy_to_group(x, g);
+    expect_equal(y, at::full({2, 3}, r + 1.0, f64), "copy_to_group forward" + where);
+    (y * (r + 1)).sum().backward();
+    expect_equal(x.grad(), at::full({2, 3}, tri, f64), "copy_to_group backward" + where);
+  }
+  {
+    at::Tensor x = leaf(at::full({2, 3}, r + 1.0, f64));
+    at::Tensor y = reduce_from_group(x, g);
+    expect_equal(y, at::full({2, 3}, tri, f64), "reduce_from_group forward" + where);
+    expect_equal(x, at::full({2, 3}, r + 1.0, f64), "reduce_from_group leaves its input" + where);
+    (y * (r + 1)).sum().backward();
+    expect_equal(x.grad(), at::full({2, 3}, r + 1.0, f64), "reduce_from_group backward" + where);
+  }
+  {
+    // [2, 3] -> [2, 3n]: column c came from rank c / 3. The loss weighs column c by c + 100 r.
+    at::Tensor x = leaf(at::full({2, 3}, r + 1.0, f64));
+    at::Tensor y = gather_from_group(x, g);
+    const at::Tensor column = index(3 * n, 1, 2);
+    expect_equal(y, (column / 3).floor().expand({2, 3 * n}) + 1, "gather_from_group forward" + where);
+    (y * (column + 100 * r)).sum().backward();
+    expect_equal(x.grad(), (index(3, 1, 2) + 3 * r + 100 * r).expand({2, 3}), "gather_from_group backward" + where);
+  }
+  {
+    // [2, 3n], column c holding c on every rank -> this rank's columns 3r .. 3r+2.
+    const at::Tensor column = index(3 * n, 1, 2);
+    at::Tensor x = leaf(column.expand({2, 3 * n}).clone());
+    at::Tensor y = scatter_to_group(x, g);
+    expect_equal(y, (index(3, 1, 2) + 3 * r).expand({2, 3}), "scatter_to_group forward" + where);
+    (y * (r + 1)).sum().backward();
+    expect_equal(x.grad(), ((column / 3).floor() + 1).expand({2, 3 * n}), "scatter_to_group backward" + where);
+  }
+  {
+    // [2, 2n, 3] holding (r+1)(s+1) at position s -> [2, 2, 3]: positions 2r, 2r+1, summed over ranks.
+    const at::Tensor s = index(2 * n, 1, 3);
+    at::Tensor x = leaf(((s + 1) * (r + 1)).expand({2, 2 * n, 3}).clone());
+    at::Tensor y = reduce_scatter_to_sequence(x, g);
+    expect_equal(y, (tri * (index(2, 1, 3) + 2 * r + 1)).expand({2, 2, 3}), "reduce_scatter_to_sequence forward" + where);
+    (y * (r + 1)).sum().backward();
+    expect_equal(x.grad(), ((s / 2).floor() + 1).expand({2, 2 * n, 3}), "reduce_scatter_to_sequence backward" + where);
+  }
+  for (int64_t dim : {1, 0}) {
+    // [2, 2, 3] holding r+1 -> the sequence (dim) of 2n positions, s from rank s / 2. The loss weighs
+    // position s by (r+1)(s+1), so position s' of this rank gets tri (2r + s' + 1) back.
+    const std::string tag = "gather_from_sequence dim " + std::to_string(dim);
+    at::Tensor x = leaf(at::full({2, 2, 3}, r + 1.0, f64));
+    at::Tensor y = gather_from_sequence(x, g, dim);
+    std::vector<int64_t> whole{2, 2, 3};
+    whole[dim] = 2 * n;
+    const at::Tensor s = index(2 * n, dim, 3);
+    expect_equal(y, ((s / 2).floor() + 1).expand(whole), tag + " forward" + where);
+    (y * (s + 1) * (r + 1)).sum().backward();
+    expect_equal(x.grad(), (tri * (index(2, dim, 3) + 2 * r + 1)).expand({2, 2, 3}), tag + " backward" + where);
+  }
+}
+
+// Every mapping over a group of one is its input itself: no collective, no autograd node.
+void check_size_one_shortcut(const std::shared_ptr<Group>& g) {
+  at::Tensor x = at::ones({2, 4}).requires_grad_();
+  const std::vector<std::pair<std::string, at::Tensor>> results{
+      {"copy_to_group", copy_to_group(x, g)},           {"reduce_from_group", reduce_from_group(x, g)},
+      {"gather_from_group", gather_from_group(x, g)},   {"scatter_to_group", scatter_to_group(x, g)},
+      {"reduce_scatter_to_sequence", reduce_scatter_to_sequence(x, g)},
+      {"gather_from_sequence", gather_from_sequence(x, g)}};
+  for (const auto& [name, y] : results) expect_true(y.is_same(x), name + " over a group of one returns its input");
+}
+
+// The mappings over the world and, on 4 ranks, over the tp groups of a dp_shard x tp mesh (whose
+// group ranks are not the global ones); the size-1 shortcut over the mesh's cp dim.
+void mappings(World& world) {
+  DeviceMesh m(world, {{"dp_shard", -1}, {"cp", 1}, {"tp", 2}});
+  check_mappings(world.world_group());
+  if (world.size() > 2) check_mappings(m.group("tp"));
+  check_size_one_shortcut(m.group("cp"));
+}
+
 // The last rank skips the second all-reduce on `g` and waits; the others must fail with a diagnosis.
 void skip(World& world, Group& g) {
   at::Tensor t = at::ones({10});
@@ -326,6 +418,7 @@ int main(int argc, char** argv) {
     else if (scenario == "killed") killed(*world);
     else if (scenario == "mesh") mesh(*world);
     else if (scenario == "parallel_mesh") parallel_mesh(*world);
+    else if (scenario == "mappings") mappings(*world);
     else if (scenario == "skip") skip(*world, *world->world_group());
     else if (scenario == "skip_dp_cp") skip_dp_cp(*world);
     else if (scenario == "mismatch") mismatch(*world);
