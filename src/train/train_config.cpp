@@ -239,6 +239,31 @@ void resolve_stage3_keys(const Reader& r, TrainConfig& c) {
   if (!r.integer_or_auto("zero_optimization.stage3_param_persistence_threshold", 0)) z["stage3_param_persistence_threshold"] = 0;
 }
 
+// The mesh's dims for the job's ranks: parallel.dp ("auto": what the other dims leave of the world)
+// as dp_shard; tp, pp and cp are 1 until they land (reject_unbuilt refuses other values).
+void resolve_parallel_dims(const Reader& r, TrainConfig& c) {
+  ParallelDims dims;
+  dims.pp = r.small_integer("parallel.pp", 1);
+  dims.cp = r.small_integer("parallel.cp", 1);
+  dims.tp = r.small_integer("parallel.tp", 1);
+  if (const auto dp = r.integer_or_auto("parallel.dp", 1, INT_MAX)) dims.dp_shard = int(*dp);
+  try {
+    c.parallel = dims.resolved(c.world_size);
+  } catch (const std::invalid_argument& e) {
+    fail(r.origin(), e.what());
+  }
+  c.dp = c.parallel.dp();
+  c.json["parallel"]["dp"] = c.dp;
+}
+
+// Hybrid sharding's shard groups of `size` ranks as mesh dims: dp_shard within a group, dp_replicate
+// across the groups. The caller has checked that `size` divides dp.
+void shard_groups_of(TrainConfig& c, int size) {
+  c.parallel.dp_replicate = c.dp / size;
+  c.parallel.dp_shard = size;
+  c.json["parallel"]["fsdp"]["shard_group_size"] = size;
+}
+
 // zero_optimization.stage and FSDP's words for the same thing: parallel.fsdp.sharding_strategy
 // full_shard is stage 3, shard_grad_op stage 3 keeping parameters whole from forward to backward,
 // no_shard plain data parallelism. Either may be given; both only when they agree.
@@ -266,6 +291,7 @@ void resolve_sharding(const Reader& r, TrainConfig& c) {
     if (group && c.dp % *group != 0)
       fail(r.origin(), "'parallel.fsdp.shard_group_size' is " + std::to_string(*group) + ", which does not divide the " +
                            std::to_string(c.dp) + " data-parallel ranks");
+    if (group) shard_groups_of(c, int(*group));
   } else {
     if (group && *group != c.dp)
       fail(r.origin(), "'parallel.fsdp.shard_group_size' is " + std::to_string(*group) + ", but it applies to parallel.fsdp.sharding_strategy "
@@ -563,11 +589,7 @@ TrainConfig resolve_config(const json& user, int world_size, const std::string& 
   }
 
   c.world_size = world_size;
-  c.dp = world_size;  // tp = pp = cp = 1 until those land
-  if (const auto dp = r.integer_or_auto("parallel.dp", 1); dp && *dp != c.dp)
-    fail(origin, "'parallel.dp' is " + printable_json(r.at("parallel.dp")) + " but the job has " + std::to_string(world_size) +
-                     " ranks (dp × tp × pp × cp must equal the world size)");
-  c.json["parallel"]["dp"] = c.dp;
+  resolve_parallel_dims(r, c);
   resolve_batch(r, c);
   // Without pipeline parallelism a step's micro-batches are its accumulation steps.
   if (const auto micro_batches = r.integer_or_auto("parallel.micro_batches", 1); micro_batches && *micro_batches != c.accumulation)
@@ -653,6 +675,15 @@ TrainConfig resolve_config(const json& user, int world_size, const std::string& 
     fail(origin, "'dist.backend' must be \"auto\", \"shm\", \"gloo\" or \"nccl\", got " + printable_json(c.backend));
   c.timeout_s = r.number("dist.timeout_s", 1, kMaxWaitSeconds);
   return c;
+}
+
+void resolve_shard_group_per_node(TrainConfig& c, int node_ranks) {
+  if (c.shard_group_size != TrainConfig::kShardGroupPerNode) return;
+  if (node_ranks < 1 || c.dp % node_ranks != 0)
+    throw ConfigError("parallel.fsdp.shard_group_size: a node's " + std::to_string(node_ranks) + " rank(s) do not divide the " +
+                      std::to_string(c.dp) + " data-parallel ranks; give the size");
+  c.shard_group_size = node_ranks;
+  shard_groups_of(c, node_ranks);
 }
 
 TrainConfig load_train_config(const std::string& path, const std::vector<std::string>& sets, int world_size) {
