@@ -1,0 +1,31 @@
+#include "train/evaluation.h"
+
+#include "comm/collectives.h"
+
+namespace dtrain {
+
+std::optional<double> validation_loss(Transformer& model, ParallelPlan& plan, const TokenDataset& dataset, const TrainConfig& c,
+                                      World& world) {
+  const int64_t available = std::min<int64_t>(dataset.size(Split::Validation), c.eval_samples);
+  if (available == 0) return std::nullopt;
+  at::NoGradGuard no_grad;
+  if (!plan.sharded) {
+    plan.optimizer->finish_parameter_updates();
+    model->refresh_working_copy();
+  }
+  double sum = 0;
+  int64_t count = 0;
+  std::vector<int64_t> mine;
+  for (int64_t i = world.rank(); i < available; i += c.dp) mine.push_back(i);
+  for (size_t from = 0; from < mine.size(); from += size_t(c.micro_batch)) {
+    std::vector<int64_t> chunk(mine.begin() + from, mine.begin() + std::min(mine.size(), from + size_t(c.micro_batch)));
+    auto [x, y] = dataset.batch(Split::Validation, chunk);
+    sum += model->loss(x.to(world.device()), y.to(world.device())).item<double>() * double(chunk.size());
+    count += int64_t(chunk.size());
+  }
+  auto totals = at::tensor({sum, double(count)}, at::kDouble).to(world.device());
+  all_reduce(*world.world_group(), totals, ReduceOp::Sum, "eval");
+  return totals[0].item<double>() / totals[1].item<double>();
+}
+
+}  // namespace dtrain

@@ -1,0 +1,18 @@
+// The validation loss: the first train.eval_samples validation samples, shared over the
+// data-parallel ranks by index, averaged over all of them (a collective).
+#pragma once
+#include <optional>
+
+#include "comm/world.h"
+#include "data/token_dataset.h"
+#include "model/transformer.h"
+#include "train/parallelize.h"
+#include "train/train_config.h"
+
+namespace dtrain {
+
+// nullopt when the dataset holds no validation samples.
+std::optional<double> validation_loss(Transformer& model, ParallelPlan& plan, const TokenDataset& dataset, const TrainConfig& config,
+                                      World& world);
+
+}  // namespace dtrain

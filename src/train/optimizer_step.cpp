@@ -1,0 +1,25 @@
+#include "train/optimizer_step.h"
+
+#include <cmath>
+
+#include "optim/grad_clip.h"
+
+namespace dtrain {
+
+UpdateOutcome apply_optimizer_step(ParallelPlan& plan, StabilityGuard& guard, double loss, double loss_scale, double lr, double clipping) {
+  // This rank's reduced gradients: the whole of them, or its ZeRO-2/3 shard. Clipping, the guard and
+  // the norm in the metrics all see the true gradients, the norm summed over the shards.
+  at::Tensor& grads = plan.grad_sync->grads();
+  if (plan.scaler) grads.div_(loss_scale);
+  UpdateOutcome out;
+  out.grad_norm = global_grad_norm(grads, plan.grad_sync->shard_group());
+  out.overflow = plan.scaler && !std::isfinite(out.grad_norm);
+  if (plan.scaler) plan.scaler->update(out.overflow);
+  if (!out.overflow) out.verdict = guard.check(loss, out.grad_norm, &out.reason);
+  if (!out.applied()) return out;
+  clip_grads(grads, out.grad_norm, clipping);
+  plan.optimizer->step(plan.updated_parameters(), grads, plan.decay_spans(), lr);
+  return out;
+}
+
+}  // namespace dtrain

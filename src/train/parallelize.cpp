@@ -1,0 +1,283 @@
+#include "train/parallelize.h"
+
+#include "comm/collectives.h"
+#include "common/number_text.h"
+#include "common/printable.h"
+#include "parallel/ddp/data_parallel.h"
+#include "parallel/zero/host_offload_optimizer.h"
+#include "parallel/zero/nvme_optimizer.h"
+#include "parallel/zero/parameter_units.h"
+#include "parallel/zero/reduce_scatter_grads.h"
+#include "parallel/zero/zero_optimizer.h"
+#include "train/freeze_globs.h"
+
+namespace dtrain {
+
+namespace {
+
+// Makes what offloads to NVMe under the offload section `key`; a path it cannot use
+// (std::invalid_argument) is named by the key.
+template <typename Make>
+void offload_to_nvme(const std::string& key, Make make) {
+  try {
+    make();
+  } catch (const std::invalid_argument& e) {
+    throw ConfigError(key + ".nvme_path: " + e.what());
+  }
+}
+
+// The steps of parallelize(), in its order, sharing what each leaves for the next.
+class Parallelizer {
+ public:
+  Parallelizer(Transformer& model, World& world, TrainConfig& config) : model_(model), world_(world), c_(config) {}
+
+  ParallelPlan run() {
+    auto named = apply_freeze();
+    model_->to(world_.device());  // keeps each parameter's identity, so `named` and the frozen list stay valid
+    apply_precision();
+    apply_data_parallel(named);
+    make_optimizer();
+    describe();
+    return std::move(plan_);
+  }
+
+ private:
+  std::vector<std::pair<std::string, at::Tensor>> apply_freeze();
+  void apply_precision();
+  void apply_data_parallel(std::vector<std::pair<std::string, at::Tensor>> named);
+  void shard_parameters(const std::shared_ptr<Group>& group, const std::vector<GradBucket>& units, const DataParallelOptions& options);
+  void keep_shard_on_nvme();
+  void make_optimizer();
+  std::unique_ptr<ElementwiseOptimizer> make_shard_optimizer(int64_t numel);
+  std::unique_ptr<ElementwiseOptimizer> make_nvme_optimizer(int64_t numel, at::TensorOptions options);
+  void describe();
+
+  Transformer& model_;
+  World& world_;
+  TrainConfig& c_;
+  ParallelPlan plan_;
+  MixedPrecision precision_;
+  std::vector<at::Tensor> matmul_only_;
+  std::shared_ptr<Group> group_;  // what the data-parallel state is sharded or reduced over
+  std::unique_ptr<BucketShards> shards_;  // until the optimizer takes them
+  int64_t owned_numel_ = 0;                // of the ZeRO shards
+};
+
+// Every parameter by name in registration order; those train.freeze names no longer need gradients.
+std::vector<std::pair<std::string, at::Tensor>> Parallelizer::apply_freeze() {
+  std::vector<std::pair<std::string, at::Tensor>> named;
+  std::vector<std::string> names;
+  for (auto& item : model_->named_parameters()) {
+    for (const auto& glob : c_.freeze) {
+      if (!freeze_glob_matches(glob, item.key()) || !item.value().requires_grad()) continue;  // or frozen by an earlier glob
+      item.value().requires_grad_(false);
+      plan_.frozen.push_back(item.value());
+      plan_.frozen_numel += item.value().numel();
+    }
+    named.emplace_back(item.key(), item.value());
+    names.push_back(item.key());
+  }
+  require_freeze_globs_match(c_.freeze, names);
+  return named;
+}
+
+void Parallelizer::apply_precision() {
+  model_->set_activation_checkpointing(c_.activation_checkpointing);
+  precision_ = MixedPrecision::make(c_.precision, world_.device());
+  precision_.round_gradients = c_.grad_accum_16bit;
+  model_->set_precision(precision_);
+  if (c_.precision == at::kHalf) plan_.scaler = std::make_unique<LossScaler>(c_.loss_scaler);
+  matmul_only_ = model_->matmul_only_weights();
+}
+
+void Parallelizer::apply_data_parallel(std::vector<std::pair<std::string, at::Tensor>> named) {
+  named = group_matmul_weights(named, c_.model.n_layer, matmul_only_);
+  // Stages 2 and 3 keep no whole gradient: autograd's per-parameter gradients go into reduce-scatter
+  // buckets. Stage 3 keeps no whole parameters either: they move into per-unit buffers.
+  plan_.flat = std::make_unique<FlatParameters>(named, c_.zero_stage == 3   ? FlatParameters::Buffers::None
+                                                       : c_.zero_stage == 2 ? FlatParameters::Buffers::Parameters
+                                                                            : FlatParameters::Buffers::ParametersAndGradients);
+  FlatParameters& flat = *plan_.flat;
+  DataParallelOptions options;
+  options.bucket_bytes = c_.reduce_bucket_elements * flat.options().dtype().itemsize();
+  if (c_.grad_accum_16bit) options.wire_dtype = c_.precision;
+  // Hybrid sharding shards within a group of ranks (a node) and replicates across the groups.
+  group_ = world_.world_group();
+  if (c_.shard_group_size != 0) {
+    const int size = c_.shard_group_size == TrainConfig::kShardGroupPerNode ? world_.env().local_world_size : c_.shard_group_size;
+    if (size < 1 || c_.dp % size != 0)
+      throw ConfigError("parallel.fsdp.shard_group_size: a node's " + std::to_string(size) + " rank(s) do not divide the " +
+                        std::to_string(c_.dp) + " data-parallel ranks; give the size");
+    c_.json["parallel"]["fsdp"]["shard_group_size"] = size;
+    plan_.hybrid_mesh = std::make_unique<DeviceMesh>(world_, std::vector<std::pair<std::string, int>>{{"replicate", c_.dp / size}, {"shard", size}});
+    group_ = plan_.hybrid_mesh->group("shard");
+  }
+  if (c_.zero_stage == 3) {
+    const auto units = make_unit_buckets(flat.entries(), c_.model.n_layer, precision_.enabled() ? matmul_only_ : std::vector<at::Tensor>{});
+    shard_parameters(group_, units, options);
+  } else if (c_.zero_stage == 2) {
+    plan_.grad_sync = std::make_unique<ReduceScatterGrads>(flat, group_, options);
+  } else {
+    plan_.grad_sync = std::make_unique<DataParallel>(flat, group_, options);
+  }
+  for (const auto& [what, device] : {std::pair<std::string, std::string>{"optimizer", c_.offload_optimizer.device},
+                                     {"param", c_.offload_param.device}}) {
+    if (device == "cpu" && world_.device().is_cpu())
+      plan_.setup_lines.push_back("zero_optimization.offload_" + what + ".device=cpu: this run computes on the CPU, so the " +
+                                  (what == "param" ? "parameters" : "optimizer state") + " already live in host memory; nothing moves");
+  }
+  // Every rank owns 1/dp of every bucket: under ZeRO the pieces it updates, and at every stage the
+  // pieces it writes into a checkpoint.
+  shards_ = std::make_unique<BucketShards>(plan_.sharded ? plan_.sharded->shards()
+                                                         : BucketShards(plan_.grad_sync->buckets(), group_->size(), group_->rank()));
+  plan_.layout = StateLayout::data_parallel(flat, plan_.updated_parameters(), *shards_, c_.zero_stage == 3, c_.zero_stage >= 1,
+                                            plan_.writes_replicas());
+}
+
+// ZeRO stage 3: the parameters live in per-unit shards, gathered around each part of the model.
+void Parallelizer::shard_parameters(const std::shared_ptr<Group>& group, const std::vector<GradBucket>& units,
+                                    const DataParallelOptions& options) {
+  if (!world_.device().is_cpu() && c_.offload_param.device != "none" && c_.offload_optimizer.device == "none")
+    throw ConfigError("zero_optimization.offload_param.device=" + c_.offload_param.device + " on a " + world_.device().str() +
+                      " run needs zero_optimization.offload_optimizer.device \"cpu\" or \"nvme\" too: the optimizer updates the " +
+                      "parameter shard where it lives, on the host");
+  // Sharded before anything else of the model's size is allocated: a whole model beside the
+  // sharded state would be this rank's peak. Every rank starts from rank 0's parameters.
+  plan_.sharded = std::make_unique<FullyShardedParameters>(*plan_.flat, units, c_.model.n_layer, group, c_.reshard_after_forward);
+  FullyShardedParameters& sharded = *plan_.sharded;
+  if (c_.offload_param.device == "nvme") keep_shard_on_nvme();
+  if (c_.offload_param.device == "cpu" && !world_.device().is_cpu()) {
+    sharded.keep_shard_on_host();
+    plan_.setup_lines.push_back("zero_optimization.offload_param.device=cpu: the parameter shard (" + mib(sharded.shard().nbytes()) +
+                                " MiB) in host memory, copied to the " + world_.device().str() + " piece by piece as each unit is gathered");
+  }
+  if (precision_.enabled()) {
+    std::vector<ParamGroup> groups = model_->matmul_groups();
+    std::vector<std::pair<at::Tensor, at::Tensor*>> working;
+    for (auto& g : groups) working.emplace_back(g->weight, &g->working);
+    sharded.keep_working_copies(precision_.compute, working, matmul_only_, c_.gather_16bit);
+  }
+  broadcast(*world_.world_group(), sharded.unit_buffers(), 0, "broadcast parameters");
+  sharded.reshard();
+  auto reduce_scatter = std::make_unique<ReduceScatterGrads>(*plan_.flat, group, options, units);
+  if (plan_.hybrid_mesh) reduce_scatter->average_across(plan_.hybrid_mesh->group("replicate"));
+  reduce_scatter->on_gradients_taken([s = &sharded](int unit) { s->gradients_taken(unit); });
+  plan_.grad_sync = std::move(reduce_scatter);
+  model_->set_part_hooks(&sharded);
+}
+
+// ZeRO-3's parameter shard in a file under nvme_path (parallel/zero/fully_sharded_parameters.h).
+void Parallelizer::keep_shard_on_nvme() {
+  const std::string key = "zero_optimization.offload_param";
+  offload_to_nvme(key, [&] { plan_.sharded->keep_shard_in_file(c_.offload_param.nvme_path); });
+  plan_.setup_lines.push_back(key + ".device=nvme: the parameter shard (" + mib(plan_.sharded->shard().nbytes()) +
+                              " MiB) in an unnamed file under " + printable(c_.offload_param.nvme_path) +
+                              ", read piece by piece for each gather and " +
+                              (c_.offload_optimizer.device == "nvme" ? "streamed through the optimizer's buffers with its state"
+                                                                     : "mapped for the optimizer step, its pages dropped after it"));
+}
+
+void Parallelizer::make_optimizer() {
+  if (c_.zero_stage == 0) {
+    plan_.optimizer = make_flat_optimizer(c_.optimizer, plan_.flat->data());
+    return;
+  }
+  owned_numel_ = shards_->owned_numel();
+  auto inner = make_shard_optimizer(shards_->shard_numel());
+  std::unique_ptr<ParameterAllGather> gather;
+  if (!plan_.sharded) {  // stages 1 and 2: the updated pieces come back during the next forward pass
+    gather = std::make_unique<ParameterAllGather>(*shards_, group_, plan_.flat->entries(), c_.model.n_layer);
+    plan_.parameter_gather = gather.get();
+    model_->set_part_hooks(plan_.parameter_gather);
+  }
+  plan_.optimizer = std::make_unique<ZeroOptimizer>(std::move(inner), std::move(*shards_), c_.zero_stage, std::move(gather));
+}
+
+// The optimizer of this rank's `numel` shard elements: its state beside the parameters, or where
+// offload_optimizer puts it. On an accelerator an offloaded state is updated by the CPU, where it is
+// (parallel/zero/host_offload_optimizer.h).
+std::unique_ptr<ElementwiseOptimizer> Parallelizer::make_shard_optimizer(int64_t numel) {
+  const std::string& where = c_.offload_optimizer.device;
+  const at::Device device = world_.device();
+  const bool on_host = !device.is_cpu() && where != "none";
+  const at::TensorOptions options = on_host ? plan_.flat->options().device(at::kCPU) : plan_.flat->options();
+  std::unique_ptr<ElementwiseOptimizer> inner =
+      where == "nvme" ? make_nvme_optimizer(numel, options) : make_flat_optimizer(c_.optimizer, at::empty({numel}, options));
+  if (!on_host) return inner;
+  const bool params_on_host = plan_.sharded && plan_.sharded->shard().device() != device;
+  auto offloaded = std::make_unique<HostOffloadOptimizer>(std::move(inner), numel, plan_.flat->options(), device, params_on_host);
+  plan_.setup_lines.push_back("zero_optimization.offload_optimizer.device=" + where + ": the optimizer state is updated on the CPU where it lives, " +
+                              "nothing of it on the " + device.str() + "; " + mib(offloaded->host_bytes()) + " MiB of host memory with the " +
+                              (params_on_host ? "gradients'" : "gradients' and parameters'") + " staging buffers");
+  return offloaded;
+}
+
+// The optimizer state of `numel` shard elements in files under nvme_path (parallel/zero/nvme_optimizer.h).
+std::unique_ptr<ElementwiseOptimizer> Parallelizer::make_nvme_optimizer(int64_t numel, at::TensorOptions options) {
+  const std::string key = "zero_optimization.offload_optimizer";
+  std::unique_ptr<NvmeOptimizer> nvme;
+  offload_to_nvme(key, [&] {
+    nvme = std::make_unique<NvmeOptimizer>(make_elementwise_rule(c_.optimizer), numel, options,
+                                           NvmeOffloadOptions{c_.offload_optimizer.nvme_path, c_.sub_group_size});
+  });
+  if (plan_.sharded && plan_.sharded->shard_in_file()) nvme->stream_parameters_from(plan_.sharded->shard_file(), plan_.sharded->shard_file_name());
+  const int64_t sub_group = std::min(c_.sub_group_size, numel);
+  plan_.setup_lines.push_back(key + ".device=nvme: optimizer state (" + mib(nvme->offloaded_bytes()) + " MiB) in unnamed files under " +
+                              printable(c_.offload_optimizer.nvme_path) + ", streamed in " + std::to_string((numel + sub_group - 1) / sub_group) +
+                              " sub-group(s) of " + std::to_string(sub_group) + " elements through " + mib(nvme->resident_bytes()) +
+                              " MiB of buffers; I/O by " + nvme->io_mode());
+  if (nvme->resident_bytes() >= nvme->streamed_bytes())
+    plan_.setup_lines.push_back("warning: zero_optimization.sub_group_size " + std::to_string(c_.sub_group_size) +
+                                " leaves the buffers as large as the " + std::to_string(numel) +
+                                "-element state they stream, so offloading saves no memory; set it to " +
+                                std::to_string(std::max<int64_t>(1, numel / 16)) + " or so");
+  return nvme;
+}
+
+void Parallelizer::describe() {
+  auto& lines = plan_.setup_lines;
+  lines.push_back("model: " + c_.model.describe() + " on " + world_.device().str() + ", activation checkpointing " +
+                  c_.activation_checkpointing.describe() + ", precision " + precision_.describe());
+  if (const auto& scaler = plan_.scaler)
+    lines.push_back(scaler->dynamic() ? "fp16 loss scale: dynamic, from " + plain(scaler->scale()) + " (window " +
+                                            std::to_string(c_.loss_scaler.window) + ", hysteresis " +
+                                            std::to_string(c_.loss_scaler.hysteresis) + ", minimum " + plain(c_.loss_scaler.min_scale) + ")"
+                                      : "fp16 loss scale: static " + plain(scaler->scale()));
+  const auto& grad_sync = *plan_.grad_sync;
+  lines.push_back("data parallel: " + std::to_string(c_.dp) + " rank(s); " + std::to_string(plan_.flat->numel()) +
+                  " trainable parameters in " + std::to_string(grad_sync.buckets().size()) + " gradient bucket(s)" +
+                  (plan_.frozen.empty() ? "" : "; " + std::to_string(plan_.frozen_numel) + " frozen parameters in " +
+                                                    std::to_string(plan_.frozen.size()) + " tensors, not communicated"));
+  if (c_.zero_stage >= 1) {
+    const std::string what = c_.zero_stage == 3   ? "parameters, gradients and optimizer state"
+                             : c_.zero_stage == 2 ? "optimizer state and gradients"
+                                                  : "optimizer state";
+    std::string line = "ZeRO stage " + std::to_string(c_.zero_stage) + ": " + what + " sharded over " + std::to_string(group_->size()) +
+                       " rank(s)" +
+                       (plan_.hybrid_mesh ? " and replicated over " + std::to_string(plan_.hybrid_mesh->size("replicate")) + " such groups (hybrid)" : "") +
+                       ", this rank owns " + std::to_string(owned_numel_) + " of " + std::to_string(plan_.flat->numel()) + " parameters";
+    if (plan_.sharded)
+      line += "; " + std::to_string(grad_sync.buckets().size()) + " units gathered one at a time with the next prefetched, " +
+              (c_.reshard_after_forward ? "blocks freed between forward and backward" : "kept whole from forward to backward") +
+              (!precision_.enabled() ? ""
+               : c_.gather_16bit     ? "; every unit with matmul weights gathered in " + precision_name(c_.precision)
+                                     : "; matmul weights gathered in " + precision_name(c_.precision) + ", norms, biases and embeddings in fp32");
+    lines.push_back(line);
+  }
+  // What stays in the memory the run computes in: an offloaded shard is in a file or in host memory.
+  const auto& sharded = plan_.sharded;
+  const bool shard_offloaded = sharded && (sharded->shard_in_file() || sharded->shard().device() != world_.device());
+  const int64_t param_bytes = sharded ? (shard_offloaded ? 0 : sharded->shard().nbytes()) : plan_.flat->data().nbytes(),
+                grad_bytes = plan_.grad_sync->grads().nbytes(), optimizer_bytes = plan_.optimizer->resident_bytes();
+  lines.push_back("model states on this rank: parameters " + mib(param_bytes) + " MiB, gradients " + mib(grad_bytes) + " MiB, optimizer " +
+                  mib(optimizer_bytes) + " MiB (" + mib(param_bytes + grad_bytes + optimizer_bytes) + " MiB)");
+  lines.push_back("batch: " + std::to_string(c_.global_batch) + " = micro " + std::to_string(c_.micro_batch) + " x accumulation " +
+                  std::to_string(c_.accumulation) + " x dp " + std::to_string(c_.dp) + " (" +
+                  std::to_string(c_.global_batch * c_.model.seq_len) + " tokens per step)");
+}
+
+}  // namespace
+
+ParallelPlan parallelize(Transformer& model, World& world, TrainConfig& config) { return Parallelizer(model, world, config).run(); }
+
+}  // namespace dtrain

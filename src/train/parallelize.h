@@ -1,0 +1,75 @@
+// How a model is laid out over the ranks, as one function: parallelize() applies the run's
+// transformations to the model in a fixed order and returns the plan the step, the checkpoints and
+// the checks use. The order (docs/decisions.md):
+//   1. freeze        parameters named by train.freeze stop needing gradients;
+//   2. place         the model moves to the run's device;
+//   3. precision     matmuls compute in the mixed-precision type, with working copies;
+//   4. model parallelism (tensor, context, pipeline) — each a transformation of its own, inserted
+//                    here; none exists yet;
+//   5. data parallelism: the trainable parameters are packed into flat buffers and their gradients
+//                    reduced over the data-parallel group — whole (DDP) or sharded (ZeRO 1-3), with
+//                    hybrid sharding replicating the shards across groups;
+//   6. optimizer     over what this rank updates: the whole buffer, or its ZeRO shard wherever
+//                    offloading keeps it.
+// Data parallelism comes last among the transformations because it packs what the others leave on a
+// rank: a tensor-parallel layer's local piece is what ZeRO shards further.
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "comm/device_mesh.h"
+#include "comm/world.h"
+#include "model/transformer.h"
+#include "optim/flat_optimizer.h"
+#include "optim/flat_parameters.h"
+#include "optim/loss_scaler.h"
+#include "parallel/ddp/bucketed_grad_sync.h"
+#include "parallel/zero/fully_sharded_parameters.h"
+#include "parallel/zero/parameter_all_gather.h"
+#include "train/train_config.h"
+#include "train/training_state.h"
+
+namespace dtrain {
+
+struct ParallelPlan {
+  std::vector<at::Tensor> frozen;  // parameters that get no gradient, replicated on every rank
+  int64_t frozen_numel = 0;
+  std::unique_ptr<FlatParameters> flat;
+  std::unique_ptr<FullyShardedParameters> sharded;  // ZeRO stage 3 only
+  std::unique_ptr<BucketedGradSync> grad_sync;
+  std::unique_ptr<FlatOptimizer> optimizer;
+  ParameterAllGather* parameter_gather = nullptr;  // ZeRO stages 1 and 2 only; owned by optimizer
+  std::unique_ptr<LossScaler> scaler;               // fp16 only
+  std::unique_ptr<DeviceMesh> hybrid_mesh;          // hybrid sharding only: replicate x shard
+  StateLayout layout;  // what of the parameters and optimizer state this rank holds, loads and saves
+  std::vector<std::string> setup_lines;  // what was built, for the run's log
+
+  // The tensor the optimizer updates: the flat buffer, or the ZeRO-3 shard.
+  at::Tensor& updated_parameters() { return sharded ? sharded->shard() : flat->data(); }
+  const Spans& decay_spans() const { return sharded ? sharded->shard_decay() : flat->decay_spans(); }
+  // Ranks in one hybrid-shard group: those whose shards differ (the whole world without hybrid sharding).
+  int shard_group_size(int world_size) const { return hybrid_mesh ? hybrid_mesh->size("shard") : world_size; }
+  // What every rank holds the same copy of: the frozen parameters, and the trainable ones unless ZeRO-3 shards them.
+  std::vector<at::Tensor> replicated_parameters() const {
+    std::vector<at::Tensor> out = frozen;
+    if (!sharded) out.push_back(flat->data());
+    return out;
+  }
+  // Starts recording the step's gathers and frees (ZeRO-3; wall_clock_breakdown's unit trace).
+  void start_trace() {
+    if (sharded) sharded->start_trace();
+  }
+  // Lets what offloading keeps on NVMe leave memory, after a step, a check or a save read it whole.
+  void evict_offloaded() {
+    if (sharded) sharded->evict_shard();
+  }
+  // Whether this rank's copy of what is replicated is one the checkpoint writes (the first replica).
+  bool writes_replicas() const { return !hybrid_mesh || hybrid_mesh->coord("replicate") == 0; }
+};
+
+// Applies the transformations above to `model` (built, on the CPU) for this rank. `config` receives
+// what was resolved (the hybrid shard group's size). Throws ConfigError naming the key at fault.
+ParallelPlan parallelize(Transformer& model, World& world, TrainConfig& config);
+
+}  // namespace dtrain

@@ -1,0 +1,48 @@
+#include "train/replica_checks.h"
+
+#include <cmath>
+
+#include "comm/collectives.h"
+#include "train/parameter_fingerprint.h"
+
+namespace dtrain {
+
+void check_replicas_agree(ParallelPlan& plan, World& world, int64_t step, bool inject_drift) {
+  plan.optimizer->finish_parameter_updates();
+  const bool sharded = plan.sharded != nullptr;
+  const std::vector<at::Tensor> replicated = plan.replicated_parameters();
+  if (inject_drift) {
+    at::NoGradGuard no_grad;
+    at::Tensor first = plan.updated_parameters().narrow(0, 0, 1);
+    first.copy_(at::nextafter(first, at::full_like(first, INFINITY)));
+  }
+  const auto mine =
+      at::tensor({parameter_fingerprint(replicated), sharded ? parameter_fingerprint({plan.sharded->shard()}) : int64_t(0)}, at::kLong)
+          .to(world.device());
+  const at::Tensor all = all_gather(*world.world_group(), mine, "parameter fingerprint").cpu();
+  const int shard_size = plan.shard_group_size(world.size());
+  auto differ = [&](const std::string& what, int rank, int holder, int index) {
+    const int64_t got = all[2 * rank + index].item<int64_t>(), expected = all[2 * holder + index].item<int64_t>();
+    if (got == expected) return;
+    throw std::runtime_error("after step " + std::to_string(step) + " " + what + " of rank " + std::to_string(rank) +
+                             (index == 0 ? " differ from rank " : " differs from rank ") + std::to_string(holder) + "'s (fingerprints " +
+                             std::to_string(got) + " and " + std::to_string(expected) +
+                             "): the replicas have diverged, a bug or a fault on rank " + std::to_string(rank) +
+                             "'s machine; no checkpoint is written");
+  };
+  for (int r = 1; r < world.size(); ++r) {
+    differ(sharded ? "the frozen parameters" : "the parameters", r, 0, 0);
+    // Mesh ranks run shard-fastest: rank r % shard_size holds rank r's shard in the first group.
+    if (sharded) differ("the parameter shard", r, r % shard_size, 1);
+  }
+}
+
+bool parameters_finite(ParallelPlan& plan, World& world) {
+  plan.optimizer->finish_parameter_updates();
+  if (!plan.sharded) return plan.flat->data().isfinite().all().item<bool>();
+  auto finite = at::scalar_tensor(plan.sharded->shard().isfinite().all().item<bool>() ? 1.0 : 0.0, at::kDouble).reshape({1}).to(world.device());
+  all_reduce(*world.world_group(), finite, ReduceOp::Min, "parameters finite");
+  return finite.item<double>() == 1.0;
+}
+
+}  // namespace dtrain

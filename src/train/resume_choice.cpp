@@ -1,0 +1,126 @@
+#include "train/resume_choice.h"
+
+#include <optional>
+
+#include "common/number_text.h"
+#include "common/printable.h"
+#include "optim/flat_optimizer.h"
+
+namespace dtrain {
+
+std::string choose_checkpoint(const StartPlan& plan, CheckpointManager& checkpoints, const TrainConfig& c,
+                              const std::function<void(const std::string&)>& load, RankLog& log) {
+  const std::string& resume = plan.resume;
+  if (resume == "never") return "";
+  std::vector<std::string> warnings;
+  std::optional<CheckpointInfo> found;
+  if (resume == "auto") {
+    found = checkpoints.find_resumable(load, &warnings);
+  } else {
+    try {
+      found = CheckpointManager::resolve(resume, load, &warnings);
+    } catch (const std::invalid_argument& e) {
+      throw resume_path_error(e.what());
+    }
+  }
+  for (const auto& w : warnings) log.warn(w);
+  if (!found && !warnings.empty())
+    throw std::runtime_error("no checkpoint in " + (resume == "auto" ? c.checkpoint.dir : printable(resume)) +
+                             " can be resumed (warnings above say why); rather than start over beside them, dtrain stops: "
+                             "move them away, or set train.resume=never with train.start_over=true to remove them");
+  if (!found && resume != "auto") throw ConfigError("train.resume: '" + printable(resume) + "' holds no committed checkpoint");
+  return found ? found->dir : "";
+}
+
+void keep_global_batch(TrainConfig& c, const std::string& dir, const nlohmann::json& saved, RankLog& log) {
+  const int64_t batch = saved.value("train_batch_size", int64_t(0));
+  if (batch <= 0 || batch == c.global_batch) return;
+  const std::string was = "the checkpoint " + dir + " was trained with a global batch of " + std::to_string(batch);
+  if (c.global_batch_given) {
+    log.warn(was + "; this run trains with " + std::to_string(c.global_batch) + ", as train_batch_size says");
+    return;
+  }
+  const int64_t per_accumulation = c.micro_batch * c.dp;
+  if (batch % per_accumulation != 0) {
+    std::string micro, ranks;
+    for (int64_t m = 1; batch % c.dp == 0 && m <= batch / c.dp; ++m)
+      if ((batch / c.dp) % m == 0) micro += (micro.empty() ? "" : ", ") + std::to_string(m);
+    for (int64_t r = 1; r <= std::min<int64_t>(batch, 1024); ++r)
+      if (batch % r == 0) ranks += (ranks.empty() ? "" : ", ") + std::to_string(r);
+    throw ConfigError(was + ", which " + std::to_string(c.dp) + " data-parallel rank(s) with train_micro_batch_size_per_gpu " +
+                      std::to_string(c.micro_batch) + " cannot make (" + std::to_string(batch) + " is not a multiple of " +
+                      std::to_string(per_accumulation) + "): " +
+                      (micro.empty() ? "run on a number of data-parallel ranks that divides it (" + ranks + ")"
+                                     : "set train_micro_batch_size_per_gpu to one of " + micro) +
+                      ", or set train_batch_size=" + std::to_string(c.global_batch) + " to go on with a global batch of " +
+                      std::to_string(c.global_batch));
+  }
+  const int64_t accumulation = batch / per_accumulation;
+  log.info(was + ": kept on " + std::to_string(c.dp) + " data-parallel rank(s) as micro-batch " + std::to_string(c.micro_batch) +
+           " x accumulation " + std::to_string(accumulation) + " (the config alone gives " + std::to_string(c.global_batch) +
+           " = accumulation " + std::to_string(c.accumulation) + "); set train_batch_size to change it");
+  c.global_batch = batch;
+  c.accumulation = accumulation;
+  c.json["train_batch_size"] = batch;
+  c.json["gradient_accumulation_steps"] = accumulation;
+  c.json["parallel"]["micro_batches"] = accumulation;
+}
+
+void warn_if_schedule_changed(const TrainConfig& c, const std::string& dir, const nlohmann::json& saved, const LrSchedule& schedule,
+                              const TrainerProgress& progress, RankLog& log) {
+  std::vector<std::string> changed;
+  auto compare = [&](const nlohmann::json::json_pointer& key, const std::string& name) {
+    if (saved.contains(key) && (!c.json.contains(key) || saved.at(key) != c.json.at(key)))
+      changed.push_back(name + " " + saved.at(key).dump() + " -> " + (c.json.contains(key) ? c.json.at(key).dump() : "unset"));
+  };
+  compare(nlohmann::json::json_pointer("/train/steps"), "train.steps");
+  compare(nlohmann::json::json_pointer("/scheduler"), "scheduler");
+  // The optimizer's own rate, whether given or its type's default: `lr` may be set on one side only.
+  std::optional<double> saved_lr;
+  try {
+    saved_lr = make_flat_optimizer(saved.at("optimizer"), at::zeros({1}))->base_lr();
+  } catch (const std::exception&) {  // an optimizer this version cannot rebuild: the other keys say enough
+  }
+  if (saved_lr && *saved_lr != c.base_lr) changed.push_back("optimizer learning rate " + scientific(*saved_lr) + " -> " + scientific(c.base_lr));
+  if (changed.empty()) return;
+  std::string rates;
+  try {
+    const LrSchedule then(saved.at("scheduler"), saved_lr.value(), saved.at("train").at("steps").get<int64_t>());
+    rates = ": at step " + std::to_string(progress.step + 1) + " the learning rate is " +
+            scientific(schedule.lr(progress.step) * progress.lr_scale) + " where the run that saved it would have used " +
+            scientific(then.lr(progress.step) * progress.lr_scale);
+  } catch (const std::exception&) {  // a schedule this version cannot rebuild: the keys say enough
+  }
+  std::string list;
+  for (const auto& item : changed) list += (list.empty() ? "" : "; ") + item;
+  log.warn("this run's learning-rate schedule differs from the one " + dir + " was trained with (" + list + ")" + rates);
+}
+
+void warn_if_order_changed(const TrainConfig& c, const std::string& dir, const nlohmann::json& saved, const TrainerProgress& progress,
+                           RankLog& log) {
+  using pointer = nlohmann::json::json_pointer;
+  if (!c.shuffle || !saved.value(pointer("/data/shuffle"), true) || progress.data.samples == 0) return;
+  const std::string then = saved.value(pointer("/data/shuffle_order"), std::string("randperm"));
+  const std::string now = c.json["data"]["shuffle_order"].get<std::string>();
+  if (then == now) return;
+  log.warn(dir + " was trained in the " + then + " shuffle order and this run shuffles in the " + now +
+           " order (data.shuffle_order): the rest of epoch " + std::to_string(progress.data.epoch) +
+           " follows another permutation, so until it ends some samples repeat and others are skipped; "
+           "set data.shuffle_order=" + then + " to keep the checkpoint's order");
+}
+
+void restore_loss_scaler(LossScaler* scaler, const TrainerProgress& progress, const MixedPrecision& precision, RankLog& log) {
+  const nlohmann::json& saved = progress.loss_scaler;
+  if (!scaler) {
+    if (!saved.is_null()) log.info("the checkpoint's fp16 loss scale is not used: this run computes in " + precision.describe());
+    return;
+  }
+  if (saved.is_null()) {
+    log.info("the checkpoint holds no fp16 loss scale (it was saved in " + progress.precision + "); the scale starts at " +
+             plain(scaler->scale()));
+    return;
+  }
+  scaler->load_state(saved);
+}
+
+}  // namespace dtrain

@@ -1,0 +1,47 @@
+// What a start resumes and what a resume changes: the choice of checkpoint (rank 0's, by
+// train.resume and the start rules of train/run_start.h), and what a run continuing one keeps or
+// says it changes: the global batch, the learning-rate schedule, the shuffle order.
+#pragma once
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "ckpt/checkpoint_manager.h"
+#include "model/mixed_precision.h"
+#include "optim/loss_scaler.h"
+#include "optim/lr_schedule.h"
+#include "train/rank_log.h"
+#include "train/run_start.h"
+#include "train/train_config.h"
+#include "train/training_state.h"
+
+namespace dtrain {
+
+// Rank 0: the checkpoint `plan` resumes, found (verifying checksums, and loading it with `load` to
+// prove it fits the model) in config.checkpoint.dir or at the path train.resume gives; "" to start
+// from scratch. Throws rather than start over beside checkpoints none of which can be resumed.
+std::string choose_checkpoint(const StartPlan& plan, CheckpointManager& checkpoints, const TrainConfig& config,
+                              const std::function<void(const std::string&)>& load, RankLog& log);
+
+// The global batch is part of the training state: the data position counts whole batches and the
+// loss curve depends on it. A resume at another data-parallel size keeps the checkpoint's (`saved`,
+// its config) by changing the accumulation in `config`, unless train_batch_size was given; every
+// rank reaches the same answer.
+void keep_global_batch(TrainConfig& config, const std::string& dir, const nlohmann::json& saved, RankLog& log);
+
+// The learning rate is a function of the step, so a resume with another schedule (train.steps, the
+// scheduler, the base rate) jumps from one curve to another at the resume step: said once, with both rates.
+void warn_if_schedule_changed(const TrainConfig& config, const std::string& dir, const nlohmann::json& saved, const LrSchedule& schedule,
+                              const TrainerProgress& progress, RankLog& log);
+
+// A resume in another shuffle order than the checkpoint's (data.shuffle_order changed, a corpus that
+// crossed 2^23 samples under "auto", or a checkpoint from before the key, whose order was randperm)
+// continues the epoch along another permutation: said once, as what it costs.
+void warn_if_order_changed(const TrainConfig& config, const std::string& dir, const nlohmann::json& saved, const TrainerProgress& progress,
+                           RankLog& log);
+
+// The checkpoint's fp16 loss scaler (in `progress`) continues in `scaler` (null: this run is not
+// fp16 and has none to continue); a checkpoint from another precision starts the scaler afresh.
+void restore_loss_scaler(LossScaler* scaler, const TrainerProgress& progress, const MixedPrecision& precision, RankLog& log);
+
+}  // namespace dtrain

@@ -1,0 +1,46 @@
+// The forward and backward passes of one optimizer step, behind an interface: today's executor
+// accumulates gradients over micro-batches in turn; a pipeline executor runs a schedule of them
+// across stages instead. Either leaves the plan's gradient sync holding the reduced gradients that
+// the optimizer step (train/optimizer_step.h) then applies.
+#pragma once
+#include <optional>
+
+#include "data/micro_batch_stream.h"
+#include "model/transformer.h"
+#include "train/parallelize.h"
+
+namespace dtrain {
+
+// What one step's passes did on this rank.
+struct PassesResult {
+  double loss = 0;                  // mean over the step's micro-batches, this rank's alone
+  double comm_s = 0, hidden_s = 0;  // gradient reduction, over every synchronised micro-batch
+};
+
+class StepExecutor {
+ public:
+  virtual ~StepExecutor() = default;
+  // Runs the step's micro-batches forward and backward. With `loss_scale` (fp16) the gradients are
+  // those of the loss times that scale.
+  virtual PassesResult run(std::optional<double> loss_scale) = 0;
+};
+
+// Gradient accumulation: `accumulation` micro-batches one after another, the gradients reduced once
+// after the last (or after each, where the gradient sync keeps nothing whole to accumulate in).
+class AccumulationExecutor : public StepExecutor {
+ public:
+  AccumulationExecutor(Transformer& model, ParallelPlan& plan, MicroBatchStream& stream, int64_t accumulation, at::Device device,
+                       std::optional<at::ScalarType> round_accumulation)
+      : model_(model), plan_(plan), stream_(stream), accumulation_(accumulation), device_(device), round_(round_accumulation) {}
+  PassesResult run(std::optional<double> loss_scale) override;
+
+ private:
+  Transformer& model_;
+  ParallelPlan& plan_;
+  MicroBatchStream& stream_;
+  int64_t accumulation_;
+  at::Device device_;
+  std::optional<at::ScalarType> round_;  // 16-bit accumulation: the running sum is rounded to this type
+};
+
+}  // namespace dtrain
