@@ -129,7 +129,7 @@ DeviceMesh::DeviceMesh(World& world, const std::vector<std::pair<std::string, in
     std::shared_ptr<Group> mine;
     for (const auto& ranks : kind.groups)
       if (auto g = world.new_group(kind.name, ranks)) mine = g;
-    Entry e{{kind.name, mine->size()}, std::move(kind.over), mine};
+    Entry e{{kind.name, mine->size()}, std::move(kind.over), mine, std::move(kind.groups)};
     if (e.over.size() == 1 && layout_[e.over[0]].name == kind.name) {
       entries_.push_back(e);
       dims_.push_back(e.dim);
@@ -152,6 +152,14 @@ const DeviceMesh::Entry& DeviceMesh::entry(const std::string& name) const {
 std::shared_ptr<Group> DeviceMesh::group(const std::string& name) const { return entry(name).group; }
 int DeviceMesh::size(const std::string& name) const { return entry(name).dim.size; }
 int DeviceMesh::coord(const std::string& name) const { return entry(name).group->rank(); }
+
+const std::vector<int>& DeviceMesh::members(const std::string& name, int rank) const {
+  for (const auto& g : entry(name).all_groups)
+    if (std::find(g.begin(), g.end(), rank) != g.end()) return g;
+  int world = 1;
+  for (const auto& d : layout_) world *= d.size;
+  throw std::invalid_argument("device mesh: rank " + std::to_string(rank) + " is outside the mesh of " + std::to_string(world) + " ranks");
+}
 
 DeviceMesh DeviceMesh::sub(const std::vector<std::string>& names) const {
   DeviceMesh view;

@@ -65,6 +65,9 @@ class DeviceMesh {
   int coord(const std::string& name) const;
   // This mesh's dims, in order (a sub-mesh: its own).
   const std::vector<MeshDim>& dims() const { return dims_; }
+  // The global ranks of the group `name` that global rank `rank` is in, in group-rank order: any
+  // rank's group, not only this one's (no communication).
+  const std::vector<int>& members(const std::string& name, int rank) const;
 
   // A view of the dims or flattened groups `names`, given in mesh order and spanning distinct dims:
   // group, size and coord answer for them, and rank_at takes a coordinate on each.
@@ -78,6 +81,7 @@ class DeviceMesh {
     MeshDim dim;
     std::vector<size_t> over;  // the whole mesh's dims it spans
     std::shared_ptr<Group> group;
+    std::vector<std::vector<int>> all_groups;  // every rank's group of this kind (mesh_group_plan)
   };
   DeviceMesh() = default;
   const Entry& entry(const std::string& name) const;

@@ -287,7 +287,7 @@ void resolve_sharding(const Reader& r, TrainConfig& c) {
   // says; with it, "auto" is a node's ranks, which the trainer learns and writes.
   const std::optional<int64_t> group = r.integer_or_auto("parallel.fsdp.shard_group_size", 1, INT_MAX);
   if (strategy == "hybrid_shard") {
-    c.shard_group_size = group ? int(*group) : TrainConfig::kShardGroupPerNode;
+    c.shard_groups_per_node = !group;
     if (group && c.dp % *group != 0)
       fail(r.origin(), "'parallel.fsdp.shard_group_size' is " + std::to_string(*group) + ", which does not divide the " +
                            std::to_string(c.dp) + " data-parallel ranks");
@@ -678,11 +678,11 @@ TrainConfig resolve_config(const json& user, int world_size, const std::string& 
 }
 
 void resolve_shard_group_per_node(TrainConfig& c, int node_ranks) {
-  if (c.shard_group_size != TrainConfig::kShardGroupPerNode) return;
+  if (!c.shard_groups_per_node) return;
   if (node_ranks < 1 || c.dp % node_ranks != 0)
     throw ConfigError("parallel.fsdp.shard_group_size: a node's " + std::to_string(node_ranks) + " rank(s) do not divide the " +
                       std::to_string(c.dp) + " data-parallel ranks; give the size");
-  c.shard_group_size = node_ranks;
+  c.shard_groups_per_node = false;
   shard_groups_of(c, node_ranks);
 }
 

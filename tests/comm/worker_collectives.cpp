@@ -241,16 +241,25 @@ void parallel_mesh(World& world) {
   const std::vector<int> mine = mesh_coords(dims, r);
   const std::map<std::string, std::vector<size_t>> spans{{"pp", {0}}, {"dp_replicate", {1}}, {"dp_shard", {2}}, {"cp", {3}},
                                                          {"tp", {4}}, {"dp", {1, 2}}, {"dp_cp", {1, 2, 3}}, {"dp_shard_cp", {2, 3}}};
-  for (const auto& [name, over] : spans) {
-    int64_t bits = 0;
-    int size = 1, coord = 0;
+  // The ranks that differ from `rank` only on the dims `over`, in increasing order (row-major).
+  auto members_of = [&](int rank, const std::vector<size_t>& over) {
+    const std::vector<int> at = mesh_coords(dims, rank);
+    std::vector<int> members;
     for (int other = 0; other < world.size(); ++other) {
       const std::vector<int> theirs = mesh_coords(dims, other);
       bool member = true;
       for (size_t d = 0; d < dims.size(); ++d)
-        member = member && (theirs[d] == mine[d] || std::find(over.begin(), over.end(), d) != over.end());
-      if (member) bits |= int64_t(1) << other;
+        member = member && (theirs[d] == at[d] || std::find(over.begin(), over.end(), d) != over.end());
+      if (member) members.push_back(other);
     }
+    return members;
+  };
+  for (const auto& [name, over] : spans) {
+    int64_t bits = 0;
+    int size = 1, coord = 0;
+    for (int member : members_of(r, over)) bits |= int64_t(1) << member;
+    for (int other = 0; other < world.size(); ++other)
+      expect_true(m.members(name, other) == members_of(other, over), name + " members of rank " + std::to_string(other));
     for (size_t d : over) {
       size *= dims[d].size;
       coord = coord * dims[d].size + mine[d];

@@ -123,7 +123,6 @@ TEST(TrainConfig, HybridShardGroupsOfANodeResolveForTheNodesRanks) {
   EXPECT_EQ(per_node.parallel.dp_shard, 4);  // until the node's ranks are known
   resolve_shard_group_per_node(per_node, 2);
   EXPECT_EQ(per_node.parallel.describe(), "pp 1 x dp_replicate 2 x dp_shard 2 x cp 1 x tp 1");
-  EXPECT_EQ(per_node.shard_group_size, 2);
   EXPECT_EQ(per_node.json["parallel"]["fsdp"]["shard_group_size"], 2);
   TrainConfig uneven = resolve({{"parallel", {{"fsdp", {{"sharding_strategy", "hybrid_shard"}}}}}}, 4);
   try {
@@ -146,11 +145,11 @@ TEST(TrainConfig, FsdpShardingStrategiesAreZeroStages) {
   EXPECT_FALSE(grad_op.reshard_after_forward);
   EXPECT_FALSE(resolve(fsdp({{"sharding_strategy", "full_shard"}, {"reshard_after_forward", false}})).reshard_after_forward);
   EXPECT_EQ(resolve(fsdp({{"sharding_strategy", "no_shard"}})).zero_stage, 0);
-  EXPECT_EQ(resolve(fsdp({{"sharding_strategy", "full_shard"}})).shard_group_size, 0);
+  EXPECT_EQ(resolve(fsdp({{"sharding_strategy", "full_shard"}}), 4).parallel.dp_shard, 4);
   const auto hybrid = resolve(fsdp({{"sharding_strategy", "hybrid_shard"}}));
   EXPECT_EQ(hybrid.zero_stage, 3);
-  EXPECT_EQ(hybrid.shard_group_size, TrainConfig::kShardGroupPerNode);
-  EXPECT_EQ(resolve(fsdp({{"sharding_strategy", "hybrid_shard"}, {"shard_group_size", 2}}), 4).shard_group_size, 2);
+  EXPECT_TRUE(hybrid.shard_groups_per_node);
+  EXPECT_EQ(resolve(fsdp({{"sharding_strategy", "hybrid_shard"}, {"shard_group_size", 2}}), 4).parallel.dp_shard, 2);
   EXPECT_EQ(error_of(fsdp({{"sharding_strategy", "hybrid_shard"}, {"shard_group_size", 3}}), 4),
             "cfg.json: 'parallel.fsdp.shard_group_size' is 3, which does not divide the 4 data-parallel ranks");
   EXPECT_NE(error_of(fsdp({{"shard_group_size", 2}})).find("applies to parallel.fsdp.sharding_strategy hybrid_shard"), std::string::npos);
