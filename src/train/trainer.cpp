@@ -59,7 +59,6 @@ class Trainer {
   int train();
   std::string agree(const std::string& key, const std::function<std::string()>& decide) { return dtrain::agree(*world_, key, decide); }
   void setup_run_dir();
-  void build_mesh();
   void build_data();
   void build_model();
   void resume_or_start();
@@ -118,13 +117,6 @@ void Trainer::setup_run_dir() {
   log_.open(c_.run_dir);
   if (world_->rank() == 0) metrics_ = std::make_unique<MetricsLog>(c_.run_dir + "/metrics.jsonl");
   report_ = std::make_unique<StepReport>(c_, log_, metrics_.get());
-}
-
-// One mesh of every parallel dim, whose groups every reduction names. Hybrid shard groups of a node's
-// ranks are resolved first: this rank's node is known only now.
-void Trainer::build_mesh() {
-  resolve_shard_group_per_node(c_, world_->env().local_world_size);
-  mesh_ = std::make_shared<DeviceMesh>(*world_, c_.parallel.mesh_dims());
 }
 
 void Trainer::build_data() {
@@ -325,7 +317,9 @@ int Trainer::train() {
     at::globalContext().setDeterministicAlgorithms(true, false);
   }
   // Inputs are checked before the run directory exists, so a bad start leaves nothing on disk.
-  build_mesh();
+  // One mesh, whose groups every reduction names; a node's hybrid shard groups are known only now.
+  resolve_shard_group_per_node(c_, world_->env().local_world_size);
+  mesh_ = std::make_shared<DeviceMesh>(*world_, c_.parallel.mesh_dims());
   build_data();
   build_model();
   setup_run_dir();
