@@ -177,18 +177,20 @@ void Trainer::resume_or_start() {
   checkpoints_ = std::make_unique<CheckpointManager>(c_.checkpoint, world_->rank(),
                                                      [this](bool ok) { return ranks_that_failed(*world_, ok, "checkpoint"); });
   if (world_->rank() == 0) checkpoints_->remove_interrupted_saves();
+  const auto t0 = Clock::now();  // rank 0 loads the checkpoint it chooses while choosing it
   const std::string from = agree("trainer/resume", [this] {
     return choose_checkpoint(claimed_.start, *checkpoints_, c_, [this](const std::string& dir) { read_checkpoint(dir); }, log_);
   });
   if (world_->rank() == 0) continue_lineage(from);
   if (!from.empty()) {
     load_checkpoint(from);
+    const double load_s = seconds_since(t0);  // until every rank has loaded its pieces
     const nlohmann::json saved = read_json_file(from + "/config.json");
     keep_global_batch(c_, from, saved, log_);
     warn_if_schedule_changed(c_, from, saved, *schedule_, progress_, log_);
     warn_if_order_changed(c_, from, saved, progress_, log_);
-    log_.info("resumed from " + from + " at step " + std::to_string(progress_.step) +
-              (progress_.lr_scale < 1 ? " (learning rate scaled by " + fixed(progress_.lr_scale, 4) + " after rollbacks)" : "") +
+    log_.info("resumed from " + from + " at step " + std::to_string(progress_.step) + " (load " + fixed(load_s, 2) + " s" +
+              (progress_.lr_scale < 1 ? ", learning rate scaled by " + fixed(progress_.lr_scale, 4) + " after rollbacks" : "") + ")" +
               (progress_.precision != precision_name(c_.precision)
                    ? "; it was saved by a " + progress_.precision + " run, and its fp32 weights continue in " + precision_name(c_.precision)
                    : ""));
