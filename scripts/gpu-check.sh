@@ -45,8 +45,8 @@ cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DDTRAIN_CUDA=ON -DDTRAIN_TOR
 cmake --build build-gpu -j "$(nproc)" >/dev/null
 echo "built in $(( $(date +%s) - start )) s"
 
-section "data-parallel equivalence, resume and overlap tests on the GPU"
-(cd build-gpu && ctest --output-on-failure -R 'LayoutEquivalence|DataParallel|Resume')
+section "feature matrix (equivalence with one rank), resume and overlap tests on the GPU"
+(cd build-gpu && ctest --output-on-failure -R 'FeatureMatrix|DataParallel|Resume')
 
 section "demo"
 build-gpu/dtrain run --set train.run_dir=runs/gpu-demo

@@ -13,8 +13,12 @@ namespace {
 
 using Placements = std::vector<std::pair<std::string, Placement>>;
 
+// Replicated over every rank that holds a copy, or ZeRO's flat shard over dp_shard x cp (the group
+// its buckets are cut over) and replicated over hybrid sharding's replicas. Replicated over tp until
+// tensor parallelism places its pieces.
 Placements data_parallel(bool sharded) {
-  return {{"dp_replicate", Placement::replicate()}, {"dp_shard", sharded ? Placement::flat_shard() : Placement::replicate()}};
+  const Placement over = sharded ? Placement::flat_shard() : Placement::replicate();
+  return {{"dp_replicate", Placement::replicate()}, {"dp_shard", over}, {"cp", over}, {"tp", Placement::replicate()}};
 }
 
 // Per trained parameter, its parts among this rank's ZeRO pieces: each a flat range of its local

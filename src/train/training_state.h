@@ -18,15 +18,15 @@
 
 namespace dtrain {
 
-// Data parallelism's placements, with ZeRO at `zero_stage`, for the rank at `coords`: its place on
-// "dp_replicate" (the replicas of hybrid sharding; one without it) and "dp_shard" (the ranks ZeRO
-// shards over: every data-parallel rank without hybrid sharding).
-// - A trained parameter is replicated over both, its piece the whole tensor at its place in the flat
-//   buffer `params`; at stage 3 it is a flat shard over dp_shard, its pieces this rank's part of each
+// Data parallelism's placements, with ZeRO at `zero_stage`, for the rank at `coords` (its place on
+// every mesh dim: "dp_replicate" holds the replicas of hybrid sharding, dp_shard x cp the ranks ZeRO
+// shards over, every data-parallel rank without hybrid sharding).
+// - A trained parameter is replicated, its piece the whole tensor at its place in the flat buffer
+//   `params`; at stage 3 it is a flat shard over dp_shard x cp, its pieces this rank's part of each
 //   ZeRO bucket (`shards`), at their places in the rank's shard `params`.
-// - Its optimizer state follows it, and from stage 1 is a flat shard over dp_shard too, its pieces at
-//   the same places of each state tensor as in the shard.
-// - A frozen parameter is replicated over both, whole, where the model keeps it.
+// - Its optimizer state follows it, and from stage 1 is a flat shard over dp_shard x cp too, its
+//   pieces at the same places of each state tensor as in the shard.
+// - A frozen parameter is replicated, whole, where the model keeps it.
 // Every parameter of `config`'s model (parameter_shapes) in that order; throws std::logic_error naming
 // a parameter `model` does not hold as the config says.
 TrainingLayout data_parallel_layout(const TransformerConfig& config, Transformer& model, const FlatParameters& flat, const at::Tensor& params,

@@ -10,6 +10,7 @@
 #include "ckpt/sharded_checkpoint.h"
 #include "support/process.h"
 #include "support/scratch.h"
+#include "equivalence.h"
 #include "training_run.h"
 
 namespace dtrain::test {

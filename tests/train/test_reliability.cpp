@@ -25,7 +25,7 @@
 #include "support/small_tmpfs.h"
 #include "train/train_config.h"
 #include "train/training_state.h"
-#include "training_run.h"
+#include "equivalence.h"
 
 using namespace dtrain;
 using namespace dtrain::test;

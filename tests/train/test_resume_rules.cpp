@@ -11,7 +11,7 @@
 #include "ckpt/durable_file.h"
 #include "support/process.h"
 #include "support/scratch.h"
-#include "training_run.h"
+#include "equivalence.h"
 
 namespace dtrain::test {
 namespace {
@@ -146,7 +146,7 @@ TEST(StartRules, ARunNeverWritesOverItsConfigNorIntoAnotherRunsDirectory) {
 
 // The docs' own example: a run stopped on 4 ranks resumes on 2. The global batch is part of the
 // training state, so the resumed run keeps it (accumulation 2) and trains like the uninterrupted
-// 4-rank run, within the fp32 tolerance of another summation order (training_run.h).
+// 4-rank run, within the fp32 tolerance of another summation order (equivalence.h).
 TEST(StartRules, AResumeAtAnotherDataParallelSizeKeepsTheGlobalBatch) {
   const std::string dir = scratch_dir("rules_batch");
   const std::vector<std::string> job = {"train.steps=6", "train_micro_batch_size_per_gpu=2"};

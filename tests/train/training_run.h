@@ -4,7 +4,6 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -33,7 +32,8 @@ inline const std::vector<std::string> kBase = {
 struct TrainingRun {
   ProcessResult result;
   std::string dir;
-  std::vector<nlohmann::json> steps;  // metrics.jsonl lines that carry a training loss
+  std::vector<nlohmann::json> steps;        // metrics.jsonl lines that carry a training loss
+  std::vector<nlohmann::json> validations;  // and those that carry a validation loss
 };
 
 inline TrainingRun train(const std::string& dir, int nproc, const std::vector<std::string>& sets,
@@ -50,6 +50,7 @@ inline TrainingRun train(const std::string& dir, int nproc, const std::vector<st
   for (std::string line; std::getline(metrics, line);) {
     auto j = nlohmann::json::parse(line);
     if (j.contains("loss")) run.steps.push_back(j);
+    if (j.contains("val_loss")) run.validations.push_back(j);
   }
   return run;
 }
@@ -98,49 +99,5 @@ inline void reseal(const std::string& checkpoint, const std::string& file) {
 }
 
 inline std::map<std::string, at::Tensor> final_parameters(const TrainingRun& run, int step) { return read_parameters(ckpt(run.dir, step)); }
-
-// Every parameter equal bit for bit, and none on one side only.
-inline void expect_same_parameters(const std::map<std::string, at::Tensor>& a, const std::map<std::string, at::Tensor>& b) {
-  ASSERT_EQ(a.size(), b.size());
-  for (const auto& [name, t] : a) EXPECT_TRUE(at::equal(t, b.at(name))) << name;
-}
-
-// What fp32 arithmetic in another summation order may change (a batch of 16 on one rank against
-// halves summed by an all-reduce), per step and per element, |got - expected| <= atol + rtol·|expected|:
-// - loss and gradient norm: rtol 1e-5, atol 0. The norm is compared because AdamW is blind to a
-//   gradient's scale: a missing 1/dp or a bucket reduced twice shows in the norm first.
-// - parameters: rtol 1e-6 (a few ulps of the value: decay and update each round at 6e-8), and
-//   atol 1e-4 of the largest distance training can move an element, lr per AdamW step: the rounding
-//   of the gradient changes a step by a small fraction of its size, whatever the parameter's own size,
-//   so a bias that starts at zero gets the same bound as a large weight.
-// docs/decisions.md says how the bounds were shown to catch broken averaging, a dropped micro-batch
-// and a bucket reduced twice.
-constexpr double kLr = 0.002;  // optimizer.params.lr in kBase
-
-inline void expect_close(double got, double expected, double atol, double rtol, const std::string& what) {
-  EXPECT_LE(std::abs(got - expected), atol + rtol * std::abs(expected)) << what << ": " << got << " vs " << expected;
-}
-
-inline void expect_same_training(const TrainingRun& a, const TrainingRun& b, int steps) {
-  ASSERT_EQ(a.result.exit_code, 0) << a.result.output;
-  ASSERT_EQ(b.result.exit_code, 0) << b.result.output;
-  ASSERT_EQ(int(a.steps.size()), steps);
-  ASSERT_EQ(int(b.steps.size()), steps);
-  for (int i = 0; i < steps; ++i) {
-    const std::string step = "step " + std::to_string(i + 1);
-    expect_close(a.steps[i]["loss"], b.steps[i]["loss"], 0, 1e-5, step + " loss");
-    expect_close(a.steps[i]["grad_norm"], b.steps[i]["grad_norm"], 0, 1e-5, step + " grad_norm");
-  }
-  const double atol = 1e-4 * kLr * steps, rtol = 1e-6;
-  const auto pa = final_parameters(a, steps), pb = final_parameters(b, steps);
-  ASSERT_EQ(pa.size(), pb.size());
-  for (const auto& [name, expected] : pb) {
-    const at::Tensor excess = (pa.at(name) - expected).abs() - (atol + rtol * expected.abs());
-    const int64_t worst = excess.flatten().argmax().item<int64_t>();
-    EXPECT_LE(excess.flatten()[worst].item<double>(), 0)
-        << name << "[" << worst << "]: " << pa.at(name).flatten()[worst].item<double>() << " vs "
-        << expected.flatten()[worst].item<double>() << " (atol " << atol << ", rtol " << rtol << ")";
-  }
-}
 
 }  // namespace dtrain::test

@@ -18,7 +18,7 @@
 #include "common/unnamed_file.h"
 #include "support/process.h"
 #include "support/scratch.h"
-#include "train/training_run.h"
+#include "train/equivalence.h"
 
 namespace dtrain::test {
 namespace {

@@ -8,7 +8,7 @@
 
 #include "support/process.h"
 #include "support/scratch.h"
-#include "train/training_run.h"
+#include "train/equivalence.h"
 
 namespace dtrain::test {
 namespace {

@@ -1,11 +1,10 @@
-// ZeRO stages 1, 2 and 3: the shard layout, training against plain data parallelism and one rank,
-// stage 3's prefetching, and checkpoints across stages.
+// ZeRO stages 1, 2 and 3: the shard layout, stage 3's prefetching, and checkpoints across stages
+// (tests/train/test_feature_matrix.cpp trains each stage against one rank).
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
-#include <fstream>
 #include <map>
 
 #include "parallel/zero/bucket_shards.h"
@@ -13,7 +12,7 @@
 #include "train/parameter_fingerprint.h"
 #include "support/process.h"
 #include "support/scratch.h"
-#include "train/training_run.h"
+#include "train/equivalence.h"
 
 namespace dtrain::test {
 namespace {
@@ -57,51 +56,11 @@ TEST(BucketShards, EveryRankOwnsAnEqualPaddedPieceOfEveryBucket) {
   EXPECT_THROW(BucketShards({}, 2, 2), std::invalid_argument);
 }
 
-// GPT-2 and Llama with three ranks (every bucket padded), several buckets, accumulation, clipping
-// and a frozen tensor.
-std::vector<std::string> sharded_job(const std::string& arch) {
-  return {"model.arch=" + arch, "model.n_head=" + std::string(arch == "llama" ? "4" : "2"),
-          "model.n_kv_head=" + std::string(arch == "llama" ? "2" : "0"), "train_batch_size=12",
-          "train_micro_batch_size_per_gpu=2", "gradient_accumulation_steps=2", "train.freeze=[\"blocks.0.ln1.*\"]",
-          "zero_optimization.reduce_bucket_size=5000"};
-}
-
 TrainingRun train_at_stage(const std::string& dir, int nproc, std::vector<std::string> job, int stage) {
   job.push_back("zero_optimization.stage=" + std::to_string(stage));
   TrainingRun run = train(dir, nproc, job);
   EXPECT_EQ(run.result.exit_code, 0) << run.result.output;
   return run;
-}
-
-// AdamW updates each element from that element alone, so updating shards and gathering them must
-// give plain data parallelism's parameters bit for bit.
-TEST(ZeroStage1, TrainsBitForBitLikeDataParallel) {
-  for (const std::string arch : {"gpt2", "llama"}) {
-    const TrainingRun ddp = train_at_stage(scratch_dir("zero0_" + arch), 3, sharded_job(arch), 0);
-    const TrainingRun zero = train_at_stage(scratch_dir("zero1_" + arch), 3, sharded_job(arch), 1);
-    EXPECT_TRUE(contains(zero.result.output, "ZeRO stage 1: optimizer state sharded over 3 rank(s)")) << zero.result.output;
-    EXPECT_FALSE(contains(zero.result.output, " 1 gradient bucket(s)")) << zero.result.output;
-    ASSERT_EQ(zero.steps.size(), ddp.steps.size());
-    for (size_t i = 0; i < ddp.steps.size(); ++i) {
-      EXPECT_EQ(zero.steps[i]["loss"].get<double>(), ddp.steps[i]["loss"].get<double>()) << arch << " step " << i + 1;
-      EXPECT_EQ(zero.steps[i]["grad_norm"].get<double>(), ddp.steps[i]["grad_norm"].get<double>()) << arch << " step " << i + 1;
-    }
-    expect_same_parameters(final_parameters(zero, 4), final_parameters(ddp, 4));
-  }
-}
-
-// Stage 2 reduces every micro-batch into shards and sums the norm over them: other summation
-// orders, so the suite's fp32 tolerance against one rank with the whole batch.
-TEST(ZeroStage2, TrainsLikeOneRank) {
-  for (const std::string arch : {"gpt2", "llama"}) {
-    auto whole_batch = sharded_job(arch);
-    whole_batch.insert(whole_batch.end(), {"train_micro_batch_size_per_gpu=12", "gradient_accumulation_steps=1"});
-    const TrainingRun one = train_at_stage(scratch_dir("zero2_one_" + arch), 1, whole_batch, 0);
-    const TrainingRun zero = train_at_stage(scratch_dir("zero2_" + arch), 3, sharded_job(arch), 2);
-    EXPECT_TRUE(contains(zero.result.output, "ZeRO stage 2: optimizer state and gradients sharded over 3 rank(s)"))
-        << zero.result.output;
-    expect_same_training(zero, one, 4);
-  }
 }
 
 // The checkpoint holds every parameter and its optimizer state by name, whatever pieces each rank
@@ -230,64 +189,6 @@ TEST(ParameterUnits, EachBlockIsAUnitAndTheRestRunsWhereTheyLie) {
   EXPECT_EQ(forward_part_of("lm_head.weight", 2), 3);
   EXPECT_THROW(forward_part_of("blocks.2.fc.weight", 2), std::invalid_argument);
   EXPECT_THROW(forward_part_of("mystery.weight", 2), std::invalid_argument);
-}
-
-std::vector<double> validation_losses(const TrainingRun& run) {
-  std::vector<double> losses;
-  std::ifstream metrics(run.dir + "/metrics.jsonl");
-  for (std::string line; std::getline(metrics, line);) {
-    const auto j = nlohmann::json::parse(line);
-    if (j.contains("val_loss")) losses.push_back(j["val_loss"].get<double>());
-  }
-  return losses;
-}
-
-// Stage 3 computes stage 2's sums in other buckets (one per unit), so the suite's fp32 tolerance
-// against one rank with the whole batch. Llama recomputes its blocks in backward, which must find
-// their parameters gathered again; validation runs forward passes without backward, which must free
-// every unit and leave training as it was. FSDP's shard_grad_op keeps units whole from forward to
-// backward instead.
-TEST(ZeroStage3, TrainsLikeOneRank) {
-  for (const std::string arch : {"gpt2", "llama"}) {
-    auto job = sharded_job(arch);
-    job.push_back("train.eval_every=2");
-    if (arch == "llama") job.push_back("train.activation_checkpointing=full");
-    auto whole_batch = job;
-    whole_batch.insert(whole_batch.end(), {"train_micro_batch_size_per_gpu=12", "gradient_accumulation_steps=1"});
-    const TrainingRun one = train_at_stage(scratch_dir("zero3_one_" + arch), 1, whole_batch, 0);
-    std::vector<std::pair<std::string, std::string>> strategies = {{"full_shard", "blocks freed between forward and backward"}};
-    if (arch == "gpt2") strategies.push_back({"shard_grad_op", "kept whole from forward to backward"});
-    for (const auto& [strategy, words] : strategies) {
-      auto sharded = job;
-      sharded.push_back("parallel.fsdp.sharding_strategy=" + strategy);
-      const TrainingRun zero = train_at_stage(scratch_dir("zero3_" + strategy + "_" + arch), 3, sharded, 0);
-      EXPECT_TRUE(contains(zero.result.output, "ZeRO stage 3: parameters, gradients and optimizer state sharded over 3 rank(s)"))
-          << zero.result.output;
-      EXPECT_TRUE(contains(zero.result.output, words)) << zero.result.output;
-      expect_same_training(zero, one, 4);
-      const auto expected = validation_losses(one), got = validation_losses(zero);
-      ASSERT_EQ(got.size(), 2u);
-      ASSERT_EQ(expected.size(), 2u);
-      for (size_t i = 0; i < got.size(); ++i) expect_close(got[i], expected[i], 0, 1e-5, arch + " " + strategy + " validation loss");
-    }
-  }
-}
-
-// Hybrid sharding on 4 ranks as 2 x 2: shards within each pair, the pairs average their shards.
-// Against one rank with the whole batch, within the suite's fp32 tolerance; a pair that kept its
-// own average would train on half the batch.
-TEST(ZeroStage3, HybridShardingTrainsLikeOneRank) {
-  for (const std::string arch : {"gpt2", "llama"}) {
-    auto job = sharded_job(arch);
-    job.push_back("train_batch_size=16");
-    auto whole_batch = job;
-    whole_batch.insert(whole_batch.end(), {"train_micro_batch_size_per_gpu=16", "gradient_accumulation_steps=1"});
-    const TrainingRun one = train_at_stage(scratch_dir("zero3_hybrid_one_" + arch), 1, whole_batch, 0);
-    job.insert(job.end(), {"parallel.fsdp.sharding_strategy=hybrid_shard", "parallel.fsdp.shard_group_size=2"});
-    const TrainingRun hybrid = train_at_stage(scratch_dir("zero3_hybrid_" + arch), 4, job, 0);
-    EXPECT_TRUE(contains(hybrid.result.output, "sharded over 2 rank(s) and replicated over 2 such groups (hybrid)")) << hybrid.result.output;
-    expect_same_training(hybrid, one, 4);
-  }
 }
 
 // The trace of a real step (wall_clock_breakdown), read for order, never for durations: in forward

@@ -1,0 +1,173 @@
+// The feature matrix: every way of spreading a job over ranks must train like one rank with the
+// whole batch. Each row is a job (config overrides, a number of ranks) run through the CLI and
+// compared against its reference (equivalence.h): a one-rank job, run once per test and shared by
+// every row that names it, or another row, for what must match it bit for bit. A parallelism joins
+// the matrix with one line of kRows.
+#include <gtest/gtest.h>
+
+#include <map>
+
+#include "equivalence.h"
+#include "support/process.h"
+#include "support/scratch.h"
+
+namespace dtrain::test {
+namespace {
+
+using Sets = std::vector<std::string>;
+
+Sets operator+(Sets a, const Sets& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+// What every run of the matrix shares, on top of kBase: a global batch of 12, which 1 to 4 ranks
+// divide, taken whole by a one-rank reference; validation at steps 2 and 4, compared like the
+// training loss; a frozen tensor, which no rank may update or reduce.
+const Sets kMatrixJob = {"train_batch_size=12", "train_micro_batch_size_per_gpu=12", "train.eval_every=2",
+                         "train.freeze=[\"blocks.0.ln1.*\"]"};
+
+// The one-rank references, by name; each row's test runs its reference once.
+const std::map<std::string, Sets> kReferences = {
+    {"gpt2", {"model.arch=gpt2", "model.n_head=2"}},
+    {"llama", {"model.arch=llama", "model.n_head=4", "model.n_kv_head=2"}},
+    {"gpt2_bf16", {"model.arch=gpt2", "bf16.enabled=true"}},
+};
+
+// Layouts used by several rows: micro-batches per rank that keep the batch of 12.
+const Sets k2Ranks = {"train_micro_batch_size_per_gpu=6"};
+const Sets k2RanksAccumulating = {"train_micro_batch_size_per_gpu=3"};  // accumulation 2
+const Sets k4Ranks = {"train_micro_batch_size_per_gpu=3"};
+// 3 ranks pad every bucket, micro-batch 2 accumulates twice, and small buckets make several.
+const Sets k3RanksBuckets = {"train_micro_batch_size_per_gpu=2", "zero_optimization.reduce_bucket_size=5000"};
+// Hybrid sharding on 4 ranks as 2 x 2: shards within each pair, the pairs average their shards.
+const Sets kHybrid = {"train_micro_batch_size_per_gpu=1", "zero_optimization.reduce_bucket_size=5000",
+                      "parallel.fsdp.sharding_strategy=hybrid_shard", "parallel.fsdp.shard_group_size=2"};
+const Sets kBf16Accumulating = {"train_micro_batch_size_per_gpu=3", "data_types.grad_accum_dtype=bf16"};
+
+struct Row {
+  std::string name;
+  int ranks;
+  Sets sets;              // on top of the reference's job
+  std::string reference;  // a key of kReferences, or an earlier row
+  Bounds bounds;
+  std::string says;  // a line of the run's output that shows the feature at work
+};
+
+// One row per line: name, ranks, overrides on the reference's job, reference, bounds, what the run says.
+const std::vector<Row> kRows = {
+    {"dp2", 2, k2Ranks, "gpt2", kFp32Reordered, "batch: 12 = micro 6 x accumulation 1 x dp 2"},
+    {"dp4", 4, k4Ranks, "gpt2", kFp32Reordered, "batch: 12 = micro 3 x accumulation 1 x dp 4"},
+    {"dp2_accumulation", 2, k2RanksAccumulating, "gpt2", kFp32Reordered, "batch: 12 = micro 3 x accumulation 2 x dp 2"},
+    {"dp3_buckets", 3, k3RanksBuckets, "gpt2", kFp32Reordered, "batch: 12 = micro 2 x accumulation 2 x dp 3"},
+    // AdamW updates each element from that element alone: updating shards and gathering them is plain data parallelism.
+    {"zero1", 3, {"zero_optimization.stage=1"}, "dp3_buckets", kBitForBit, "ZeRO stage 1: optimizer state sharded over 3 rank(s)"},
+    {"zero2", 3, k3RanksBuckets + Sets{"zero_optimization.stage=2"}, "gpt2", kFp32Reordered, "optimizer state and gradients sharded over 3"},
+    {"zero3", 3, k3RanksBuckets + Sets{"zero_optimization.stage=3"}, "gpt2", kFp32Reordered, "blocks freed between forward and backward"},
+    {"zero3_shard_grad_op", 3, k3RanksBuckets + Sets{"parallel.fsdp.sharding_strategy=shard_grad_op"}, "gpt2", kFp32Reordered,
+     "kept whole from forward to backward"},
+    {"hybrid_shard", 4, kHybrid, "gpt2", kFp32Reordered, "sharded over 2 rank(s) and replicated over 2 such groups (hybrid)"},
+    // Recomputation repeats the same operations in the same order.
+    {"ac_full", 2, {"train.activation_checkpointing=full"}, "dp2_accumulation", kBitForBit, "activation checkpointing full"},
+    {"ac_selective", 2, {"train.activation_checkpointing=selective"}, "dp2_accumulation", kBitForBit, "activation checkpointing selective"},
+    {"ac_every2", 2, {"train.activation_checkpointing=every:2"}, "dp2_accumulation", kBitForBit, "activation checkpointing every:2"},
+
+    {"llama_dp2", 2, k2Ranks, "llama", kFp32Reordered, "batch: 12 = micro 6 x accumulation 1 x dp 2"},
+    {"llama_dp4", 4, k4Ranks, "llama", kFp32Reordered, "batch: 12 = micro 3 x accumulation 1 x dp 4"},
+    {"llama_dp2_accumulation", 2, k2RanksAccumulating, "llama", kFp32Reordered, "batch: 12 = micro 3 x accumulation 2 x dp 2"},
+    {"llama_dp3_buckets", 3, k3RanksBuckets, "llama", kFp32Reordered, "batch: 12 = micro 2 x accumulation 2 x dp 3"},
+    {"llama_zero1", 3, {"zero_optimization.stage=1"}, "llama_dp3_buckets", kBitForBit, "ZeRO stage 1: optimizer state sharded over 3"},
+    {"llama_zero2", 3, k3RanksBuckets + Sets{"zero_optimization.stage=2"}, "llama", kFp32Reordered, "gradients sharded over 3"},
+    // Recomputing a block in backward must find its parameters gathered again.
+    {"llama_zero3_recompute", 3, k3RanksBuckets + Sets{"zero_optimization.stage=3", "train.activation_checkpointing=full"}, "llama",
+     kFp32Reordered, "blocks freed between forward and backward"},
+    {"llama_hybrid_shard", 4, kHybrid, "llama", kFp32Reordered, "replicated over 2 such groups (hybrid)"},
+
+    {"bf16_dp2", 2, k2Ranks, "gpt2_bf16", kBf16Reordered, "precision bf16 (fp32 master weights, fp32 gradients"},
+    {"bf16_dp2_accumulation", 2, kBf16Accumulating, "gpt2_bf16", kBf16Reordered, "precision bf16 (fp32 master weights, bf16 gradients"},
+    // Stages 2 and 3 send bf16 gradients and sum the micro-batches into their fp32 shard; stage 3
+    // rounds each unit's working copy as it gathers it.
+    {"bf16_zero2", 2, kBf16Accumulating + Sets{"zero_optimization.stage=2"}, "gpt2_bf16", kBf16Reordered, "ZeRO stage 2"},
+    {"bf16_zero3", 2, kBf16Accumulating + Sets{"zero_optimization.stage=3"}, "gpt2_bf16", kBf16Reordered,
+     "matmul weights gathered in bf16"},
+};
+
+const Row* row_named(const std::string& name) {
+  for (const Row& row : kRows)
+    if (row.name == name) return &row;
+  return nullptr;
+}
+
+// The one-rank reference a row's chain of references ends at.
+std::string root_of(const Row& row) {
+  const Row* up = row_named(row.reference);
+  return up ? root_of(*up) : row.reference;
+}
+
+// A row's whole job: its reference's, then its own overrides.
+Sets job_of(const std::string& name) {
+  const Row* row = row_named(name);
+  return row ? job_of(row->reference) + row->sets : kMatrixJob + kReferences.at(name);
+}
+
+std::string describe(const std::string& name) {
+  const Row* row = row_named(name);
+  std::string sets;
+  for (const auto& s : row ? row->sets : kReferences.at(name)) sets += " " + s;
+  return name + " (" + std::to_string(row ? row->ranks : 1) + " rank(s):" + sets + ")";
+}
+
+class FeatureMatrix : public ::testing::TestWithParam<std::string> {
+ protected:
+  // Each job runs once, however many rows compare against it.
+  const TrainingRun& run(const std::string& name) {
+    auto it = runs_.find(name);
+    if (it != runs_.end()) return it->second;
+    const Row* row = row_named(name);
+    return runs_.emplace(name, train(scratch_dir("matrix_" + name), row ? row->ranks : 1, job_of(name))).first->second;
+  }
+
+ private:
+  std::map<std::string, TrainingRun> runs_;
+};
+
+// Every row whose references lead to this one-rank job.
+TEST_P(FeatureMatrix, EveryRowTrainsLikeItsReference) {
+  const TrainingRun& reference = run(GetParam());
+  ASSERT_EQ(reference.result.exit_code, 0) << reference.result.output;
+  ASSERT_FALSE(reference.steps.empty());
+  // A reference that does not learn would make every comparison with it vacuous.
+  EXPECT_LT(reference.steps.back()["loss"].get<double>(), reference.steps.front()["loss"].get<double>()) << describe(GetParam());
+  int rows = 0;
+  for (const Row& row : kRows) {
+    if (root_of(row) != GetParam()) continue;
+    ++rows;
+    const TrainingRun& got = run(row.name);
+    if (got.result.exit_code == 0) EXPECT_TRUE(contains(got.result.output, row.says)) << row.name << " never says '" << row.says << "'";
+    expect_equivalent(got, run(row.reference), row.bounds, "row " + describe(row.name) + " against " + describe(row.reference));
+  }
+  EXPECT_GT(rows, 0) << "no row compares against " << GetParam();
+}
+
+std::vector<std::string> reference_names() {
+  std::vector<std::string> names;
+  for (const auto& [name, sets] : kReferences) names.push_back(name);
+  return names;
+}
+
+INSTANTIATE_TEST_SUITE_P(References, FeatureMatrix, ::testing::ValuesIn(reference_names()),
+                         [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
+
+// A row names a reference that exists, before it, and an existing row joins the test of its root.
+TEST(FeatureMatrixTable, EveryRowNamesAKnownReferenceAndIsNamedOnce) {
+  for (size_t i = 0; i < kRows.size(); ++i) {
+    EXPECT_EQ(row_named(kRows[i].name), &kRows[i]) << kRows[i].name << " is named twice";
+    EXPECT_FALSE(kReferences.count(kRows[i].name)) << kRows[i].name << " is also a reference";
+    const Row* up = row_named(kRows[i].reference);
+    EXPECT_TRUE(up ? up < &kRows[i] : kReferences.count(kRows[i].reference) > 0)
+        << kRows[i].name << ": reference " << kRows[i].reference << " is neither a one-rank reference nor an earlier row";
+  }
+}
+
+}  // namespace
+}  // namespace dtrain::test
