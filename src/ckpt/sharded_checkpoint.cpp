@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <optional>
 #include <stdexcept>
 
 #include "ckpt/durable_file.h"
@@ -20,24 +21,106 @@ namespace fs = std::filesystem;
 namespace {
 
 constexpr const char* kFormat = "dtrain sharded checkpoint";
-constexpr int kVersion = 1;
 
-// A chunk's key in its shard file: "model/blocks.0.q_proj.weight@4096".
-std::string chunk_key(const std::string& tensor, int64_t offset) { return tensor + "@" + std::to_string(offset); }
+using Ranges = std::vector<std::pair<int64_t, int64_t>>;  // [begin, end) each
 
-// Every element of a `numel`-element tensor in exactly one of `ranges` ((offset, numel) pairs, any
-// order); otherwise what is wrong, naming the first element missed or held twice.
-std::string coverage_error(std::vector<std::pair<int64_t, int64_t>> ranges, int64_t numel) {
-  std::sort(ranges.begin(), ranges.end());
-  int64_t next = 0;
-  for (const auto& [offset, n] : ranges) {
-    if (offset > next) return "no chunk holds elements " + std::to_string(next) + ".." + std::to_string(offset - 1);
-    if (offset < next) return "elements from " + std::to_string(offset) + " are held by two chunks";
-    next = offset + n;
+// "[0:4,8:16]".
+std::string ranges_text(const Ranges& ranges) {
+  std::string out = "[";
+  for (size_t i = 0; i < ranges.size(); ++i) out += (i ? "," : "") + std::to_string(ranges[i].first) + ":" + std::to_string(ranges[i].second);
+  return out + "]";
+}
+
+// One "[a:b,c:d]" group of a chunk name from `pos` on (advanced past it); nullopt when malformed.
+std::optional<Ranges> parse_ranges(const std::string& s, size_t& pos) {
+  if (pos >= s.size() || s[pos] != '[') return std::nullopt;
+  const size_t close = s.find(']', pos);
+  if (close == std::string::npos) return std::nullopt;
+  const std::string body = s.substr(pos + 1, close - pos - 1);
+  pos = close + 1;
+  Ranges out;
+  auto number = [](const std::string& digits) -> std::optional<int64_t> {
+    if (digits.empty() || digits.size() > 18 || digits.find_first_not_of("0123456789") != std::string::npos) return std::nullopt;
+    return std::stoll(digits);
+  };
+  for (size_t from = 0; !body.empty() && from <= body.size();) {
+    const size_t comma = std::min(body.find(',', from), body.size());
+    const std::string range = body.substr(from, comma - from);
+    const size_t colon = range.find(':');
+    if (colon == std::string::npos) return std::nullopt;
+    const auto begin = number(range.substr(0, colon)), end = number(range.substr(colon + 1));
+    if (!begin || !end || *end < *begin) return std::nullopt;
+    out.emplace_back(*begin, *end);
+    from = comma + 1;
   }
-  if (next < numel) return "no chunk holds elements " + std::to_string(next) + ".." + std::to_string(numel - 1);
-  if (next > numel) return "chunks run past its " + std::to_string(numel) + " elements";
+  return out;
+}
+
+// The tensor and piece a chunk name states ("name@[box]" or "name@[box][flat]"); nullopt otherwise.
+std::optional<std::pair<std::string, LocalPiece>> parse_chunk_key(const std::string& key) {
+  const size_t at = key.rfind('@');
+  if (at == std::string::npos || at == 0) return std::nullopt;
+  size_t pos = at + 1;
+  const auto box = parse_ranges(key, pos);
+  if (!box) return std::nullopt;
+  LocalPiece piece;
+  for (const auto& [begin, end] : *box) {
+    piece.box.offset.push_back(begin);
+    piece.box.size.push_back(end - begin);
+  }
+  if (pos < key.size()) {
+    const auto flat = parse_ranges(key, pos);
+    if (!flat || flat->size() != 1 || pos != key.size()) return std::nullopt;
+    piece.flat_begin = flat->front().first;
+    piece.flat_end = flat->front().second;
+  }
+  return std::pair{key.substr(0, at), piece};
+}
+
+// Version 1's chunk names: "blocks.0.qkv.weight@4096", its first element in the flattened tensor.
+std::string v1_chunk_key(const std::string& tensor, int64_t offset) { return tensor + "@" + std::to_string(offset); }
+
+// How a chunk is stored: the box's shape when it holds the whole box, one dim otherwise.
+std::vector<int64_t> stored_shape(const LocalPiece& piece) {
+  return is_whole_box(piece) ? piece.box.size : std::vector<int64_t>{numel(piece)};
+}
+
+// Why `piece` is not a piece of a tensor of `shape` ("" when it is).
+std::string outside(const LocalPiece& piece, const std::vector<int64_t>& shape) {
+  if (piece.box.offset.size() != shape.size() || piece.box.size.size() != shape.size())
+    return "has " + std::to_string(piece.box.size.size()) + " dims, the tensor " + std::to_string(shape.size());
+  for (size_t d = 0; d < shape.size(); ++d)
+    if (piece.box.offset[d] < 0 || piece.box.size[d] < 0 || piece.box.offset[d] + piece.box.size[d] > shape[d])
+      return "does not lie inside the tensor's shape " + c10::str(at::IntArrayRef(shape));
+  const auto [begin, end] = flat_range(piece);
+  if (begin < 0 || end < begin || end > numel(piece.box))
+    return "has a flat range outside its box's " + std::to_string(numel(piece.box)) + " elements";
   return "";
+}
+
+// A chunk in messages: "from element 20" when it is a flat range of the whole tensor (as every
+// chunk of a flat layout is), its box and range otherwise.
+std::string chunk_text(const LocalPiece& piece, const std::vector<int64_t>& shape) {
+  return piece.box.offset == std::vector<int64_t>(shape.size(), 0) && piece.box.size == shape
+             ? "from element " + std::to_string(flat_range(piece).first)
+             : describe(piece);
+}
+
+std::optional<std::vector<int64_t>> sizes(const nlohmann::json& j) {
+  if (!j.is_array()) return std::nullopt;
+  std::vector<int64_t> out;
+  for (const auto& d : j) {
+    if (!d.is_number_unsigned()) return std::nullopt;
+    out.push_back(d.get<int64_t>());
+  }
+  return out;
+}
+
+// Element `at` (global coordinates) of `box`, counted in the box's row-major order.
+int64_t index_in(const Box& box, const std::vector<int64_t>& at) {
+  int64_t index = 0;
+  for (size_t d = 0; d < at.size(); ++d) index = index * box.size[d] + (at[d] - box.offset[d]);
+  return index;
 }
 
 }  // namespace
@@ -54,17 +137,26 @@ std::string shard_file_name(int rank) {
   return name;
 }
 
+std::string chunk_key(const std::string& tensor, const LocalPiece& piece) {
+  Ranges box;
+  for (size_t d = 0; d < piece.box.size.size(); ++d) box.emplace_back(piece.box.offset[d], piece.box.offset[d] + piece.box.size[d]);
+  return tensor + "@" + ranges_text(box) + (is_whole_box(piece) ? "" : ranges_text({flat_range(piece)}));
+}
+
 void write_shard_file(const std::string& dir, int rank, const std::vector<TensorChunk>& chunks) {
   if (chunks.empty()) return;
   NamedTensors named;
-  for (const auto& c : chunks) named.emplace_back(chunk_key(c.tensor, c.offset), c.data.reshape({-1}));
+  for (const auto& c : chunks) {
+    TORCH_CHECK(c.data.numel() == numel(c.piece), "chunk ", chunk_key(c.tensor, c.piece), " given ", c.data.numel(), " elements");
+    named.emplace_back(chunk_key(c.tensor, c.piece), c.data.reshape(stored_shape(c.piece)));
+  }
   write_safetensors(dir + "/" + shard_file_name(rank), named);
 }
 
 void write_checkpoint_index(const std::string& dir, const std::map<std::string, GlobalTensor>& tensors,
                             const nlohmann::json& metadata) {
   std::map<std::string, nlohmann::json> chunks;
-  std::map<std::string, std::vector<std::pair<int64_t, int64_t>>> ranges;
+  std::map<std::string, std::vector<LocalPiece>> pieces;
   std::vector<std::string> files;
   for (const auto& entry : fs::directory_iterator(dir)) {
     const std::string name = entry.path().filename().string();
@@ -73,27 +165,28 @@ void write_checkpoint_index(const std::string& dir, const std::map<std::string, 
   std::sort(files.begin(), files.end());
   for (const auto& file : files) {
     for (const auto& e : read_safetensors_header(dir + "/" + file)) {
-      const size_t at = e.name.rfind('@');
       auto bad = [&](const std::string& what) { throw std::runtime_error(dir + "/" + file + ": chunk '" + e.name + "' " + what); };
-      if (at == std::string::npos) bad("is not named tensor@offset");
-      const std::string tensor = e.name.substr(0, at), digits = e.name.substr(at + 1);
-      if (digits.empty() || digits.size() > 18 || digits.find_first_not_of("0123456789") != std::string::npos)
-        bad("is not named tensor@offset");
-      const int64_t offset = std::stoll(digits);
+      const auto parsed = parse_chunk_key(e.name);
+      if (!parsed) bad("is not named tensor@[box] or tensor@[box][flat range]");
+      const auto& [tensor, piece] = *parsed;
       auto global = tensors.find(tensor);
       if (global == tensors.end()) bad("belongs to no tensor of this checkpoint");
       if (e.dtype != global->second.dtype)
         bad(std::string("is ") + c10::toString(e.dtype) + ", the tensor is " + c10::toString(global->second.dtype));
-      const int64_t numel = e.shape.empty() ? 1 : e.shape[0];
-      if (e.shape.size() != 1 || offset < 0 || offset + numel > global->second.numel())
-        bad("does not lie inside the tensor's " + std::to_string(global->second.numel()) + " elements");
-      chunks[tensor].push_back({{"file", file}, {"offset", offset}, {"numel", numel}, {"byte_offset", e.begin}});
-      ranges[tensor].emplace_back(offset, numel);
+      if (const std::string why = outside(piece, global->second.shape); !why.empty()) bad(why);
+      if (e.shape != stored_shape(piece))
+        bad("has shape " + c10::str(at::IntArrayRef(e.shape)) + " where its piece needs " + c10::str(at::IntArrayRef(stored_shape(piece))));
+      nlohmann::json chunk = {{"file", file}, {"offset", piece.box.offset}, {"size", piece.box.size}};
+      if (!is_whole_box(piece)) chunk["flat_range"] = {flat_range(piece).first, flat_range(piece).second};
+      chunk["byte_range"] = {e.begin, e.end};
+      chunks[tensor].push_back(std::move(chunk));
+      pieces[tensor].push_back(piece);
     }
   }
-  nlohmann::json index = {{"format", kFormat}, {"version", kVersion}, {"metadata", metadata}, {"tensors", nlohmann::json::object()}};
+  nlohmann::json index = {
+      {"format", kFormat}, {"version", kCheckpointIndexVersion}, {"metadata", metadata}, {"tensors", nlohmann::json::object()}};
   for (const auto& [name, global] : tensors) {
-    const std::string error = coverage_error(ranges[name], global.numel());
+    const std::string error = coverage_error(pieces[name], whole_tensor(global.shape), "chunk");
     if (!error.empty()) throw std::runtime_error("checkpoint " + dir + ": tensor '" + name + "': " + error);
     const nlohmann::json held = chunks.count(name) ? chunks[name] : nlohmann::json::array();  // none for an empty tensor
     index["tensors"][name] = {{"dtype", safetensors_dtype_name(global.dtype)}, {"shape", global.shape}, {"chunks", held}};
@@ -117,42 +210,95 @@ ShardedCheckpointReader::ShardedCheckpointReader(const std::string& dir)
   }
   if (!index.is_object() || index.value("format", "") != kFormat || !index.contains("tensors") || !index["tensors"].is_object())
     throw bad("is not a dtrain checkpoint index");
-  if (index.value("version", 0) != kVersion)
-    throw bad("has version " + index["version"].dump() + "; this dtrain reads version " + std::to_string(kVersion));
+  const nlohmann::json version = index.value("version", nlohmann::json());
+  if (version != 1 && version != kCheckpointIndexVersion)
+    throw bad("has version " + version.dump() + "; this dtrain reads versions 1 and " + std::to_string(kCheckpointIndexVersion));
+  version_ = version.get<int>();
   metadata_ = index.value("metadata", nlohmann::json::object());
   for (auto it = index["tensors"].begin(); it != index["tensors"].end(); ++it) {
-    const std::string& name = it.key();
-    const auto& spec = it.value();
-    auto bad_tensor = [&](const std::string& what) { return bad("has a malformed entry for '" + name + "': " + what); };
-    if (!spec.is_object() || !spec.contains("dtype") || !spec["dtype"].is_string() || !spec.contains("shape") ||
-        !spec["shape"].is_array() || !spec.contains("chunks") || !spec["chunks"].is_array())
-      throw bad_tensor("it needs dtype, shape and chunks");
-    const auto dtype = safetensors_dtype(spec["dtype"].get<std::string>());
-    if (!dtype) throw bad_tensor("unknown dtype " + spec["dtype"].dump());
-    GlobalTensor global{{}, *dtype};
-    for (const auto& d : spec["shape"]) {
-      if (!d.is_number_unsigned()) throw bad_tensor("a shape entry is not a size");
-      global.shape.push_back(d.get<int64_t>());
+    try {
+      add_tensor(it.key(), it.value());
+    } catch (const std::invalid_argument& e) {
+      throw bad("has a malformed entry for '" + it.key() + "': " + e.what());
     }
-    std::vector<Chunk> chunks;
-    std::vector<std::pair<int64_t, int64_t>> ranges;
-    for (const auto& c : spec["chunks"]) {
-      if (!c.is_object() || !c.contains("file") || !c["file"].is_string() || !c.contains("offset") || !c["offset"].is_number_unsigned() ||
-          !c.contains("numel") || !c["numel"].is_number_unsigned() || !c.contains("byte_offset") || !c["byte_offset"].is_number_unsigned())
-        throw bad_tensor("a chunk needs file, offset, numel and byte_offset");
-      const std::string file = c["file"];
-      // A chunk's file is one of the checkpoint's own: never a path that leads out of it.
-      if (file.empty() || file.find('/') != std::string::npos || file == "." || file == "..")
-        throw bad_tensor("chunk file '" + file + "' is not a file of the checkpoint");
-      chunks.push_back({file, c["offset"].get<int64_t>(), c["numel"].get<int64_t>(), c["byte_offset"].get<uint64_t>()});
-      ranges.emplace_back(chunks.back().offset, chunks.back().numel);
-    }
-    if (const std::string error = coverage_error(ranges, global.numel()); !error.empty()) throw bad_tensor(error);
-    std::sort(chunks.begin(), chunks.end(), [](const Chunk& a, const Chunk& b) { return a.offset < b.offset; });
-    tensors_[name] = global;
-    chunks_[name] = std::move(chunks);
   }
   check_chunks_against_files();
+}
+
+// One tensor's entry: its global shape and dtype, and chunks that cover it exactly once. Throws
+// std::invalid_argument saying what is wrong, for the caller to name the index and the tensor.
+void ShardedCheckpointReader::add_tensor(const std::string& name, const nlohmann::json& spec) {
+  if (!spec.is_object() || !spec.contains("dtype") || !spec["dtype"].is_string() || !spec.contains("shape") ||
+      !spec.contains("chunks") || !spec["chunks"].is_array())
+    throw std::invalid_argument("it needs dtype, shape and chunks");
+  const auto dtype = safetensors_dtype(spec["dtype"].get<std::string>());
+  if (!dtype) throw std::invalid_argument("unknown dtype " + spec["dtype"].dump());
+  const auto shape = sizes(spec["shape"]);
+  if (!shape) throw std::invalid_argument("a shape entry is not a size");
+  const GlobalTensor global{*shape, *dtype};
+  std::vector<Chunk> chunks;
+  std::vector<LocalPiece> pieces;
+  for (const auto& c : spec["chunks"]) {
+    chunks.push_back(parse_chunk(name, global, c));
+    pieces.push_back(chunks.back().piece);
+  }
+  if (const std::string error = coverage_error(pieces, whole_tensor(global.shape), "chunk"); !error.empty())
+    throw std::invalid_argument(error);
+  std::vector<BoxChunks>& boxes = chunks_[name];
+  for (Chunk& c : chunks) {
+    auto same = std::find_if(boxes.begin(), boxes.end(), [&](const BoxChunks& b) {
+      return b.box.offset == c.piece.box.offset && b.box.size == c.piece.box.size;
+    });
+    if (same == boxes.end()) same = boxes.insert(boxes.end(), BoxChunks{c.piece.box, {}});
+    same->chunks.push_back(std::move(c));
+  }
+  for (BoxChunks& b : boxes)
+    std::sort(b.chunks.begin(), b.chunks.end(),
+              [](const Chunk& x, const Chunk& y) { return flat_range(x.piece).first < flat_range(y.piece).first; });
+  tensors_[name] = global;
+}
+
+ShardedCheckpointReader::Chunk ShardedCheckpointReader::parse_chunk(const std::string& name, const GlobalTensor& global,
+                                                                     const nlohmann::json& c) const {
+  auto field = [&](const char* key) { return c.is_object() && c.contains(key) && c[key].is_number_unsigned(); };
+  if (!c.is_object() || !c.contains("file") || !c["file"].is_string())
+    throw std::invalid_argument(version_ == 1 ? "a chunk needs file, offset, numel and byte_offset" : "a chunk needs file, offset, size and byte_range");
+  Chunk chunk;
+  chunk.file = c["file"];
+  // A chunk's file is one of the checkpoint's own: never a path that leads out of it.
+  if (chunk.file.empty() || chunk.file.find('/') != std::string::npos || chunk.file == "." || chunk.file == "..")
+    throw std::invalid_argument("chunk file '" + chunk.file + "' is not a file of the checkpoint");
+  const int64_t item = int64_t(c10::elementSize(global.dtype));
+  if (version_ == 1) {  // a flat range of the whole flattened tensor
+    if (!field("offset") || !field("numel") || !field("byte_offset"))
+      throw std::invalid_argument("a chunk needs file, offset, numel and byte_offset");
+    const int64_t offset = c["offset"].get<int64_t>(), n = c["numel"].get<int64_t>();
+    if (offset > global.numel() || n > global.numel() - offset)
+      throw std::invalid_argument("chunks run past its " + std::to_string(global.numel()) + " elements");
+    chunk.piece = narrow(whole_tensor(global.shape), offset, offset + n);
+    chunk.key = v1_chunk_key(name, offset);
+    chunk.stored_shape = {n};
+    chunk.begin = c["byte_offset"].get<uint64_t>();
+    chunk.end = chunk.begin + uint64_t(n * item);
+    return chunk;
+  }
+  const auto offset = sizes(c.value("offset", nlohmann::json())), size = sizes(c.value("size", nlohmann::json()));
+  const auto bytes = sizes(c.value("byte_range", nlohmann::json()));
+  if (!offset || !size || !bytes || bytes->size() != 2) throw std::invalid_argument("a chunk needs file, offset, size and byte_range");
+  chunk.piece.box = {*offset, *size};
+  if (c.contains("flat_range")) {
+    const auto flat = sizes(c["flat_range"]);
+    if (!flat || flat->size() != 2) throw std::invalid_argument("a chunk's flat_range is not [begin, end]");
+    chunk.piece.flat_begin = (*flat)[0];
+    chunk.piece.flat_end = (*flat)[1];
+  }
+  if (const std::string why = outside(chunk.piece, global.shape); !why.empty())
+    throw std::invalid_argument("chunk " + describe(chunk.piece) + " " + why);
+  chunk.key = chunk_key(name, chunk.piece);
+  chunk.stored_shape = stored_shape(chunk.piece);
+  chunk.begin = uint64_t((*bytes)[0]);
+  chunk.end = uint64_t((*bytes)[1]);
+  return chunk;
 }
 
 // The index is written from the shard files' headers, so each chunk must be there as the index says:
@@ -160,26 +306,30 @@ ShardedCheckpointReader::ShardedCheckpointReader(const std::string& dir)
 // tensor's bytes, or bytes shifted by a few elements, as this one's, without a word.
 void ShardedCheckpointReader::check_chunks_against_files() const {
   std::map<std::string, std::map<std::string, SafetensorsEntry>> headers;  // file -> chunk key -> entry
-  for (const auto& [name, chunks] : chunks_)
-    for (const Chunk& c : chunks) {
-      const std::string path = dir_ + "/" + c.file;
-      if (!headers.count(c.file))
-        for (auto& e : read_safetensors_header(path)) headers[c.file].emplace(e.name, std::move(e));
-      auto disagree = [&](const std::string& what) {
-        return std::runtime_error("checkpoint file '" + index_path_ + "' disagrees with '" + path + "' about tensor '" + name +
-                                  "' (its chunk from element " + std::to_string(c.offset) + "): " + what + "; the checkpoint is damaged");
-      };
-      const auto found = headers[c.file].find(chunk_key(name, c.offset));
-      if (found == headers[c.file].end()) throw disagree("the file holds no such chunk");
-      const SafetensorsEntry& e = found->second;
-      const GlobalTensor& global = tensors_.at(name);
-      if (e.dtype != global.dtype)
-        throw disagree(std::string("the index says ") + c10::toString(global.dtype) + ", the file " + c10::toString(e.dtype));
-      if (e.shape != std::vector<int64_t>{c.numel})
-        throw disagree("the index says " + std::to_string(c.numel) + " elements, the file's shape is " + c10::str(at::IntArrayRef(e.shape)));
-      if (e.begin != c.begin)
-        throw disagree("the index says byte offset " + std::to_string(c.begin) + ", the file's header " + std::to_string(e.begin));
-    }
+  for (const auto& [name, boxes] : chunks_)
+    for (const BoxChunks& box : boxes)
+      for (const Chunk& c : box.chunks) {
+        const std::string path = dir_ + "/" + c.file;
+        if (!headers.count(c.file))
+          for (auto& e : read_safetensors_header(path)) headers[c.file].emplace(e.name, std::move(e));
+        const GlobalTensor& global = tensors_.at(name);
+        auto disagree = [&](const std::string& what) {
+          return std::runtime_error("checkpoint file '" + index_path_ + "' disagrees with '" + path + "' about tensor '" + name +
+                                    "' (its chunk " + chunk_text(c.piece, global.shape) + "): " + what + "; the checkpoint is damaged");
+        };
+        const auto found = headers[c.file].find(c.key);
+        if (found == headers[c.file].end()) throw disagree("the file holds no such chunk");
+        const SafetensorsEntry& e = found->second;
+        if (e.dtype != global.dtype)
+          throw disagree(std::string("the index says ") + c10::toString(global.dtype) + ", the file " + c10::toString(e.dtype));
+        if (e.shape != c.stored_shape)
+          throw disagree("the index says shape " + c10::str(at::IntArrayRef(c.stored_shape)) + ", the file's shape is " +
+                         c10::str(at::IntArrayRef(e.shape)));
+        if (e.begin != c.begin)
+          throw disagree("the index says byte offset " + std::to_string(c.begin) + ", the file's header " + std::to_string(e.begin));
+        if (e.end != c.end)
+          throw disagree("the index says its bytes end at " + std::to_string(c.end) + ", the file's header at " + std::to_string(e.end));
+      }
 }
 
 ShardedCheckpointReader::~ShardedCheckpointReader() {
@@ -201,32 +351,75 @@ int ShardedCheckpointReader::descriptor(const std::string& file) {
   return fd;
 }
 
+// Per box of the tensor that the piece's box meets, the part of that box the piece can touch is one
+// span of its order (from the intersection's first corner to its last, or the piece's own flat range
+// when the boxes are the same), and the box's chunks are sorted by flat range: a binary search finds
+// the first chunk reaching the span. Cost O(B + sum over the boxes met of (log C + K)), with B the
+// tensor's distinct boxes (1 for a flat layout, the tensor-parallel grid otherwise: never the number
+// of ranks times buckets), C a box's chunks and K those returned; never a scan of every chunk.
+std::vector<const ShardedCheckpointReader::Chunk*> ShardedCheckpointReader::overlapping(const std::string& name,
+                                                                                      const LocalPiece& piece) const {
+  std::vector<const Chunk*> out;
+  for (const BoxChunks& b : chunks_.at(name)) {
+    const size_t dims = b.box.size.size();
+    std::vector<int64_t> lo(dims), last(dims);
+    bool meets = true;
+    for (size_t d = 0; d < dims; ++d) {
+      lo[d] = std::max(piece.box.offset[d], b.box.offset[d]);
+      last[d] = std::min(piece.box.offset[d] + piece.box.size[d], b.box.offset[d] + b.box.size[d]) - 1;
+      meets = meets && last[d] >= lo[d];
+    }
+    if (!meets) continue;
+    int64_t begin = index_in(b.box, lo), end = index_in(b.box, last) + 1;
+    if (piece.box.offset == b.box.offset && piece.box.size == b.box.size) {
+      begin = std::max(begin, flat_range(piece).first);
+      end = std::min(end, flat_range(piece).second);
+    }
+    auto it = std::partition_point(b.chunks.begin(), b.chunks.end(), [&](const Chunk& c) { return flat_range(c.piece).second <= begin; });
+    for (; it != b.chunks.end() && flat_range(it->piece).first < end; ++it) out.push_back(&*it);
+  }
+  return out;
+}
+
+void ShardedCheckpointReader::read(const std::string& name, const LocalPiece& piece, at::Tensor out) {
+  const GlobalTensor& global = tensor(name);
+  if (const std::string why = outside(piece, global.shape); !why.empty())
+    throw std::runtime_error(index_path_ + ": the piece " + describe(piece) + " asked of '" + name + "' " + why);
+  const int64_t n = numel(piece);
+  TORCH_CHECK(out.numel() == n && out.scalar_type() == global.dtype, "reading '", name, "' into a tensor of another kind");
+  const std::vector<const Chunk*> chunks = overlapping(name, piece);
+  std::vector<LocalPiece> held;
+  for (const Chunk* c : chunks) held.push_back(c->piece);
+  if (const std::string gap = coverage_error(held, piece, "chunk"); !gap.empty())
+    throw std::runtime_error(index_path_ + ": reading " + describe(piece) + " of '" + name + "': " + gap);
+  at::Tensor host = out.is_cpu() && out.is_contiguous() ? out : at::empty({n}, out.options().device(at::kCPU));
+  const size_t item = host.element_size();
+  for (const Chunk* c : chunks)
+    for (const SharedRun& run : shared_runs(piece, c->piece)) {
+      char* dst = static_cast<char*>(host.data_ptr()) + run.a_offset * int64_t(item);
+      const size_t bytes = size_t(run.numel) * item;
+      if (transfer_all(false, descriptor(c->file), dst, bytes, off_t(c->begin + uint64_t(run.b_offset) * item)) != bytes)
+        throw std::runtime_error("checkpoint file '" + dir_ + "/" + c->file + "' is truncated or unreadable where '" + name +
+                                 "' should be" + (errno ? std::string(": ") + std::strerror(errno) : std::string()));
+    }
+  if (!host.is_same(out)) out.copy_(host.view(out.sizes()));
+}
+
 void ShardedCheckpointReader::read(const std::string& name, int64_t offset, at::Tensor out) {
   const GlobalTensor& global = tensor(name);
   const int64_t n = out.numel();
-  TORCH_CHECK(out.dim() == 1 && out.scalar_type() == global.dtype, "reading '", name, "' into a tensor of another kind");
+  TORCH_CHECK(out.dim() == 1, "reading '", name, "' into a tensor of another kind");
   if (offset < 0 || offset + n > global.numel())
     throw std::runtime_error(index_path_ + ": elements " + std::to_string(offset) + ".." + std::to_string(offset + n - 1) + " of '" +
                              name + "' lie outside its " + std::to_string(global.numel()));
-  at::Tensor host = out.is_cpu() && out.is_contiguous() ? out : at::empty({n}, out.options().device(at::kCPU));
-  const size_t item = host.element_size();
-  for (const Chunk& c : chunks_.at(name)) {
-    const int64_t from = std::max(offset, c.offset), to = std::min(offset + n, c.offset + c.numel);
-    if (from >= to) continue;
-    char* dst = static_cast<char*>(host.data_ptr()) + (from - offset) * item;
-    const size_t bytes = size_t(to - from) * item;
-    if (transfer_all(false, descriptor(c.file), dst, bytes, off_t(c.begin + uint64_t(from - c.offset) * item)) != bytes)
-      throw std::runtime_error("checkpoint file '" + dir_ + "/" + c.file + "' is truncated or unreadable where '" + name +
-                               "' should be" + (errno ? std::string(": ") + std::strerror(errno) : std::string()));
-  }
-  if (!host.is_same(out)) out.copy_(host);
+  read(name, narrow(whole_tensor(global.shape), offset, offset + n), out);
 }
 
 at::Tensor ShardedCheckpointReader::read(const std::string& name) {
   const GlobalTensor& global = tensor(name);
-  at::Tensor out = at::empty({global.numel()}, at::TensorOptions().dtype(global.dtype));
-  read(name, 0, out);
-  return out.view(global.shape);
+  at::Tensor out = at::empty(global.shape, at::TensorOptions().dtype(global.dtype));
+  read(name, whole_tensor(global.shape), out);
+  return out;
 }
 
 }  // namespace dtrain

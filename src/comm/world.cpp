@@ -255,9 +255,11 @@ std::shared_ptr<Group> World::new_group(const std::string& name, const std::vect
   const int group_rank = static_cast<int>(me - ranks.begin());
   const std::string key = name + ":" + format_ranks(ranks);
   c10::intrusive_ptr<c10d::Backend> backend;
-  if (ranks.size() > 1) {
+  if (auto shared = backends_.find(ranks); shared != backends_.end()) backend = shared->second.lock();
+  if (ranks.size() > 1 && !backend) {
     try {
       backend = make_backend(key, ranks, group_rank);
+      backends_.insert_or_assign(ranks, c10::weak_intrusive_ptr<c10d::Backend>(backend));
     } catch (const std::exception& e) {
       std::string what = e.what();
       throw std::runtime_error("rank " + std::to_string(rank()) + ": creating process group " + name + " (ranks " +

@@ -6,6 +6,7 @@
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
 #include <chrono>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -42,7 +43,12 @@ class World {
   c10::intrusive_ptr<c10d::Store> store() const { return store_; }
 
   // A group of the given global ranks. Every rank of the world calls it, in the same order, with
-  // the same arguments (as c10d requires); ranks outside `ranks` get nullptr.
+  // the same arguments (as c10d requires); ranks outside `ranks` get nullptr. A group of one rank has
+  // no backend; one of the same ranks, in the same order, as a group still alive shares its backend
+  // (a communicator costs connections or shared memory, and the mesh names one set of ranks several
+  // ways: a pure data-parallel job's dp_shard, dp and dp_cp are the world). Each keeps its own name
+  // and sequence of collectives; every member issues them in the same order on both, so the shared
+  // backend sees one order.
   std::shared_ptr<Group> new_group(const std::string& name, const std::vector<int>& ranks);
 
  private:
@@ -70,6 +76,8 @@ class World {
   std::shared_ptr<HangDiagnosis> diagnosis_;
   std::shared_ptr<Group> world_group_;
   std::vector<int> node_of_;  // by global rank
+  // The backends of this rank's groups by their member lists, while a group uses them.
+  std::map<std::vector<int>, c10::weak_intrusive_ptr<c10d::Backend>> backends_;
 };
 
 }  // namespace dtrain

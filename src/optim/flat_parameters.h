@@ -24,12 +24,6 @@ struct FlatEntry {
   bool decay = true;  // weight decay applies (matrices and embeddings; not biases or norm weights)
 };
 
-// Elements [flat_offset, flat_offset + numel) of the flat buffer, kept at local_offset of a local
-// tensor: the buffer itself (local_offset == flat_offset) or a rank's shard of it.
-struct FlatPiece {
-  int64_t flat_offset = 0, numel = 0, local_offset = 0;
-};
-
 class FlatParameters {
  public:
   enum class Buffers { ParametersAndGradients, Parameters, None };

@@ -91,6 +91,27 @@ void resolve_stage3_keys(const Reader& r, TrainConfig& c) {
   if (!r.integer_or_auto("zero_optimization.stage3_param_persistence_threshold", 0)) z["stage3_param_persistence_threshold"] = 0;
 }
 
+void resolve_parallel_dims(const Reader& r, TrainConfig& c) {
+  ParallelDims dims;
+  dims.pp = r.small_integer("parallel.pp", 1);
+  dims.cp = r.small_integer("parallel.cp", 1);
+  dims.tp = r.small_integer("parallel.tp", 1);
+  if (const auto dp = r.integer_or_auto("parallel.dp", 1, INT_MAX)) dims.dp_shard = int(*dp);
+  try {
+    c.parallel = dims.resolved(c.world_size);
+  } catch (const std::invalid_argument& e) {
+    fail(r.origin(), e.what());
+  }
+  c.dp = c.parallel.dp();
+  c.json["parallel"]["dp"] = c.dp;
+}
+
+void split_into_shard_groups(TrainConfig& c, int size) {
+  c.parallel.dp_replicate = c.dp / size;
+  c.parallel.dp_shard = size;
+  c.json["parallel"]["fsdp"]["shard_group_size"] = size;
+}
+
 // zero_optimization.stage and FSDP's words for the same thing: parallel.fsdp.sharding_strategy
 // full_shard is stage 3, shard_grad_op stage 3 keeping parameters whole from forward to backward,
 // no_shard plain data parallelism. Either may be given; both only when they agree.
@@ -114,10 +135,11 @@ void resolve_sharding(const Reader& r, TrainConfig& c) {
   // says; with it, "auto" is a node's ranks, which the trainer learns and writes.
   const std::optional<int64_t> group = r.integer_or_auto("parallel.fsdp.shard_group_size", 1, INT_MAX);
   if (strategy == "hybrid_shard") {
-    c.shard_group_size = group ? int(*group) : TrainConfig::kShardGroupPerNode;
+    c.shard_groups_per_node = !group;
     if (group && c.dp % *group != 0)
       fail(r.origin(), "'parallel.fsdp.shard_group_size' is " + std::to_string(*group) + ", which does not divide the " +
                            std::to_string(c.dp) + " data-parallel ranks");
+    if (group) split_into_shard_groups(c, int(*group));
   } else {
     if (group && *group != c.dp)
       fail(r.origin(), "'parallel.fsdp.shard_group_size' is " + std::to_string(*group) + ", but it applies to parallel.fsdp.sharding_strategy "

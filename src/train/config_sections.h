@@ -16,7 +16,14 @@ void merge_checked(nlohmann::json& base, const nlohmann::json& user, const std::
 void reject_unbuilt(const Reader& r);
 void check_unused_deepspeed_keys(const Reader& r);
 void resolve_stage3_keys(const Reader& r, TrainConfig& c);
+// The mesh's dims for c.world_size ranks: parallel.dp ("auto": what the other dims leave of the
+// world) as dp_shard; tp, pp and cp are 1 until they land (reject_unbuilt refuses other values).
+void resolve_parallel_dims(const Reader& r, TrainConfig& c);
+// After resolve_parallel_dims.
 void resolve_sharding(const Reader& r, TrainConfig& c);
+// Hybrid sharding's shard groups of `size` ranks as mesh dims: dp_shard within a group, dp_replicate
+// across the groups; the resolved JSON says the size. The caller has checked that `size` divides dp.
+void split_into_shard_groups(TrainConfig& c, int size);
 TrainConfig::Offload resolve_offload(const Reader& r, const std::string& key, int min_stage, int stage);
 void resolve_precision(const Reader& r, TrainConfig& c);
 TransformerConfig resolve_model(const Reader& r);

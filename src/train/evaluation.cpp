@@ -16,8 +16,11 @@ std::optional<double> validation_loss(Transformer& model, ParallelPlan& plan, co
   }
   double sum = 0;
   int64_t count = 0;
+  // Dealt by data-parallel coordinate: the ranks of one dp coordinate (tensor or pipeline parallel
+  // peers) evaluate the same samples.
+  const DeviceMesh& mesh = *plan.mesh;
   std::vector<int64_t> mine;
-  for (int64_t i = world.rank(); i < available; i += c.dp) mine.push_back(i);
+  for (int64_t i = mesh.coord("dp"); i < available; i += mesh.size("dp")) mine.push_back(i);
   for (size_t from = 0; from < mine.size(); from += size_t(c.micro_batch)) {
     std::vector<int64_t> chunk(mine.begin() + from, mine.begin() + std::min(mine.size(), from + size_t(c.micro_batch)));
     auto [x, y] = dataset.batch(Split::Validation, chunk);
@@ -25,7 +28,7 @@ std::optional<double> validation_loss(Transformer& model, ParallelPlan& plan, co
     count += int64_t(chunk.size());
   }
   auto totals = at::tensor({sum, double(count)}, at::kDouble).to(world.device());
-  all_reduce(*world.world_group(), totals, ReduceOp::Sum, "eval");
+  all_reduce(*mesh.group("dp"), totals, ReduceOp::Sum, "eval");
   return totals[0].item<double>() / totals[1].item<double>();
 }
 

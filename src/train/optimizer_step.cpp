@@ -8,7 +8,9 @@ namespace dtrain {
 
 UpdateOutcome apply_optimizer_step(ParallelPlan& plan, StabilityGuard& guard, double loss, double loss_scale, double lr, double clipping) {
   // This rank's reduced gradients: the whole of them, or its ZeRO-2/3 shard. Clipping, the guard and
-  // the norm in the metrics all see the true gradients, the norm summed over the shards.
+  // the norm in the metrics all see the true gradients. Each piece counts once: whole gradients are
+  // the same on every rank and are not summed, shards are summed over the group they split over
+  // (the mesh's dp_shard_cp), never across the replicas of hybrid sharding (dp_replicate).
   at::Tensor& grads = plan.grad_sync->grads();
   if (plan.scaler) grads.div_(loss_scale);
   UpdateOutcome out;

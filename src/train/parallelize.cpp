@@ -29,7 +29,10 @@ void offload_to_nvme(const std::string& key, Make make) {
 // The steps of parallelize(), in its order, sharing what each leaves for the next.
 class Parallelizer {
  public:
-  Parallelizer(Transformer& model, World& world, TrainConfig& config) : model_(model), world_(world), c_(config) {}
+  Parallelizer(Transformer& model, World& world, std::shared_ptr<DeviceMesh> mesh, const TrainConfig& config)
+      : model_(model), world_(world), c_(config) {
+    plan_.mesh = std::move(mesh);
+  }
 
   ParallelPlan run() {
     auto named = apply_freeze();
@@ -54,12 +57,12 @@ class Parallelizer {
 
   Transformer& model_;
   World& world_;
-  TrainConfig& c_;
+  const TrainConfig& c_;
   ParallelPlan plan_;
   MixedPrecision precision_;
   std::vector<at::Tensor> matmul_only_;
   std::vector<ForwardPart> parts_;  // the model's, which ZeRO's units and gathers follow
-  std::shared_ptr<Group> group_;  // what the data-parallel state is sharded or reduced over
+  std::shared_ptr<Group> group_;  // what ZeRO shards over (and, at every stage, the checkpoint's writers split): dp_shard_cp
   std::unique_ptr<BucketShards> shards_;  // until the optimizer takes them
   int64_t owned_numel_ = 0;                // of the ZeRO shards
 };
@@ -103,24 +106,19 @@ void Parallelizer::apply_data_parallel(std::vector<std::pair<std::string, at::Te
   DataParallelOptions options;
   options.bucket_bytes = c_.reduce_bucket_elements * flat.options().dtype().itemsize();
   if (c_.grad_accum_16bit) options.wire_dtype = c_.precision;
-  // Hybrid sharding shards within a group of ranks (a node) and replicates across the groups.
-  group_ = world_.world_group();
-  if (c_.shard_group_size != 0) {
-    const int size = c_.shard_group_size == TrainConfig::kShardGroupPerNode ? world_.env().local_world_size : c_.shard_group_size;
-    if (size < 1 || c_.dp % size != 0)
-      throw ConfigError("parallel.fsdp.shard_group_size: a node's " + std::to_string(size) + " rank(s) do not divide the " +
-                        std::to_string(c_.dp) + " data-parallel ranks; give the size");
-    c_.json["parallel"]["fsdp"]["shard_group_size"] = size;
-    plan_.hybrid_mesh = std::make_unique<DeviceMesh>(world_, std::vector<std::pair<std::string, int>>{{"replicate", c_.dp / size}, {"shard", size}});
-    group_ = plan_.hybrid_mesh->group("shard");
-  }
+  // ZeRO shards over the data-parallel ranks of one replica (all of them without hybrid sharding);
+  // whole gradients are averaged over every rank that holds a copy of them.
+  const DeviceMesh& mesh = *plan_.mesh;
+  group_ = mesh.group("dp_shard_cp");
   if (c_.zero_stage == 3) {
     const auto units = make_unit_buckets(flat.entries(), ParameterParts(parts_), precision_.enabled() ? matmul_only_ : std::vector<at::Tensor>{});
     shard_parameters(group_, units, options);
   } else if (c_.zero_stage == 2) {
-    plan_.grad_sync = std::make_unique<ReduceScatterGrads>(flat, group_, options);
+    auto reduce_scatter = std::make_unique<ReduceScatterGrads>(flat, group_, options);
+    reduce_scatter->average_across(mesh.group("dp_replicate"));
+    plan_.grad_sync = std::move(reduce_scatter);
   } else {
-    plan_.grad_sync = std::make_unique<DataParallel>(flat, group_, options);
+    plan_.grad_sync = std::make_unique<DataParallel>(flat, mesh.group("dp_cp"), options);
   }
   for (const auto& [what, device] : {std::pair<std::string, std::string>{"optimizer", c_.offload_optimizer.device},
                                      {"param", c_.offload_param.device}}) {
@@ -128,12 +126,12 @@ void Parallelizer::apply_data_parallel(std::vector<std::pair<std::string, at::Te
       plan_.setup_lines.push_back("zero_optimization.offload_" + what + ".device=cpu: this run computes on the CPU, so the " +
                                   (what == "param" ? "parameters" : "optimizer state") + " already live in host memory; nothing moves");
   }
-  // Every rank owns 1/dp of every bucket: under ZeRO the pieces it updates, and at every stage the
-  // pieces it writes into a checkpoint.
+  // Every rank owns 1/dp of every bucket: under ZeRO the pieces it updates, holds and writes.
   shards_ = std::make_unique<BucketShards>(plan_.sharded ? plan_.sharded->shards()
                                                          : BucketShards(plan_.grad_sync->buckets(), group_->size(), group_->rank()));
-  plan_.layout = StateLayout::data_parallel(flat, plan_.updated_parameters(), *shards_, c_.zero_stage == 3, c_.zero_stage >= 1,
-                                            plan_.writes_replicas());
+  std::vector<MeshCoordinate> coords;
+  for (const MeshDim& dim : mesh.dims()) coords.push_back({dim.name, mesh.coord(dim.name), dim.size});
+  plan_.layout = data_parallel_layout(c_.model, model_, flat, plan_.updated_parameters(), *shards_, c_.zero_stage, coords);
 }
 
 // ZeRO stage 3: the parameters live in per-unit shards, gathered around each part of the model.
@@ -159,10 +157,10 @@ void Parallelizer::shard_parameters(const std::shared_ptr<Group>& group, const s
     for (auto& layer : layers) working.emplace_back(layer->weight, &layer->working);
     sharded.keep_working_copies(precision_.compute, working, matmul_only_, c_.gather_16bit);
   }
-  broadcast(*world_.world_group(), sharded.unit_buffers(), 0, "broadcast parameters");
+  broadcast(*plan_.mesh->group("dp_cp"), sharded.unit_buffers(), 0, "broadcast parameters");
   sharded.reshard();
   auto reduce_scatter = std::make_unique<ReduceScatterGrads>(*plan_.flat, group, options, units);
-  if (plan_.hybrid_mesh) reduce_scatter->average_across(plan_.hybrid_mesh->group("replicate"));
+  reduce_scatter->average_across(plan_.mesh->group("dp_replicate"));
   reduce_scatter->on_gradients_taken([s = &sharded](int unit) { s->gradients_taken(unit); });
   plan_.grad_sync = std::move(reduce_scatter);
   model_->set_part_hooks(&sharded);
@@ -256,7 +254,7 @@ void Parallelizer::describe() {
                                                   : "optimizer state";
     std::string line = "ZeRO stage " + std::to_string(c_.zero_stage) + ": " + what + " sharded over " + std::to_string(group_->size()) +
                        " rank(s)" +
-                       (plan_.hybrid_mesh ? " and replicated over " + std::to_string(plan_.hybrid_mesh->size("replicate")) + " such groups (hybrid)" : "") +
+                       (plan_.mesh->size("dp_replicate") > 1 ? " and replicated over " + std::to_string(plan_.mesh->size("dp_replicate")) + " such groups (hybrid)" : "") +
                        ", this rank owns " + std::to_string(owned_numel_) + " of " + std::to_string(plan_.flat->numel()) + " parameters";
     if (plan_.sharded)
       line += "; " + std::to_string(grad_sync.buckets().size()) + " units gathered one at a time with the next prefetched, " +
@@ -280,6 +278,8 @@ void Parallelizer::describe() {
 
 }  // namespace
 
-ParallelPlan parallelize(Transformer& model, World& world, TrainConfig& config) { return Parallelizer(model, world, config).run(); }
+ParallelPlan parallelize(Transformer& model, World& world, std::shared_ptr<DeviceMesh> mesh, const TrainConfig& config) {
+  return Parallelizer(model, world, std::move(mesh), config).run();
+}
 
 }  // namespace dtrain

@@ -7,8 +7,9 @@
 //   4. model parallelism (tensor, context, pipeline) — each a transformation of its own, inserted
 //                    here; none exists yet;
 //   5. data parallelism: the trainable parameters are packed into flat buffers and their gradients
-//                    reduced over the data-parallel group — whole (DDP) or sharded (ZeRO 1-3), with
-//                    hybrid sharding replicating the shards across groups;
+//                    reduced over the mesh's data-parallel groups — whole over dp_cp (DDP, ZeRO 1),
+//                    or reduce-scattered over dp_shard_cp (ZeRO 2-3) and averaged across the shard's
+//                    replicas over dp_replicate (hybrid sharding);
 //   6. optimizer     over what this rank updates: the whole buffer, or its ZeRO shard wherever
 //                    offloading keeps it.
 // Data parallelism comes last among the transformations because it packs what the others leave on a
@@ -41,15 +42,13 @@ struct ParallelPlan {
   std::unique_ptr<FlatOptimizer> optimizer;
   ParameterAllGather* parameter_gather = nullptr;  // ZeRO stages 1 and 2 only; owned by optimizer
   std::unique_ptr<LossScaler> scaler;               // fp16 only
-  std::unique_ptr<DeviceMesh> hybrid_mesh;          // hybrid sharding only: replicate x shard
-  StateLayout layout;  // what of the parameters and optimizer state this rank holds, loads and saves
+  std::shared_ptr<DeviceMesh> mesh;  // the ranks' layout, whose groups every reduction names (comm/device_mesh.h)
+  TrainingLayout layout;  // every parameter's placements, and what of it and its optimizer state this rank holds and writes
   std::vector<std::string> setup_lines;  // what was built, for the run's log
 
   // The tensor the optimizer updates: the flat buffer, or the ZeRO-3 shard.
   at::Tensor& updated_parameters() { return sharded ? sharded->shard() : flat->data(); }
   const Spans& decay_spans() const { return sharded ? sharded->shard_decay() : flat->decay_spans(); }
-  // Ranks in one hybrid-shard group: those whose shards differ (the whole world without hybrid sharding).
-  int shard_group_size(int world_size) const { return hybrid_mesh ? hybrid_mesh->size("shard") : world_size; }
   // What every rank holds the same copy of: the frozen parameters, and the trainable ones unless ZeRO-3 shards them.
   std::vector<at::Tensor> replicated_parameters() const {
     std::vector<at::Tensor> out = frozen;
@@ -64,12 +63,10 @@ struct ParallelPlan {
   void evict_offloaded() {
     if (sharded) sharded->evict_shard();
   }
-  // Whether this rank's copy of what is replicated is one the checkpoint writes (the first replica).
-  bool writes_replicas() const { return !hybrid_mesh || hybrid_mesh->coord("replicate") == 0; }
 };
 
-// Applies the transformations above to `model` (built, on the CPU) for this rank. `config` receives
-// what was resolved (the hybrid shard group's size). Throws ConfigError naming the key at fault.
-ParallelPlan parallelize(Transformer& model, World& world, TrainConfig& config);
+// Applies the transformations above to `model` (built, on the CPU) for this rank, laid out by `mesh`
+// (built from config.parallel). Throws ConfigError naming the key at fault.
+ParallelPlan parallelize(Transformer& model, World& world, std::shared_ptr<DeviceMesh> mesh, const TrainConfig& config);
 
 }  // namespace dtrain

@@ -19,8 +19,10 @@ void check_replicas_agree(ParallelPlan& plan, World& world, int64_t step, bool i
   const auto mine =
       at::tensor({parameter_fingerprint(replicated), sharded ? parameter_fingerprint({plan.sharded->shard()}) : int64_t(0)}, at::kLong)
           .to(world.device());
+  // Gathered over the world, so that every rank reaches the same verdict; each copy is compared with
+  // the first of its replica group.
   const at::Tensor all = all_gather(*world.world_group(), mine, "parameter fingerprint").cpu();
-  const int shard_size = plan.shard_group_size(world.size());
+  const DeviceMesh& mesh = *plan.mesh;
   auto differ = [&](const std::string& what, int rank, int holder, int index) {
     const int64_t got = all[2 * rank + index].item<int64_t>(), expected = all[2 * holder + index].item<int64_t>();
     if (got == expected) return;
@@ -30,10 +32,10 @@ void check_replicas_agree(ParallelPlan& plan, World& world, int64_t step, bool i
                              "): the replicas have diverged, a bug or a fault on rank " + std::to_string(rank) +
                              "'s machine; no checkpoint is written");
   };
-  for (int r = 1; r < world.size(); ++r) {
-    differ(sharded ? "the frozen parameters" : "the parameters", r, 0, 0);
-    // Mesh ranks run shard-fastest: rank r % shard_size holds rank r's shard in the first group.
-    if (sharded) differ("the parameter shard", r, r % shard_size, 1);
+  for (int r = 0; r < world.size(); ++r) {
+    // What is replicated, every data-parallel rank holds; a shard, the replicas of hybrid sharding.
+    differ(sharded ? "the frozen parameters" : "the parameters", r, mesh.members("dp_cp", r).front(), 0);
+    if (sharded) differ("the parameter shard", r, mesh.members("dp_replicate", r).front(), 1);
   }
 }
 

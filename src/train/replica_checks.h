@@ -9,7 +9,7 @@
 
 namespace dtrain {
 
-// Each rank writes its share of what is replicated, so every copy must be the same: the parameters
+// What is replicated is written from one rank's copy, so every copy must be the same: the parameters
 // at stages 0-2 and the frozen ones on every rank, and at stage 3 each shard across the replica
 // groups of hybrid sharding (compared where it lies: no rank gathers the model). A copy that differs
 // (a bug, or a silent fault on its machine) throws naming the rank and the one it differs from,

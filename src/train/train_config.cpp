@@ -39,11 +39,7 @@ TrainConfig resolve_config(const json& user, int world_size, const std::string& 
   }
 
   c.world_size = world_size;
-  c.dp = world_size;  // tp = pp = cp = 1 until those land
-  if (const auto dp = r.integer_or_auto("parallel.dp", 1); dp && *dp != c.dp)
-    fail(origin, "'parallel.dp' is " + printable_json(r.at("parallel.dp")) + " but the job has " + std::to_string(world_size) +
-                     " ranks (dp × tp × pp × cp must equal the world size)");
-  c.json["parallel"]["dp"] = c.dp;
+  resolve_parallel_dims(r, c);
   resolve_batch(r, c);
   // Without pipeline parallelism a step's micro-batches are its accumulation steps.
   if (const auto micro_batches = r.integer_or_auto("parallel.micro_batches", 1); micro_batches && *micro_batches != c.accumulation)
@@ -129,6 +125,15 @@ TrainConfig resolve_config(const json& user, int world_size, const std::string& 
     fail(origin, "'dist.backend' must be \"auto\", \"shm\", \"gloo\" or \"nccl\", got " + printable_json(c.backend));
   c.timeout_s = r.number("dist.timeout_s", 1, kMaxWaitSeconds);
   return c;
+}
+
+void resolve_shard_group_per_node(TrainConfig& c, int node_ranks) {
+  if (!c.shard_groups_per_node) return;
+  if (node_ranks < 1 || c.dp % node_ranks != 0)
+    throw ConfigError("parallel.fsdp.shard_group_size: a node's " + std::to_string(node_ranks) + " rank(s) do not divide the " +
+                      std::to_string(c.dp) + " data-parallel ranks; give the size");
+  c.shard_groups_per_node = false;
+  split_into_shard_groups(c, node_ranks);
 }
 
 TrainConfig load_train_config(const std::string& path, const std::vector<std::string>& sets, int world_size) {

@@ -14,6 +14,7 @@
 #include "model/activation_checkpoint.h"
 #include "model/transformer_config.h"
 #include "optim/loss_scaler.h"
+#include "parallel/parallel_dims.h"
 #include "train/stability_guard.h"
 
 namespace dtrain {
@@ -39,7 +40,12 @@ struct TrainConfig {
   // data.shuffle_order; nullopt is "auto", which the trainer resolves once it knows the training samples.
   std::optional<ShuffleOrder> shuffle_order;
 
-  int world_size = 1, dp = 1;
+  int world_size = 1, dp = 1;  // dp: parallel.dp()
+  // The mesh's dims for world_size ranks (parallel/parallel_dims.h): dp_shard is every data-parallel
+  // rank, or under hybrid sharding the ranks of one shard group, which dp_replicate replicates. tp,
+  // pp and cp are 1 until they land. Shard groups of a node's ranks (shard_groups_per_node) are
+  // known once the run starts; until then dp_shard is every data-parallel rank.
+  ParallelDims parallel;
   int64_t global_batch = 0, micro_batch = 0, accumulation = 0;
   bool global_batch_given = false;  // train_batch_size was set, not derived: a resume at another dp keeps it
 
@@ -72,10 +78,10 @@ struct TrainConfig {
   // Stage 3 under bf16/fp16 (parallel.fsdp.param_dtype): units holding matmul weights are gathered in
   // the 16-bit type, and every parameter of such a unit is used as rounded to it.
   bool gather_16bit = false;
-  // Stage 3's hybrid sharding: ranks per shard group, replicated across groups. 0: no hybrid (one
-  // group of every dp rank); kShardGroupPerNode: the ranks of a node.
-  int shard_group_size = 0;
-  static constexpr int kShardGroupPerNode = -1;
+  // Stage 3's hybrid sharding with shard groups of a node's ranks (shard_group_size "auto"), which
+  // `parallel` gets once the run knows them (resolve_shard_group_per_node). A given size is in
+  // `parallel` from the start.
+  bool shard_groups_per_node = false;
   // Where ZeRO keeps the optimizer state and (stage 3) the parameters between uses: device "none",
   // "cpu" or "nvme" (in files under nvme_path, streamed sub_group_size elements at a time).
   struct Offload {
@@ -111,6 +117,10 @@ std::vector<std::string> apply_overrides(nlohmann::json& config, const std::vect
 // Merges over the defaults, rejects unknown and unimplemented keys, resolves "auto" and batch
 // arithmetic for `world_size` ranks. `origin` names where the config came from, for messages.
 TrainConfig resolve_config(const nlohmann::json& user, int world_size, const std::string& origin);
+// Hybrid sharding with shard groups of a node's ranks (shard_group_size "auto"), once the run knows
+// `node_ranks`, the ranks of its node: sets the mesh's dp_replicate x dp_shard and the resolved JSON.
+// Throws ConfigError when they do not divide dp. Any other config is left as it is.
+void resolve_shard_group_per_node(TrainConfig& c, int node_ranks);
 // All three for the commands: the file at `path` (empty: the demo config) with `sets` applied,
 // resolved for `world_size` ranks.
 TrainConfig load_train_config(const std::string& path, const std::vector<std::string>& sets, int world_size);

@@ -77,6 +77,7 @@ class Trainer {
   TrainConfig c_;
   std::shared_ptr<World> world_;
   RankLog log_;
+  std::shared_ptr<DeviceMesh> mesh_;  // the layout of config.parallel over the world
   std::unique_ptr<MetricsLog> metrics_;
   std::unique_ptr<StepReport> report_;  // once the run directory holds the metrics
   std::shared_ptr<TokenDataset> dataset_;
@@ -124,7 +125,7 @@ void Trainer::build_data() {
   dataset_ = std::make_shared<TokenDataset>(source.tokens, c_.model.seq_len, c_.val_fraction, c_.model.vocab_size);
   const ShuffleOrder order = resolve_shuffle_order(c_.shuffle_order, dataset_->size(Split::Train));
   c_.json["data"]["shuffle_order"] = shuffle_order_name(order);
-  stream_ = std::make_unique<MicroBatchStream>(dataset_, c_.dp, world_->rank(), int(c_.micro_batch),
+  stream_ = std::make_unique<MicroBatchStream>(dataset_, mesh_->size("dp"), mesh_->coord("dp"), int(c_.micro_batch),
                                                SamplerOptions{c_.shuffle, c_.seed, true, order});
   setup_lines_.push_back("data: " + source.description + " -> " + std::to_string(dataset_->size(Split::Train)) + " training and " +
             std::to_string(dataset_->size(Split::Validation)) + " validation samples of " + std::to_string(c_.model.seq_len) + " tokens");
@@ -132,7 +133,7 @@ void Trainer::build_data() {
 
 void Trainer::build_model() {
   model_ = Transformer(c_.model, c_.seed);
-  plan_ = parallelize(model_, *world_, c_);
+  plan_ = parallelize(model_, *world_, mesh_, c_);
   setup_lines_.insert(setup_lines_.end(), plan_.setup_lines.begin(), plan_.setup_lines.end());
   schedule_ = std::make_unique<LrSchedule>(c_.scheduler, plan_.optimizer->base_lr(), c_.steps);
   guard_ = std::make_unique<StabilityGuard>(c_.stability);
@@ -140,7 +141,7 @@ void Trainer::build_model() {
 
 void Trainer::read_checkpoint(const std::string& dir) {
   plan_.optimizer->finish_parameter_updates();  // no gather may write into what is loaded
-  progress_ = load_training_state(dir, model_, *plan_.optimizer, plan_.layout);
+  progress_ = load_training_state(dir, plan_.layout, *plan_.optimizer);
   plan_.evict_offloaded();
 }
 
@@ -197,10 +198,10 @@ void Trainer::resume_or_start() {
   // The run directory's config.json says what this start did: the checkpoint it resumed, or never.
   c_.json["train"]["resume"] = from.empty() ? "never" : from;
   if (world_->rank() == 0) write_file_atomically(c_.run_dir + "/config.json", c_.json.dump(2));
-  // Every rank starts from rank 0's parameters (at stage 3 each loaded its own shard, and a fresh
-  // start broadcast the units when they were built).
+  // Every replica starts from the first one's parameters (at stage 3 each rank loaded its own shard,
+  // and a fresh start broadcast the units when they were built).
   std::vector<at::Tensor> parameters = plan_.replicated_parameters();
-  broadcast(*world_->world_group(), parameters, 0, "broadcast parameters");
+  broadcast(*mesh_->group("dp_cp"), parameters, 0, "broadcast parameters");
 }
 
 void Trainer::train_step(int64_t step) {
@@ -211,7 +212,7 @@ void Trainer::train_step(int64_t step) {
   out.loss_scale = plan_.scaler ? plan_.scaler->scale() : 0;
   out.passes = executor_->run(plan_.scaler ? std::optional<double>(inject ? INFINITY : out.loss_scale) : std::nullopt);
   auto loss = at::tensor({out.passes.loss}, at::kDouble).to(world_->device());
-  all_reduce(*world_->world_group(), loss, ReduceOp::Avg, "loss");
+  all_reduce(*mesh_->group("dp_cp"), loss, ReduceOp::Avg, "loss");
   out.loss = loss.item<double>();
   out.lr = schedule_->lr(step) * progress_.lr_scale;
   out.update = apply_optimizer_step(plan_, *guard_, out.loss, out.loss_scale, out.lr, c_.gradient_clipping);
@@ -235,9 +236,9 @@ void Trainer::save(int64_t step) {
       step, seconds_since(start_) / 3600.0, health,
       [&](const std::string& tmp) {
         if (save_failure_injected(step)) throw std::runtime_error("cannot write " + tmp + ": no space left on device (injected)");
-        save_training_state(tmp, world_->rank(), model_, *plan_.optimizer, plan_.layout, progress_, c_.json);
+        save_training_state(tmp, world_->rank(), plan_.layout, *plan_.optimizer, progress_, c_.json);
       },
-      [&](const std::string& tmp) { write_training_index(tmp, model_, *plan_.optimizer, plan_.layout); });
+      [&](const std::string& tmp) { write_training_index(tmp, plan_.layout, *plan_.optimizer, c_.model); });
   log_.info("checkpoint: " + dir + " (" + fixed(seconds_since(t0), 2) + " s)" + (health.healthy ? "" : ", marked unhealthy"));
 }
 
@@ -318,6 +319,9 @@ int Trainer::train() {
     at::globalContext().setDeterministicAlgorithms(true, false);
   }
   // Inputs are checked before the run directory exists, so a bad start leaves nothing on disk.
+  // One mesh, whose groups every reduction names; a node's hybrid shard groups are known only now.
+  resolve_shard_group_per_node(c_, world_->env().local_world_size);
+  mesh_ = std::make_shared<DeviceMesh>(*world_, c_.parallel.mesh_dims());
   build_data();
   build_model();
   setup_run_dir();

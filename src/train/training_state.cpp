@@ -1,11 +1,9 @@
 #include "train/training_state.h"
 
-#include <ATen/CPUGeneratorImpl.h>
+#include <algorithm>
+#include <map>
+#include <stdexcept>
 
-#include "ckpt/checkpoint_manager.h"
-#include "ckpt/durable_file.h"
-#include "ckpt/safetensors.h"
-#include "ckpt/sharded_checkpoint.h"
 #include "model/parameter_shapes.h"
 #include "optim/loss_scaler.h"
 
@@ -13,230 +11,170 @@ namespace dtrain {
 
 namespace {
 
-// A global tensor's name in the checkpoint: "model/<parameter>", "optimizer/<state>/<parameter>" or
-// "optimizer/<state>" (the step count).
-const std::string kModel = "model/", kOptimizer = "optimizer/";
-std::string model_key(const std::string& name) { return kModel + name; }
-std::string state_key(const std::string& state, const std::string& name) { return kOptimizer + state + "/" + name; }
-std::string step_key(const std::string& state) { return kOptimizer + state; }
-bool is_parameter(const std::string& key) { return key.rfind(kModel, 0) == 0; }
+using Placements = std::vector<std::pair<std::string, Placement>>;
 
-// Every parameter of the model, frozen ones included.
-std::map<std::string, GlobalTensor> parameter_tensors(Transformer& model) {
-  std::map<std::string, GlobalTensor> out;
-  for (const auto& item : model->named_parameters()) out[model_key(item.key())] = {item.value().sizes().vec(), item.value().scalar_type()};
-  return out;
+// Replicated over every rank that holds a copy, or ZeRO's flat shard over dp_shard x cp (the group
+// its buckets are cut over) and replicated over hybrid sharding's replicas. Replicated over tp until
+// tensor parallelism places its pieces.
+Placements data_parallel(bool sharded) {
+  const Placement over = sharded ? Placement::flat_shard() : Placement::replicate();
+  return {{"dp_replicate", Placement::replicate()}, {"dp_shard", over}, {"cp", over}, {"tp", Placement::replicate()}};
 }
 
-// `fn(entry, offset in the parameter, offset in the local tensor, numel)` for each run of one
-// parameter's elements among `pieces`.
-template <typename Fn>
-void for_each_run(const std::vector<FlatEntry>& entries, const std::vector<FlatPiece>& pieces, Fn fn) {
-  for (const FlatPiece& p : pieces)
-    for (const FlatEntry& e : entries) {
-      const int64_t from = std::max(p.flat_offset, e.offset), to = std::min(p.flat_offset + p.numel, e.offset + e.numel);
-      if (from < to) fn(e, from - e.offset, p.local_offset + (from - p.flat_offset), to - from);
+// Per trained parameter, its parts among this rank's ZeRO pieces: each a flat range of its local
+// box, at its place in the rank's shard. Entries and pieces both lie in the flat buffer without
+// overlapping, so one pass over both in flat order finds every part.
+std::map<std::string, std::vector<PlacedPiece>> zero_pieces(const std::vector<FlatEntry>& entries, const std::map<std::string, LocalPiece>& boxes,
+                                                            const BucketShards& shards) {
+  std::vector<const FlatEntry*> by_offset;
+  for (const FlatEntry& e : entries) by_offset.push_back(&e);
+  std::sort(by_offset.begin(), by_offset.end(), [](const FlatEntry* a, const FlatEntry* b) { return a->offset < b->offset; });
+  std::vector<const ShardPiece*> owned;
+  for (const ShardPiece& p : shards.pieces())
+    if (p.local > 0) owned.push_back(&p);
+  std::sort(owned.begin(), owned.end(), [](const ShardPiece* a, const ShardPiece* b) { return a->begin < b->begin; });
+  std::map<std::string, std::vector<PlacedPiece>> out;
+  size_t first = 0;
+  for (const FlatEntry* e : by_offset) {
+    const int64_t end = e->offset + e->numel;
+    while (first < owned.size() && owned[first]->begin + owned[first]->local <= e->offset) ++first;
+    for (size_t k = first; k < owned.size() && owned[k]->begin < end; ++k) {
+      const ShardPiece& p = *owned[k];
+      const int64_t from = std::max(p.begin, e->offset), to = std::min(p.begin + p.local, end);
+      if (from < to) out[e->name].push_back({narrow(boxes.at(e->name), from - e->offset, to - e->offset), p.shard_offset + (from - p.begin)});
     }
-}
-
-// What the checkpoint must hold for this model and optimizer: every parameter, and each flat state
-// tensor per trainable parameter (a 0-d one, the step count, once).
-std::map<std::string, GlobalTensor> expected_tensors(Transformer& model, const FlatOptimizer& optimizer, const StateLayout& layout) {
-  std::map<std::string, GlobalTensor> out = parameter_tensors(model);
-  for (const auto& s : optimizer.state_entries()) {
-    if (!s.flat) {
-      out[step_key(s.name)] = {{}, s.dtype};
-      continue;
-    }
-    for (const auto& e : layout.entries) out[state_key(s.name, e.name)] = {e.param.sizes().vec(), s.dtype};
   }
   return out;
 }
 
-// Every tensor of `expected` present with its shape and dtype, and nothing else (of the parameters
-// alone with `parameters_only`): a checkpoint of another model (or an edited one) is refused before
-// anything changes.
-void check_tensors(const ShardedCheckpointReader& ckpt, const std::string& index, const std::map<std::string, GlobalTensor>& expected,
-                   bool parameters_only = false) {
-  // Named first: the parameters it then lacks (blocks.0.q_proj.weight) would not say why.
+// A parameter held whole where the model keeps it.
+HeldParameter held_whole(const ParamSpec& spec, const at::Tensor& parameter) {
+  HeldParameter p;
+  p.spec = spec;
+  p.local = parameter.detach().view({-1});
+  p.pieces = {{whole_tensor(spec.shape), 0}};
+  return p;
+}
+
+std::string shape_text(const std::vector<int64_t>& shape) { return c10::str(at::IntArrayRef(shape)); }
+
+// A checkpoint of the model before q, k and v were separate parameters, named by its fused tensor
+// before the parameters it lacks (blocks.0.q_proj.weight) are, which would not say why.
+void refuse_fused_qkv(const ShardedCheckpointReader& ckpt, const std::string& dir) {
+  const std::string model = "model/";
   for (const auto& [name, t] : ckpt.tensors())
-    if (is_parameter(name) && is_fused_qkv_weight(name.substr(kModel.size())))
-      throw std::runtime_error(index + " holds parameter '" + name.substr(kModel.size()) +
+    if (name.rfind(model, 0) == 0 && is_fused_qkv_weight(name.substr(model.size())))
+      throw std::runtime_error(dir + "/" + kCheckpointIndexFile + " holds parameter '" + name.substr(model.size()) +
                                "': it was saved by an earlier dtrain, whose blocks fused q, k and v into one qkv weight (and Llama's "
                                "gate and up into fc); this dtrain keeps them apart (q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, "
                                "down_proj) and cannot load it: resume it with the dtrain that saved it, or start a new run");
-  for (const auto& [name, want] : expected) {
-    const bool is_param = is_parameter(name);
-    const std::string what = is_param ? "parameter '" + name.substr(kModel.size()) + "'"
-                                      : "optimizer state '" + name.substr(kOptimizer.size()) + "'";
-    auto it = ckpt.tensors().find(name);
-    if (it == ckpt.tensors().end())
-      throw std::runtime_error(index + " has no " + what + (is_param ? "" : " (saved by another optimizer type, or with other parameters frozen?)"));
-    if (it->second.shape != want.shape)
-      throw std::runtime_error(index + ": " + what + " has shape " + c10::str(at::IntArrayRef(it->second.shape)) + ", the model expects " +
-                               c10::str(at::IntArrayRef(want.shape)));
-    if (it->second.dtype != want.dtype)
-      throw std::runtime_error(index + ": " + what + " has dtype " + c10::toString(it->second.dtype) + ", the model expects " +
-                               c10::toString(want.dtype));
-  }
-  for (const auto& [name, t] : ckpt.tensors())
-    if (!expected.count(name) && (is_parameter(name) || !parameters_only))
-      throw std::runtime_error(index + " has a tensor '" + name + "' this model and optimizer do not have" +
-                               (is_parameter(name) ? "" : " (saved by another optimizer type, or with other parameters frozen?)"));
 }
 
-// trainer_state.json, checked field by field and against the step the manifest records.
-TrainerProgress read_progress(const std::string& dir) {
-  const std::string path = dir + "/trainer_state.json";
-  auto bad = [&](const std::string& what) -> std::runtime_error {
-    return std::runtime_error("checkpoint file '" + path + "' " + what);
-  };
-  nlohmann::json s;
-  try {
-    s = read_json_file(path);
-  } catch (const NotJson& e) {
-    throw bad(e.what());
+// The model's parameters by name, each checked against what parameter_shapes(config) says of it.
+std::map<std::string, at::Tensor> parameters_as_configured(const TransformerConfig& config, Transformer& model) {
+  std::map<std::string, at::Tensor> out;
+  for (auto& item : model->named_parameters()) out[item.key()] = item.value();
+  const std::vector<ParameterShape> shapes = parameter_shapes(config);
+  for (const ParameterShape& s : shapes) {
+    auto it = out.find(s.name);
+    if (it == out.end()) throw std::logic_error("the model lacks parameter '" + s.name + "', which its config describes");
+    if (it->second.sizes().vec() != s.shape)
+      throw std::logic_error("parameter '" + s.name + "' has shape " + shape_text(it->second.sizes().vec()) + ", its config says " +
+                             shape_text(s.shape));
   }
-  auto count = [&](const nlohmann::json& j, const char* key) {
-    if (!j.is_object() || !j.contains(key) || !j[key].is_number_unsigned()) throw bad(std::string("lacks a valid '") + key + "'");
-    return j[key].get<int64_t>();
-  };
-  auto number = [&](const char* key, double lo, double hi) {
-    if (!s.is_object() || !s.contains(key) || !s[key].is_number() || !(s[key].get<double>() >= lo && s[key].get<double>() <= hi))
-      throw bad(std::string("lacks a valid '") + key + "'");
-    return s[key].get<double>();
-  };
-  TrainerProgress p;
-  p.step = count(s, "step");
-  const int64_t manifest_step = CheckpointManager::read_manifest(dir).step;
-  if (p.step != manifest_step)
-    throw bad("says step " + std::to_string(p.step) + ", the manifest says " + std::to_string(manifest_step));
-  p.data = {count(s["data_position"], "epoch"), count(s["data_position"], "samples")};
-  p.skipped_steps = count(s, "skipped_steps");
-  p.rollbacks = count(s, "rollbacks");
-  p.tokens_seen = number("tokens_seen", 0, 1e30);
-  p.lr_scale = number("lr_scale", 1e-30, 1);
-  if (s.contains("precision")) {  // absent from checkpoints written before mixed precision: fp32
-    if (!s["precision"].is_string() || (s["precision"] != "fp32" && s["precision"] != "bf16" && s["precision"] != "fp16"))
-      throw bad("has an invalid 'precision' (fp32, bf16 or fp16)");
-    p.precision = s["precision"].get<std::string>();
-  }
-  if (s.contains("loss_scaler") && !s["loss_scaler"].is_null()) {
-    try {
-      LossScaler(LossScalerOptions{}).load_state(s["loss_scaler"]);
-    } catch (const nlohmann::json::exception& e) {
-      throw bad(std::string("has an invalid 'loss_scaler' (") + e.what() + ")");
-    }
-    p.loss_scaler = s["loss_scaler"];
-  }
-  return p;
+  if (shapes.size() != out.size()) throw std::logic_error("the model holds parameters its config does not describe");
+  return out;
 }
 
 }  // namespace
 
-StateLayout StateLayout::data_parallel(FlatParameters& flat, const at::Tensor& params, const BucketShards& shards, bool params_sharded,
-                                       bool state_sharded, bool writes) {
-  std::vector<FlatPiece> in_shard, in_buffer;
-  for (const auto& p : shards.pieces()) {
-    in_shard.push_back({p.begin, p.local, p.shard_offset});
-    in_buffer.push_back({p.begin, p.local, p.begin});
+TrainingLayout data_parallel_layout(const TransformerConfig& config, Transformer& model, const FlatParameters& flat, const at::Tensor& params,
+                                    const BucketShards& shards, int zero_stage, const std::vector<MeshCoordinate>& coords) {
+  const std::map<std::string, at::Tensor> parameters = parameters_as_configured(config, model);
+  std::map<std::string, const FlatEntry*> trained;
+  for (const FlatEntry& e : flat.entries()) trained[e.name] = &e;
+  std::map<std::string, LocalPiece> boxes;  // each trained parameter's local box: what its flat ranges are cut from
+  TrainingLayout layout{coords, {}};
+  for (const ParameterShape& s : parameter_shapes(config)) {
+    const at::Tensor& tensor = parameters.at(s.name);
+    const auto entry = trained.find(s.name);
+    ParamSpec spec{s.name, s.shape, tensor.scalar_type(), data_parallel(entry != trained.end() && zero_stage == 3)};
+    if (entry == trained.end()) {
+      layout.parameters.push_back(held_whole(spec, tensor));
+      continue;
+    }
+    HeldParameter p;
+    p.spec = std::move(spec);
+    p.local = params;
+    p.trained = true;
+    p.state_placements = data_parallel(zero_stage >= 1);
+    boxes[s.name] = *local_box(p.spec, coords);
+    if (zero_stage < 3) p.pieces = {{boxes[s.name], entry->second->offset}};
+    if (zero_stage < 1) p.state_pieces = p.pieces;
+    layout.parameters.push_back(std::move(p));
   }
-  const std::vector<FlatPiece> whole = {{0, flat.numel(), 0}};
-  StateLayout layout{flat.entries(), params, params_sharded ? in_shard : whole, {}, state_sharded ? in_shard : whole, {}};
-  if (writes) {
-    layout.params_written = params_sharded ? in_shard : in_buffer;
-    layout.state_written = state_sharded ? in_shard : in_buffer;
+  if (zero_stage >= 1) {
+    auto pieces = zero_pieces(flat.entries(), boxes, shards);
+    for (HeldParameter& p : layout.parameters) {
+      if (!p.trained) continue;
+      p.state_pieces = pieces[p.spec.name];
+      if (zero_stage == 3) p.pieces = p.state_pieces;
+    }
   }
   return layout;
 }
 
-void save_training_state(const std::string& dir, int rank, Transformer& model, const FlatOptimizer& optimizer,
-                         const StateLayout& layout, const TrainerProgress& progress, const nlohmann::json& config) {
-  std::vector<TensorChunk> chunks;
-  for_each_run(layout.entries, layout.params_written, [&](const FlatEntry& e, int64_t at, int64_t local, int64_t n) {
-    chunks.push_back({model_key(e.name), at, layout.params.narrow(0, local, n)});
-  });
-  for (const auto& [state, t] : optimizer.state()) {
-    if (t.dim() == 0) {
-      if (rank == 0) chunks.push_back({step_key(state), 0, t.reshape({1})});
-      continue;
-    }
-    for_each_run(layout.entries, layout.state_written, [&](const FlatEntry& e, int64_t at, int64_t local, int64_t n) {
-      chunks.push_back({state_key(state, e.name), at, t.narrow(0, local, n)});
-    });
-  }
-  if (rank == 0)
-    for (const auto& item : model->named_parameters())
-      if (!item.value().requires_grad()) chunks.push_back({model_key(item.key()), 0, item.value().detach().reshape({-1})});
-  write_shard_file(dir, rank, chunks);
-  if (rank != 0) return;
-  auto gen = at::detail::getDefaultCPUGenerator();
-  write_safetensors(dir + "/rng.safetensors", {{"cpu", gen.get_state()}});
-  const nlohmann::json state = {{"step", progress.step},
-                                {"data_position", to_json(progress.data)},
-                                {"skipped_steps", progress.skipped_steps},
-                                {"tokens_seen", progress.tokens_seen},
-                                {"lr_scale", progress.lr_scale},
-                                {"rollbacks", progress.rollbacks},
-                                {"precision", progress.precision},
-                                {"loss_scaler", progress.loss_scaler},
-                                {"scheduler", config["scheduler"]}};
-  write_file_atomically(dir + "/trainer_state.json", state.dump(2));
-  write_file_atomically(dir + "/config.json", config.dump(2));
-}
+namespace {
 
-void write_training_index(const std::string& dir, Transformer& model, const FlatOptimizer& optimizer, const StateLayout& layout) {
-  write_checkpoint_index(dir, expected_tensors(model, optimizer, layout), {{"model_config", to_json(model->config())}});
-}
-
-TrainerProgress load_training_state(const std::string& dir, Transformer& model, FlatOptimizer& optimizer, const StateLayout& layout) {
-  ShardedCheckpointReader ckpt(dir);  // first: a checkpoint of an older format is named as such
-  const TrainerProgress progress = read_progress(dir);
-  check_tensors(ckpt, dir + "/" + kCheckpointIndexFile, expected_tensors(model, optimizer, layout));
-  const auto rng = read_safetensors(dir + "/rng.safetensors");
-  at::Generator gen = at::detail::getDefaultCPUGenerator();  // a handle on the process-wide generator
-  const at::Tensor current = gen.get_state();
-  auto saved = rng.tensors.find("cpu");
-  if (saved == rng.tensors.end() || saved->second.sizes() != current.sizes() || saved->second.scalar_type() != current.scalar_type())
-    throw std::runtime_error(dir + "/rng.safetensors does not hold a CPU generator state");
-  // Everything fits: now the pieces this rank holds are read in place.
-  at::NoGradGuard no_grad;
-  for_each_run(layout.entries, layout.params_held, [&](const FlatEntry& e, int64_t at, int64_t local, int64_t n) {
-    ckpt.read(model_key(e.name), at, layout.params.narrow(0, local, n));
-  });
-  for (auto& item : model->named_parameters())
-    if (!item.value().requires_grad()) ckpt.read(model_key(item.key()), 0, item.value().detach().view({-1}));
-  std::map<std::string, at::Tensor> state = optimizer.state();
-  for (auto& [name, t] : state) {
-    if (t.dim() == 0) {
-      t = ckpt.read(step_key(name)).reshape({});
-      continue;
-    }
-    for_each_run(layout.entries, layout.state_held, [&](const FlatEntry& e, int64_t at, int64_t local, int64_t n) {
-      ckpt.read(state_key(name, e.name), at, t.narrow(0, local, n));
-    });
-  }
-  optimizer.load_state(state);
-  gen.set_state(saved->second);
-  return progress;
-}
-
-std::map<std::string, at::Tensor> read_parameters(const std::string& dir) {
-  ShardedCheckpointReader ckpt(dir);
-  std::map<std::string, at::Tensor> out;
-  for (const auto& [name, t] : ckpt.tensors())
-    if (is_parameter(name)) out[name.substr(kModel.size())] = ckpt.read(name);
+std::vector<OptimizerStateEntry> state_entries(const FlatOptimizer& optimizer) {
+  std::vector<OptimizerStateEntry> out;
+  for (const auto& s : optimizer.state_entries()) out.push_back({s.name, s.dtype, s.flat});
   return out;
+}
+
+}  // namespace
+
+void save_training_state(const std::string& dir, int rank, const TrainingLayout& layout, const FlatOptimizer& optimizer,
+                         const TrainerProgress& progress, const nlohmann::json& config) {
+  save_training_checkpoint(dir, rank, layout, optimizer.state(), progress, config);
+}
+
+void write_training_index(const std::string& dir, const TrainingLayout& layout, const FlatOptimizer& optimizer,
+                          const TransformerConfig& model_config) {
+  write_training_checkpoint_index(dir, layout, state_entries(optimizer), to_json(model_config));
+}
+
+TrainerProgress load_training_state(const std::string& dir, const TrainingLayout& layout, FlatOptimizer& optimizer) {
+  std::map<std::string, at::Tensor> state = optimizer.state();
+  // The loss scaler's state is optim's format, and a fused q/k/v the model's: checked here, with
+  // everything else, before anything changes.
+  const auto check = [&dir](const ShardedCheckpointReader& ckpt, const TrainerProgress& p) {
+    refuse_fused_qkv(ckpt, dir);
+    if (p.loss_scaler.is_null()) return;
+    try {
+      LossScaler(LossScalerOptions{}).load_state(p.loss_scaler);
+    } catch (const nlohmann::json::exception& e) {
+      throw std::runtime_error("checkpoint file '" + dir + "/" + kTrainerStateFile + "' has an invalid 'loss_scaler' (" + e.what() + ")");
+    }
+  };
+  const TrainerProgress progress = load_training_checkpoint(dir, layout, state, check);
+  optimizer.load_state(state);
+  return progress;
 }
 
 Transformer load_model(const std::string& dir) {
   ShardedCheckpointReader ckpt(dir);
-  const std::string index = dir + "/" + kCheckpointIndexFile;
-  if (!ckpt.metadata().contains("model_config")) throw std::runtime_error(index + " has no model_config metadata (not written by dtrain?)");
-  Transformer model(transformer_config_from_json(ckpt.metadata()["model_config"]), 0);
-  check_tensors(ckpt, index, parameter_tensors(model), /*parameters_only=*/true);  // generation needs nothing else
-  at::NoGradGuard no_grad;
-  for (auto& item : model->named_parameters()) ckpt.read(model_key(item.key()), 0, item.value().detach().view({-1}));
+  refuse_fused_qkv(ckpt, dir);
+  const TransformerConfig config = transformer_config_from_json(model_config_of(ckpt));
+  Transformer model(config, 0);
+  // One process holding every parameter whole.
+  const std::map<std::string, at::Tensor> parameters = parameters_as_configured(config, model);
+  std::vector<HeldParameter> held;
+  for (const ParameterShape& s : parameter_shapes(config)) {
+    const at::Tensor& tensor = parameters.at(s.name);
+    held.push_back(held_whole({s.name, s.shape, tensor.scalar_type(), {}}, tensor));
+  }
+  load_parameters(ckpt, held);
   return model;
 }
 

@@ -148,6 +148,29 @@ TEST(MeshGroups, ReduceExactlyTheirMembersOnATwoByTwoMesh) {
     EXPECT_TRUE(contains(r.output, "[rank " + std::to_string(rank) + "] PASS mesh")) << r.output;
 }
 
+TEST(MeshGroups, EveryDimAndFlattenedGroupOfATwoByTwoByTwoMeshReducesExactlyItsMembers) {
+  expect_all_pass(run_ranks(8, "parallel_mesh"), 8, "parallel_mesh");
+}
+
+// The differentiable mappings' forward values and input gradients against closed forms in the
+// group rank and size, over the world and over sub-groups, and their size-1 shortcut.
+class Mappings : public ::testing::TestWithParam<int> {};
+
+TEST_P(Mappings, ForwardAndBackwardMatchClosedForms) {
+  const int n = GetParam();
+  expect_all_pass(run_ranks(n, "mappings"), n, "mappings");
+}
+
+INSTANTIATE_TEST_SUITE_P(Ranks, Mappings, ::testing::Values(2, 4));
+
+TEST(HangDiagnosis, ATimeoutOnAFlattenedMeshGroupNamesIt) {
+  auto r = run_ranks(4, "skip_dp_cp", "2000");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_FALSE(r.timed_out);
+  EXPECT_TRUE(contains(r.output, "all_reduce #2 on group dp_cp (ranks 0-3) failed on rank ")) << r.output;
+  EXPECT_TRUE(contains(r.output, "rank 3 never entered all_reduce #2; rank 3's last op on group dp_cp was ")) << r.output;
+}
+
 TEST(HangDiagnosis, SkippedCollectiveNamesTheRankThatNeverArrived) {
   auto r = run_ranks(4, "skip", "2000");
   EXPECT_NE(r.exit_code, 0);

@@ -41,6 +41,55 @@ TEST(DeviceMeshGroups, RowMajorLinesAlongEachDimension) {
   EXPECT_EQ(mesh_groups(dims, 0), (G{{0, 4}, {1, 5}, {2, 6}, {3, 7}}));
 }
 
+TEST(DeviceMeshGroups, RanksAndCoordinatesAreRowMajor) {
+  std::vector<MeshDim> dims{{"pp", 2}, {"dp", 3}, {"tp", 2}};
+  EXPECT_EQ(mesh_rank(dims, {1, 2, 1}), 11);
+  EXPECT_EQ(mesh_coords(dims, 9), (std::vector<int>{1, 1, 1}));
+  for (int r = 0; r < 12; ++r) EXPECT_EQ(mesh_rank(dims, mesh_coords(dims, r)), r);
+}
+
+TEST(DeviceMeshGroups, AGroupOverSeveralDimsOrdersItsMembersRowMajorOverThem) {
+  std::vector<MeshDim> dims{{"pp", 2}, {"dp", 2}, {"cp", 2}, {"tp", 2}};
+  using G = std::vector<std::vector<int>>;
+  EXPECT_EQ(mesh_groups(dims, std::vector<size_t>{1, 2}), (G{{0, 2, 4, 6}, {1, 3, 5, 7}, {8, 10, 12, 14}, {9, 11, 13, 15}}));
+  EXPECT_EQ(mesh_groups(dims, std::vector<size_t>{0, 3}), (G{{0, 1, 8, 9}, {2, 3, 10, 11}, {4, 5, 12, 13}, {6, 7, 14, 15}}));
+  EXPECT_EQ(mesh_groups(dims, std::vector<size_t>{}).size(), 16u);
+  EXPECT_THROW(mesh_groups(dims, std::vector<size_t>{2, 1}), std::invalid_argument);
+}
+
+// Flattened groups come from the dims a mesh has; a mesh of other names (or with a dim named like
+// one) has none.
+TEST(DeviceMeshGroups, FlattenedGroupsSpanTheDimsTheMeshHas) {
+  auto names = [](const std::vector<MeshDim>& dims) {
+    std::vector<std::string> out;
+    for (const auto& kind : mesh_group_plan(dims)) out.push_back(kind.name);
+    return out;
+  };
+  using N = std::vector<std::string>;
+  EXPECT_EQ(names({{"dp", 2}, {"tp", 2}}), (N{"dp", "tp"}));
+  EXPECT_EQ(names({{"dp_shard", 2}, {"tp", 2}}), (N{"dp_shard", "tp", "dp", "dp_cp", "dp_shard_cp"}));
+  const auto plan = mesh_group_plan({{"dp_shard", 2}, {"cp", 2}});
+  EXPECT_EQ(plan[2].name, "dp");
+  EXPECT_EQ(plan[2].groups, mesh_groups({{"dp_shard", 2}, {"cp", 2}}, 0));
+  EXPECT_EQ(plan[3].name, "dp_cp");
+  EXPECT_EQ(plan[3].groups, (std::vector<std::vector<int>>{{0, 1, 2, 3}}));
+}
+
+TEST(DeviceMeshGroups, AWorldOfOneHasEveryDimAndGroupOfSizeOne) {
+  auto world = World::init({}, derive_worker_env({}));
+  DeviceMesh mesh(*world, {{"pp", 1}, {"dp_replicate", 1}, {"dp_shard", -1}, {"cp", 1}, {"tp", 1}});
+  EXPECT_EQ(mesh.size("dp_cp"), 1);
+  EXPECT_EQ(mesh.coord("dp"), 0);
+  EXPECT_EQ(mesh.group("tp")->backend_name(), "none");
+  const DeviceMesh dp = mesh.sub({"dp_replicate", "dp_shard"});
+  EXPECT_EQ(dp.dims().size(), 2u);
+  EXPECT_EQ(dp.rank_at({0, 0}), 0);
+  EXPECT_THROW(mesh.sub({"tp", "pp"}), std::invalid_argument);     // not in mesh order
+  EXPECT_THROW(mesh.sub({"dp", "dp_shard"}), std::invalid_argument);  // dp spans dp_shard already
+  EXPECT_THROW(dp.group("tp"), std::invalid_argument);               // not in the view
+  EXPECT_THROW(mesh.rank_at({0}), std::invalid_argument);
+}
+
 TEST(Diagnosis, RanksThatDidNotAnswerAreNamed) {
   FailedCollective f;
   f.group_key = "dp:0-2";

@@ -102,6 +102,40 @@ TEST(TrainConfig, AcceptedButUnimplementedKeysAreRefusedByName) {
   EXPECT_NO_THROW(resolve({{"zero_optimization", {{"stage", 0}, {"overlap_comm", true}}}, {"bf16", {{"enabled", false}}}}));
 }
 
+TEST(TrainConfig, TheMeshDimsResolveForTheWorldWithHybridShardingAsReplicasOfShardGroups) {
+  const TrainConfig plain = resolve(json::object(), 4);
+  EXPECT_EQ(plain.parallel.describe(), "pp 1 x dp_replicate 1 x dp_shard 4 x cp 1 x tp 1");
+  EXPECT_EQ(plain.dp, 4);
+  EXPECT_EQ(resolve({{"parallel", {{"dp", 4}}}}, 4).parallel.dp_shard, 4);
+  EXPECT_EQ(error_of({{"parallel", {{"dp", 3}}}}, 4),
+            "cfg.json: the parallel dims (parallel.pp, parallel.dp, parallel.cp, parallel.tp) span pp 1 x dp_replicate 1 x dp_shard 3 x "
+            "cp 1 x tp 1 = 3 ranks, but the world size is 4");
+  const json hybrid{{"parallel", {{"fsdp", {{"sharding_strategy", "hybrid_shard"}, {"shard_group_size", 2}}}}}};
+  const TrainConfig groups_of_two = resolve(hybrid, 8);
+  EXPECT_EQ(groups_of_two.parallel.dp_replicate, 4);
+  EXPECT_EQ(groups_of_two.parallel.dp_shard, 2);
+  EXPECT_EQ(groups_of_two.parallel.dp(), 8);
+}
+
+// A node's ranks are known when the run starts: the shard groups resolve then, or are refused.
+TEST(TrainConfig, HybridShardGroupsOfANodeResolveForTheNodesRanks) {
+  TrainConfig per_node = resolve({{"parallel", {{"fsdp", {{"sharding_strategy", "hybrid_shard"}}}}}}, 4);
+  EXPECT_EQ(per_node.parallel.dp_shard, 4);  // until the node's ranks are known
+  resolve_shard_group_per_node(per_node, 2);
+  EXPECT_EQ(per_node.parallel.describe(), "pp 1 x dp_replicate 2 x dp_shard 2 x cp 1 x tp 1");
+  EXPECT_EQ(per_node.json["parallel"]["fsdp"]["shard_group_size"], 2);
+  TrainConfig uneven = resolve({{"parallel", {{"fsdp", {{"sharding_strategy", "hybrid_shard"}}}}}}, 4);
+  try {
+    resolve_shard_group_per_node(uneven, 3);
+    ADD_FAILURE() << "accepted shard groups of 3 among 4 ranks";
+  } catch (const ConfigError& e) {
+    EXPECT_STREQ(e.what(), "parallel.fsdp.shard_group_size: a node's 3 rank(s) do not divide the 4 data-parallel ranks; give the size");
+  }
+  TrainConfig plain = resolve(json::object(), 4);
+  resolve_shard_group_per_node(plain, 2);  // no hybrid sharding: nothing to resolve
+  EXPECT_EQ(plain.parallel.dp_shard, 4);
+}
+
 TEST(TrainConfig, FsdpShardingStrategiesAreZeroStages) {
   auto fsdp = [](json keys) { return json{{"parallel", {{"fsdp", keys}}}}; };
   EXPECT_EQ(resolve(fsdp({{"sharding_strategy", "full_shard"}})).zero_stage, 3);
@@ -111,11 +145,11 @@ TEST(TrainConfig, FsdpShardingStrategiesAreZeroStages) {
   EXPECT_FALSE(grad_op.reshard_after_forward);
   EXPECT_FALSE(resolve(fsdp({{"sharding_strategy", "full_shard"}, {"reshard_after_forward", false}})).reshard_after_forward);
   EXPECT_EQ(resolve(fsdp({{"sharding_strategy", "no_shard"}})).zero_stage, 0);
-  EXPECT_EQ(resolve(fsdp({{"sharding_strategy", "full_shard"}})).shard_group_size, 0);
+  EXPECT_EQ(resolve(fsdp({{"sharding_strategy", "full_shard"}}), 4).parallel.dp_shard, 4);
   const auto hybrid = resolve(fsdp({{"sharding_strategy", "hybrid_shard"}}));
   EXPECT_EQ(hybrid.zero_stage, 3);
-  EXPECT_EQ(hybrid.shard_group_size, TrainConfig::kShardGroupPerNode);
-  EXPECT_EQ(resolve(fsdp({{"sharding_strategy", "hybrid_shard"}, {"shard_group_size", 2}}), 4).shard_group_size, 2);
+  EXPECT_TRUE(hybrid.shard_groups_per_node);
+  EXPECT_EQ(resolve(fsdp({{"sharding_strategy", "hybrid_shard"}, {"shard_group_size", 2}}), 4).parallel.dp_shard, 2);
   EXPECT_EQ(error_of(fsdp({{"sharding_strategy", "hybrid_shard"}, {"shard_group_size", 3}}), 4),
             "cfg.json: 'parallel.fsdp.shard_group_size' is 3, which does not divide the 4 data-parallel ranks");
   EXPECT_NE(error_of(fsdp({{"shard_group_size", 2}})).find("applies to parallel.fsdp.sharding_strategy hybrid_shard"), std::string::npos);

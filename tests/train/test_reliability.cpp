@@ -44,32 +44,25 @@ void patch_same_size(const std::string& path, const std::string& from, const std
   std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
 }
 
-// Records `file`'s present size and checksum in its checkpoint's manifest: damage done with the
-// manifest rewritten to match, which the checksum alone cannot catch.
-void reseal(const std::string& checkpoint, const std::string& file) {
-  json manifest = json::parse(read_text_file(checkpoint + "/manifest.json"));
-  const std::string path = checkpoint + "/" + file;
-  manifest["files"][file] = {{"bytes", fs::file_size(path)}, {"xxh3", file_checksum(path)}};
-  write_file_atomically(checkpoint + "/manifest.json", manifest.dump(2));
-}
-
 json index_of(const std::string& checkpoint) { return json::parse(read_text_file(checkpoint + "/index.json")); }
 
-uint64_t byte_offset(const json& index, const std::string& tensor) { return index["tensors"][tensor]["chunks"][0]["byte_offset"].get<uint64_t>(); }
+uint64_t byte_offset(const json& index, const std::string& tensor) { return index["tensors"][tensor]["chunks"][0]["byte_range"][0].get<uint64_t>(); }
 
-// Sets the byte offset of `tensor`'s one chunk in the checkpoint's index.json, and reseals the index.
+// Moves the bytes of `tensor`'s one chunk to start at `value` in the checkpoint's index.json, and
+// reseals the index.
 void set_byte_offset(const std::string& checkpoint, const std::string& tensor, uint64_t value) {
   json index = index_of(checkpoint);
-  index["tensors"][tensor]["chunks"][0]["byte_offset"] = value;
+  json& range = index["tensors"][tensor]["chunks"][0]["byte_range"];
+  range = {value, value + range[1].get<uint64_t>() - range[0].get<uint64_t>()};
   write_file_atomically(checkpoint + "/index.json", index.dump(1));
   reseal(checkpoint, "index.json");
 }
 
-// Writes `value` over element 0 of `chunk` in the one-rank checkpoint's shard and reseals the shard.
-void poison(const std::string& checkpoint, const std::string& chunk, float value) {
+// Writes `value` over element 0 of `tensor`'s chunk in the one-rank checkpoint's shard and reseals the shard.
+void poison(const std::string& checkpoint, const std::string& tensor, float value) {
   const std::string shard = "shard-00000.safetensors";
   for (const auto& e : read_safetensors_header(checkpoint + "/" + shard))
-    if (e.name == chunk) {
+    if (e.name.rfind(tensor + "@", 0) == 0) {
       std::fstream f(checkpoint + "/" + shard, std::ios::in | std::ios::out | std::ios::binary);
       f.seekp(std::streamoff(e.begin));
       f.write(reinterpret_cast<const char*>(&value), sizeof value);
@@ -77,7 +70,7 @@ void poison(const std::string& checkpoint, const std::string& chunk, float value
       reseal(checkpoint, shard);
       return;
     }
-  FAIL() << checkpoint << "/" << shard << " has no chunk " << chunk;
+  FAIL() << checkpoint << "/" << shard << " has no chunk of " << tensor;
 }
 
 // The line of `text` that holds `part` ("" when none).
@@ -162,20 +155,20 @@ TEST(Divergence, ACheckpointHoldingNaNIsDamagedAndNeverAdvised) {
     return extra;
   };
   ASSERT_EQ(train(dir, 1, with({"train.steps=6"})).result.exit_code, 0);
-  poison(ckpt(dir, 6), "model/blocks.0.q_proj.weight@0", NAN);
-  poison(ckpt(dir, 4), "optimizer/exp_avg_sq/blocks.1.up_proj.weight@0", NAN);
+  poison(ckpt(dir, 6), "model/blocks.0.q_proj.weight", NAN);
+  poison(ckpt(dir, 4), "optimizer/exp_avg_sq/blocks.1.up_proj.weight", NAN);
   // No checkpoint is due before the blow-up stops the run, so none of the three is written over.
   const TrainingRun blown = train(dir, 1, with({"train.steps=40", "checkpoint.every_steps=0", kBlowUp}));
   const std::string& out = blown.result.output;
-  EXPECT_TRUE(contains(out, ckpt(dir, 6) + "/shard-00000.safetensors': tensor 'model/blocks.0.q_proj.weight@0' holds a non-finite value")) << out;
-  EXPECT_TRUE(contains(out, ckpt(dir, 4) + "/shard-00000.safetensors': tensor 'optimizer/exp_avg_sq/blocks.1.up_proj.weight@0' holds a non-finite value"))
+  EXPECT_TRUE(contains(out, ckpt(dir, 6) + "/shard-00000.safetensors': tensor 'model/blocks.0.q_proj.weight@[0:32,0:32]' holds a non-finite value")) << out;
+  EXPECT_TRUE(contains(out, ckpt(dir, 4) + "/shard-00000.safetensors': tensor 'optimizer/exp_avg_sq/blocks.1.up_proj.weight@[0:128,0:32]' holds a non-finite value"))
       << out;
   EXPECT_TRUE(contains(out, "resumed from " + ckpt(dir, 2) + " at step 2")) << out;
   EXPECT_TRUE(contains(out, "rank 0 failed: exit code 3")) << out;
   const std::string stop = line_with(out, "stopping: training diverged");
   EXPECT_TRUE(contains(stop, "the last good checkpoint is " + ckpt(dir, 2) + " (step 2)")) << out;
   EXPECT_FALSE(contains(stop, ckpt(dir, 6)) || contains(stop, ckpt(dir, 4))) << stop;
-  poison(ckpt(dir, 2), "model/wte.weight@0", INFINITY);
+  poison(ckpt(dir, 2), "model/wte.weight", INFINITY);
   const TrainingRun none = train(dir, 1, with({"train.steps=8"}));
   EXPECT_NE(none.result.exit_code, 0);
   EXPECT_TRUE(contains(none.result.output, "no checkpoint in " + dir + "/ckpt can be resumed (warnings above say why)")) << none.result.output;
@@ -274,7 +267,7 @@ TEST(Resume, SameSizeDamageFallsBackToTheNewestIntactCheckpoint) {
   const std::vector<std::string> job = {"checkpoint.every_steps=2", "checkpoint.keep=0"};
   ASSERT_EQ(train(dir, 1, job).result.exit_code, 0);
   const std::string header_edit = ckpt(dir, 4) + "/shard-00000.safetensors";
-  patch_same_size(header_edit, "\"model/wte.weight@0\"", "\"model/wte.weighu@0\"");
+  patch_same_size(header_edit, "\"model/wte.weight@", "\"model/wte.weighu@");
   auto resumed_job = job;
   resumed_job.push_back("train.steps=6");
   const TrainingRun again = train(dir, 1, resumed_job);
@@ -305,11 +298,12 @@ TEST(Resume, TrainerStateAndTensorsAreCheckedAgainstManifestAndModelBeforeAnythi
   TrainerProgress progress;
   progress.step = 20;
   // One rank, holding and writing everything.
-  const StateLayout layout = StateLayout::data_parallel(flat, flat.data(), BucketShards(make_grad_buckets(flat.entries(), 4, 1 << 20), 1, 0),
-                                                        false, false, true);
+  const TrainingLayout layout = data_parallel_layout(model->config(), model, flat, flat.data(),
+                                                     BucketShards(make_grad_buckets(flat.entries(), 4, 1 << 20), 1, 0), 0,
+                                                     {{"dp_replicate", 0, 1}, {"dp_shard", 0, 1}});
   const std::string step_dir = manager.save(
-      20, 0, {true, ""}, [&](const std::string& tmp) { save_training_state(tmp, 0, model, *optimizer, layout, progress, config); },
-      [&](const std::string& tmp) { write_training_index(tmp, model, *optimizer, layout); });
+      20, 0, {true, ""}, [&](const std::string& tmp) { save_training_state(tmp, 0, layout, *optimizer, progress, config); },
+      [&](const std::string& tmp) { write_training_index(tmp, layout, *optimizer, model->config()); });
   {
     at::NoGradGuard no_grad;
     flat.data().zero_();
@@ -323,13 +317,13 @@ TEST(Resume, TrainerStateAndTensorsAreCheckedAgainstManifestAndModelBeforeAnythi
       {"trainer_state.json", "\"step\": 20", "\"step\": 99", "says step 99, the manifest says 20"},
       {"trainer_state.json", "{", "[", "is not valid JSON"},
       {"trainer_state.json", "\"lr_scale\": 1.0", "\"lr_scale\": 2.0", "lacks a valid 'lr_scale'"},
-      {"index.json", "\"model/wte.weight\"", "\"model/wte.weighu\"", "has no parameter 'wte.weight'", "\"model/wte.weight@0\"",
-       "\"model/wte.weighu@0\""},
+      {"index.json", "\"model/wte.weight\"", "\"model/wte.weighu\"", "has no parameter 'wte.weight'", "\"model/wte.weight@",
+       "\"model/wte.weighu@"},
       {"index.json", "\"model/wte.weight\"", "\"model/wte.weighu\"", "about tensor 'model/wte.weighu' (its chunk from element 0): the file holds no such chunk"},
       {"index.json", "\"F32\"", "\"I32\"", "has dtype Int, the model expects Float", "\"F32\"", "\"I32\""},
       {"index.json", "\"optimizer/exp_avg/", "\"optimizer/exp_avX/", "has no optimizer state 'exp_avg/", "\"optimizer/exp_avg/",
        "\"optimizer/exp_avX/"},
-      {"index.json", "\"offset\": 0", "\"offset\": 1", "no chunk holds elements 0..0"},
+      {"index.json", "\"size\": [\n      128", "\"size\": [\n      127", "no chunk holds elements 127..127"},
       {"index.json", "\"file\": \"shard-00000", "\"file\": \"../../etc/x", "is not a file of the checkpoint"},
   };
   for (const auto& c : cases) {
@@ -338,7 +332,7 @@ TEST(Resume, TrainerStateAndTensorsAreCheckedAgainstManifestAndModelBeforeAnythi
     patch_same_size(copy + "/" + c.file, c.from, c.to);
     if (!c.shard_from.empty()) patch_same_size(copy + "/shard-00000.safetensors", c.shard_from, c.shard_to);
     try {
-      load_training_state(copy, model, *optimizer, layout);
+      load_training_state(copy, layout, *optimizer);
       ADD_FAILURE() << c.file << ": " << c.to << " was accepted";
     } catch (const std::runtime_error& e) {
       EXPECT_TRUE(contains(e.what(), c.needle)) << e.what();
@@ -346,7 +340,7 @@ TEST(Resume, TrainerStateAndTensorsAreCheckedAgainstManifestAndModelBeforeAnythi
     }
     EXPECT_EQ(flat.data().abs().sum().item<double>(), 0) << c.file << ": a refused checkpoint changed the model";
   }
-  EXPECT_EQ(load_training_state(step_dir, model, *optimizer, layout).step, 20);  // and the intact one loads
+  EXPECT_EQ(load_training_state(step_dir, layout, *optimizer).step, 20);  // and the intact one loads
   EXPECT_GT(flat.data().abs().sum().item<double>(), 0);
 }
 

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <string>
@@ -11,6 +12,8 @@
 #include <vector>
 
 #include "ckpt/checkpoint_manager.h"
+#include "ckpt/durable_file.h"
+#include "ckpt/file_checksum.h"
 #include "support/process.h"
 #include "train/training_state.h"
 
@@ -81,6 +84,19 @@ inline std::vector<ProcessResult> train_ranks_alone(const std::string& dir, int 
 
 // The checkpoint of `step` in a run directory (checkpoint.dir at its default).
 inline std::string ckpt(const std::string& run_dir, int step) { return run_dir + "/ckpt/" + CheckpointManager::step_dir_name(step); }
+
+// Records `file`'s present size and checksum in its checkpoint's manifest (or drops it from the
+// manifest when it is gone): a checkpoint changed with its manifest rewritten to match, which the
+// checksum alone cannot catch.
+inline void reseal(const std::string& checkpoint, const std::string& file) {
+  nlohmann::json manifest = nlohmann::json::parse(read_text_file(checkpoint + "/manifest.json"));
+  const std::string path = checkpoint + "/" + file;
+  if (std::filesystem::exists(path))
+    manifest["files"][file] = {{"bytes", std::filesystem::file_size(path)}, {"xxh3", file_checksum(path)}};
+  else
+    manifest["files"].erase(file);
+  write_file_atomically(checkpoint + "/manifest.json", manifest.dump(2));
+}
 
 inline std::map<std::string, at::Tensor> final_parameters(const TrainingRun& run, int step) { return read_parameters(ckpt(run.dir, step)); }
 

@@ -25,7 +25,8 @@ class ReduceScatterGrads : public BucketedGradSync {
   ReduceScatterGrads(FlatParameters& params, std::shared_ptr<Group> group, DataParallelOptions options,
                      std::vector<GradBucket> units = {});
   // Hybrid sharding: `group` is one shard group, and these ranks, holding the same shard in the
-  // other groups, average it once the step's last backward is reduced.
+  // other groups (the mesh's dp_replicate), average it once the step's last backward is reduced. A
+  // group of one, without hybrid sharding, has nothing to average.
   void average_across(std::shared_ptr<Group> replicas) { replicas_ = std::move(replicas); }
   // Called with a bucket's index once its gradients are in the send buffer (ZeRO-3 frees the unit).
   void on_gradients_taken(std::function<void(int)> callback) { gradients_taken_ = std::move(callback); }

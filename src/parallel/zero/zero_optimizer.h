@@ -9,7 +9,7 @@
 // gathered: FullyShardedParameters gathers each unit when the next forward needs it.
 //
 // state() is this rank's shard of the state (the pieces of BucketShards end to end, padding zero);
-// a checkpoint stores each piece under its parameter's name (train/training_state.h), so what one
+// a checkpoint stores each piece under its parameter's name (ckpt/training_checkpoint.h), so what one
 // layout saved loads under any other.
 #pragma once
 #include <memory>

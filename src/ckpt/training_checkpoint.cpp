@@ -1,0 +1,170 @@
+#include "ckpt/training_checkpoint.h"
+
+#include <ATen/CPUGeneratorImpl.h>
+#include <ATen/core/grad_mode.h>
+
+#include <stdexcept>
+
+#include "ckpt/checkpoint_manager.h"
+#include "ckpt/durable_file.h"
+#include "ckpt/safetensors.h"
+
+namespace dtrain {
+
+namespace {
+
+const std::string kModel = "model/", kOptimizer = "optimizer/";
+std::string model_key(const std::string& name) { return kModel + name; }
+std::string state_key(const std::string& state, const std::string& name) { return kOptimizer + state + "/" + name; }
+std::string scalar_key(const std::string& state) { return kOptimizer + state; }
+bool is_parameter(const std::string& key) { return key.rfind(kModel, 0) == 0; }
+
+// The rank at coordinate 0 of every mesh dim: the one that writes what every rank holds alike.
+bool at_origin(const std::vector<MeshCoordinate>& coords) {
+  for (const auto& c : coords)
+    if (c.coord != 0) return false;
+  return true;
+}
+
+std::vector<OptimizerStateEntry> entries_of(const std::map<std::string, at::Tensor>& state) {
+  std::vector<OptimizerStateEntry> out;
+  for (const auto& [name, t] : state) out.push_back({name, t.scalar_type(), t.dim() != 0});
+  return out;
+}
+
+// What the checkpoint must hold for this model and optimizer: every parameter, and each
+// per-parameter state tensor of each trained one, each scalar state once.
+std::map<std::string, GlobalTensor> expected_tensors(const std::vector<HeldParameter>& parameters,
+                                                     const std::vector<OptimizerStateEntry>& state) {
+  std::map<std::string, GlobalTensor> out;
+  for (const HeldParameter& p : parameters) out[model_key(p.spec.name)] = {p.spec.shape, p.spec.dtype};
+  for (const auto& s : state) {
+    if (!s.per_parameter) {
+      out[scalar_key(s.name)] = {{}, s.dtype};
+      continue;
+    }
+    for (const HeldParameter& p : parameters)
+      if (p.trained) out[state_key(s.name, p.spec.name)] = {p.spec.shape, s.dtype};
+  }
+  return out;
+}
+
+// Every tensor of `expected` present with its shape and dtype, and nothing else (of the parameters
+// alone with `parameters_only`): a checkpoint of another model (or an edited one) is refused before
+// anything changes.
+void check_tensors(const ShardedCheckpointReader& ckpt, const std::map<std::string, GlobalTensor>& expected, bool parameters_only) {
+  const std::string& index = ckpt.index_path();
+  for (const auto& [name, want] : expected) {
+    const bool is_param = is_parameter(name);
+    const std::string what = is_param ? "parameter '" + name.substr(kModel.size()) + "'"
+                                      : "optimizer state '" + name.substr(kOptimizer.size()) + "'";
+    auto it = ckpt.tensors().find(name);
+    if (it == ckpt.tensors().end())
+      throw std::runtime_error(index + " has no " + what + (is_param ? "" : " (saved by another optimizer type, or with other parameters frozen?)"));
+    if (it->second.shape != want.shape)
+      throw std::runtime_error(index + ": " + what + " has shape " + c10::str(at::IntArrayRef(it->second.shape)) + ", the model expects " +
+                               c10::str(at::IntArrayRef(want.shape)));
+    if (it->second.dtype != want.dtype)
+      throw std::runtime_error(index + ": " + what + " has dtype " + c10::toString(it->second.dtype) + ", the model expects " +
+                               c10::toString(want.dtype));
+  }
+  for (const auto& [name, t] : ckpt.tensors())
+    if (!expected.count(name) && (is_parameter(name) || !parameters_only))
+      throw std::runtime_error(index + " has a tensor '" + name + "' this model and optimizer do not have" +
+                               (is_parameter(name) ? "" : " (saved by another optimizer type, or with other parameters frozen?)"));
+}
+
+// One piece this rank holds: the global tensor, the piece, the local elements it lives in, and
+// whether this rank writes it.
+struct LocalChunk {
+  std::string tensor;
+  LocalPiece piece;
+  at::Tensor local;
+  bool written;
+};
+
+void add_pieces(std::vector<LocalChunk>& out, const std::string& tensor, const std::vector<PlacedPiece>& pieces, const at::Tensor& local,
+                bool written) {
+  for (const PlacedPiece& p : pieces)
+    if (numel(p.piece) > 0) out.push_back({tensor, p.piece, local.narrow(0, p.local_offset, numel(p.piece)), written});
+}
+
+// Every piece of the parameters and of `state` this rank holds, in one list for saving and loading alike.
+std::vector<LocalChunk> local_chunks(const TrainingLayout& layout, const std::map<std::string, at::Tensor>& state) {
+  std::vector<LocalChunk> out;
+  for (const HeldParameter& p : layout.parameters) {
+    add_pieces(out, model_key(p.spec.name), p.pieces, p.local, writes_piece(p.spec, layout.coords));
+    if (!p.trained) continue;
+    for (const auto& [name, t] : state)
+      if (t.dim() != 0) {
+        const ParamSpec spec{state_key(name, p.spec.name), p.spec.shape, t.scalar_type(), p.state_placements};
+        add_pieces(out, spec.name, p.state_pieces, t, writes_piece(spec, layout.coords));
+      }
+  }
+  for (const auto& [name, t] : state)
+    if (t.dim() == 0) out.push_back({scalar_key(name), whole_tensor({}), t, at_origin(layout.coords)});
+  return out;
+}
+
+}  // namespace
+
+void save_training_checkpoint(const std::string& dir, int rank, const TrainingLayout& layout,
+                              const std::map<std::string, at::Tensor>& optimizer_state, const TrainerProgress& progress,
+                              const nlohmann::json& config) {
+  std::vector<TensorChunk> chunks;
+  for (const LocalChunk& c : local_chunks(layout, optimizer_state))
+    if (c.written) chunks.push_back({c.tensor, c.piece, c.local});
+  write_shard_file(dir, rank, chunks);
+  if (!at_origin(layout.coords)) return;
+  write_safetensors(dir + "/rng.safetensors", {{"cpu", at::detail::getDefaultCPUGenerator().get_state()}});
+  write_file_atomically(dir + "/" + kTrainerStateFile, trainer_state_json(progress, config["scheduler"]).dump(2));
+  write_file_atomically(dir + "/config.json", config.dump(2));
+}
+
+void write_training_checkpoint_index(const std::string& dir, const TrainingLayout& layout, const std::vector<OptimizerStateEntry>& optimizer_state,
+                          const nlohmann::json& model_config) {
+  write_checkpoint_index(dir, expected_tensors(layout.parameters, optimizer_state), {{"model_config", model_config}});
+}
+
+TrainerProgress load_training_checkpoint(const std::string& dir, const TrainingLayout& layout,
+                                         std::map<std::string, at::Tensor>& optimizer_state, const CheckpointCheck& check) {
+  ShardedCheckpointReader ckpt(dir);  // first: a checkpoint of an older format is named as such
+  const TrainerProgress progress = read_trainer_progress(dir, CheckpointManager::read_manifest(dir).step);
+  if (check) check(ckpt, progress);
+  check_tensors(ckpt, expected_tensors(layout.parameters, entries_of(optimizer_state)), false);
+  const auto rng = read_safetensors(dir + "/rng.safetensors");
+  at::Generator gen = at::detail::getDefaultCPUGenerator();  // a handle on the process-wide generator
+  const at::Tensor current = gen.get_state();
+  auto saved = rng.tensors.find("cpu");
+  if (saved == rng.tensors.end() || saved->second.sizes() != current.sizes() || saved->second.scalar_type() != current.scalar_type())
+    throw std::runtime_error(dir + "/rng.safetensors does not hold a CPU generator state");
+  // Everything fits: now the pieces this rank holds are read in place.
+  at::NoGradGuard no_grad;
+  for (const LocalChunk& c : local_chunks(layout, optimizer_state)) ckpt.read(c.tensor, c.piece, c.local);
+  gen.set_state(saved->second);
+  return progress;
+}
+
+const nlohmann::json& model_config_of(const ShardedCheckpointReader& ckpt) {
+  if (!ckpt.metadata().contains("model_config"))
+    throw std::runtime_error(ckpt.index_path() + " has no model_config metadata (not written by dtrain?)");
+  return ckpt.metadata()["model_config"];
+}
+
+void load_parameters(ShardedCheckpointReader& ckpt, const std::vector<HeldParameter>& parameters) {
+  check_tensors(ckpt, expected_tensors(parameters, {}), /*parameters_only=*/true);  // generation needs nothing else
+  at::NoGradGuard no_grad;
+  std::vector<LocalChunk> chunks;
+  for (const HeldParameter& p : parameters) add_pieces(chunks, model_key(p.spec.name), p.pieces, p.local, false);
+  for (const LocalChunk& c : chunks) ckpt.read(c.tensor, c.piece, c.local);
+}
+
+std::map<std::string, at::Tensor> read_parameters(const std::string& dir) {
+  ShardedCheckpointReader ckpt(dir);
+  std::map<std::string, at::Tensor> out;
+  for (const auto& [name, t] : ckpt.tensors())
+    if (is_parameter(name)) out[name.substr(kModel.size())] = ckpt.read(name);
+  return out;
+}
+
+}  // namespace dtrain
