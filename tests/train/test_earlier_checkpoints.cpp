@@ -47,12 +47,12 @@ std::string save_fused_checkpoint(const std::string& dir, const TransformerConfi
       20, 0, {true, ""},
       [&](const std::string& tmp) {
         std::vector<TensorChunk> chunks;
-        for (const auto& [name, g] : tensors) chunks.push_back({name, 0, at::zeros({g.numel()})});
+        for (const auto& [name, g] : tensors) chunks.push_back({name, whole_tensor(g.shape), at::zeros(g.shape)});
         write_shard_file(tmp, 0, chunks);
         const json state = {{"step", 20},          {"data_position", {{"epoch", 0}, {"samples", 0}}},
                             {"skipped_steps", 0},  {"tokens_seen", 0},
                             {"lr_scale", 1.0},     {"rollbacks", 0}};
-        write_file_atomically(tmp + "/trainer_state.json", state.dump(2));
+        write_file_atomically(tmp + "/" + kTrainerStateFile, state.dump(2));
       },
       [&](const std::string& tmp) { write_checkpoint_index(tmp, tensors, {{"model_config", to_json(c)}}); });
 }
@@ -77,10 +77,10 @@ TEST(EarlierCheckpoint, OneWithFusedQkvIsRefusedNamingTheTensorForTrainingAndGen
   for (auto& item : model->named_parameters()) named.emplace_back(item.key(), item.value());
   FlatParameters flat(named);
   auto optimizer = make_flat_optimizer(json{{"type", "AdamW"}, {"params", json::object()}}, flat.data());
-  const StateLayout layout = StateLayout::data_parallel(flat, flat.data(), BucketShards(make_grad_buckets(flat.entries(), 4, 1 << 20), 1, 0),
-                                                        false, false, true);
+  const TrainingLayout layout = data_parallel_layout(c, model, flat, flat.data(), BucketShards(make_grad_buckets(flat.entries(), 4, 1 << 20), 1, 0),
+                                                     0, {{"dp_replicate", 0, 1}, {"dp_shard", 0, 1}});
   try {
-    load_training_state(step_dir, model, *optimizer, layout);
+    load_training_state(step_dir, layout, *optimizer);
     ADD_FAILURE() << "the fused checkpoint loaded for training";
   } catch (const std::runtime_error& e) {
     EXPECT_TRUE(contains(e.what(), step_dir + kEarlierDtrain)) << e.what();
