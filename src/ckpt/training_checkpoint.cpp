@@ -7,6 +7,7 @@
 
 #include "ckpt/checkpoint_manager.h"
 #include "ckpt/durable_file.h"
+#include "ckpt/earlier_parameter_names.h"
 #include "ckpt/safetensors.h"
 
 namespace dtrain {
@@ -51,9 +52,12 @@ std::map<std::string, GlobalTensor> expected_tensors(const std::vector<HeldParam
 
 // Every tensor of `expected` present with its shape and dtype, and nothing else (of the parameters
 // alone with `parameters_only`): a checkpoint of another model (or an edited one) is refused before
-// anything changes.
-void check_tensors(const ShardedCheckpointReader& ckpt, const std::map<std::string, GlobalTensor>& expected, bool parameters_only) {
+// anything changes. A tensor the checkpoint holds under its earlier name (ckpt/earlier_parameter_names.h)
+// is present when the earlier tensor is, with the shape its parts add up to; returns those tensors.
+EarlierNames check_tensors(const ShardedCheckpointReader& ckpt, const std::map<std::string, GlobalTensor>& wanted, bool parameters_only) {
   const std::string& index = ckpt.index_path();
+  EarlierNames earlier = earlier_names(wanted, ckpt.tensors());
+  const std::map<std::string, GlobalTensor> expected = as_stored(wanted, earlier);
   for (const auto& [name, want] : expected) {
     const bool is_param = is_parameter(name);
     const std::string what = is_param ? "parameter '" + name.substr(kModel.size()) + "'"
@@ -72,6 +76,17 @@ void check_tensors(const ShardedCheckpointReader& ckpt, const std::map<std::stri
     if (!expected.count(name) && (is_parameter(name) || !parameters_only))
       throw std::runtime_error(index + " has a tensor '" + name + "' this model and optimizer do not have" +
                                (is_parameter(name) ? "" : " (saved by another optimizer type, or with other parameters frozen?)"));
+  return earlier;
+}
+
+// Reads `c` from the checkpoint, from the earlier tensor it is part of when it has one: the same
+// piece with its rows moved to where the part lies there.
+void read_chunk(ShardedCheckpointReader& ckpt, const EarlierNames& earlier, const std::string& tensor, const LocalPiece& piece, at::Tensor local) {
+  auto source = earlier.sources.find(tensor);
+  if (source == earlier.sources.end()) return ckpt.read(tensor, piece, local);
+  LocalPiece shifted = piece;
+  shifted.box.offset.at(0) += source->second.row_offset;
+  ckpt.read(source->second.tensor, shifted, local);
 }
 
 // One piece this rank holds: the global tensor, the piece, the local elements it lives in, and
@@ -127,11 +142,15 @@ void write_training_checkpoint_index(const std::string& dir, const TrainingLayou
 }
 
 TrainerProgress load_training_checkpoint(const std::string& dir, const TrainingLayout& layout,
-                                         std::map<std::string, at::Tensor>& optimizer_state, const CheckpointCheck& check) {
+                                         std::map<std::string, at::Tensor>& optimizer_state, const CheckpointCheck& check,
+                                         const CheckpointNote& note) {
   ShardedCheckpointReader ckpt(dir);  // first: a checkpoint of an older format is named as such
   const TrainerProgress progress = read_trainer_progress(dir, CheckpointManager::read_manifest(dir).step);
   if (check) check(ckpt, progress);
-  check_tensors(ckpt, expected_tensors(layout.parameters, entries_of(optimizer_state)), false);
+  const EarlierNames earlier = check_tensors(ckpt, expected_tensors(layout.parameters, entries_of(optimizer_state)), false);
+  if (note && !earlier.empty())
+    note(dir + " holds the earlier release's fused parameter names (blocks.N.qkv, proj, fc, fc_proj): mapped to today's (q_proj, k_proj, "
+         "v_proj, o_proj, gate_proj, up_proj, down_proj)");
   const auto rng = read_safetensors(dir + "/rng.safetensors");
   at::Generator gen = at::detail::getDefaultCPUGenerator();  // a handle on the process-wide generator
   const at::Tensor current = gen.get_state();
@@ -140,7 +159,7 @@ TrainerProgress load_training_checkpoint(const std::string& dir, const TrainingL
     throw std::runtime_error(dir + "/rng.safetensors does not hold a CPU generator state");
   // Everything fits: now the pieces this rank holds are read in place.
   at::NoGradGuard no_grad;
-  for (const LocalChunk& c : local_chunks(layout, optimizer_state)) ckpt.read(c.tensor, c.piece, c.local);
+  for (const LocalChunk& c : local_chunks(layout, optimizer_state)) read_chunk(ckpt, earlier, c.tensor, c.piece, c.local);
   gen.set_state(saved->second);
   return progress;
 }
@@ -152,11 +171,11 @@ const nlohmann::json& model_config_of(const ShardedCheckpointReader& ckpt) {
 }
 
 void load_parameters(ShardedCheckpointReader& ckpt, const std::vector<HeldParameter>& parameters) {
-  check_tensors(ckpt, expected_tensors(parameters, {}), /*parameters_only=*/true);  // generation needs nothing else
+  const EarlierNames earlier = check_tensors(ckpt, expected_tensors(parameters, {}), /*parameters_only=*/true);  // generation needs nothing else
   at::NoGradGuard no_grad;
   std::vector<LocalChunk> chunks;
   for (const HeldParameter& p : parameters) add_pieces(chunks, model_key(p.spec.name), p.pieces, p.local, false);
-  for (const LocalChunk& c : chunks) ckpt.read(c.tensor, c.piece, c.local);
+  for (const LocalChunk& c : chunks) read_chunk(ckpt, earlier, c.tensor, c.piece, c.local);
 }
 
 std::map<std::string, at::Tensor> read_parameters(const std::string& dir) {

@@ -72,7 +72,7 @@ void write_training_checkpoint_index(const std::string& dir, const TrainingLayou
                           const nlohmann::json& model_config);
 
 // What only the caller of a load can judge, checked with the rest before anything changes (the loss
-// scaler's state, which optim's format is; tensor names that mark another model's checkpoint).
+// scaler's state, which optim's format is).
 using CheckpointCheck = std::function<void(const ShardedCheckpointReader& ckpt, const TrainerProgress& progress)>;
 
 // Loads this rank's pieces of a checkpoint into the layout's local tensors and `optimizer_state`
@@ -80,16 +80,20 @@ using CheckpointCheck = std::function<void(const ShardedCheckpointReader& ckpt, 
 // returns the progress. Everything is checked first — the index against its shard files, the
 // progress against the manifest, then `check`, every tensor against the layout and the optimizer's,
 // the rng — and only then is anything read, in one pass over the pieces; throws naming the
-// checkpoint file at fault and the entry that does not fit.
+// checkpoint file at fault and the entry that does not fit. A checkpoint of the release that fused
+// q/k/v and gate/up loads, its tensors mapped (ckpt/earlier_parameter_names.h), and `note` (when
+// given) is told so in a line to log.
+using CheckpointNote = std::function<void(const std::string& line)>;
 TrainerProgress load_training_checkpoint(const std::string& dir, const TrainingLayout& layout,
-                                         std::map<std::string, at::Tensor>& optimizer_state, const CheckpointCheck& check);
+                                         std::map<std::string, at::Tensor>& optimizer_state, const CheckpointCheck& check,
+                                         const CheckpointNote& note = {});
 
 // The model's config as the index's metadata records it; throws naming the index when it has none.
 const nlohmann::json& model_config_of(const ShardedCheckpointReader& ckpt);
 // The parameters alone (generation, export), once the index holds every one of `parameters` with its
-// shape and dtype, and no other parameter.
+// shape and dtype (or under its earlier name, mapped), and no other parameter.
 void load_parameters(ShardedCheckpointReader& ckpt, const std::vector<HeldParameter>& parameters);
-// Every parameter, whole, by name.
+// Every parameter, whole, by the name the checkpoint stores it under.
 std::map<std::string, at::Tensor> read_parameters(const std::string& dir);
 
 }  // namespace dtrain

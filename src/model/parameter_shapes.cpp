@@ -1,7 +1,5 @@
 #include "model/parameter_shapes.h"
 
-#include <algorithm>
-
 namespace dtrain {
 
 std::vector<ParameterShape> parameter_shapes(const TransformerConfig& c) {
@@ -40,15 +38,6 @@ std::vector<std::string> parameter_names(const TransformerConfig& c) {
   std::vector<std::string> names;
   for (const auto& p : parameter_shapes(c)) names.push_back(p.name);
   return names;
-}
-
-bool is_fused_qkv_weight(const std::string& name) {
-  const std::string prefix = "blocks.", suffix = ".qkv.weight";
-  if (name.size() <= prefix.size() + suffix.size() || name.rfind(prefix, 0) != 0 ||
-      name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0)
-    return false;
-  const std::string index = name.substr(prefix.size(), name.size() - prefix.size() - suffix.size());
-  return std::all_of(index.begin(), index.end(), [](char c) { return c >= '0' && c <= '9'; });
 }
 
 }  // namespace dtrain

@@ -21,9 +21,4 @@ std::vector<ParameterShape> parameter_shapes(const TransformerConfig& c);
 // The names alone ("wte.weight", "blocks.0.q_proj.weight", ...), in the same order.
 std::vector<std::string> parameter_names(const TransformerConfig& c);
 
-// Whether `name` is the fused q/k/v weight of a block of the model before q, k and v were separate
-// parameters (blocks.N.qkv.weight): every checkpoint of that model holds one, so a checkpoint holding
-// one was saved by an earlier dtrain, and this model cannot load it.
-bool is_fused_qkv_weight(const std::string& name);
-
 }  // namespace dtrain

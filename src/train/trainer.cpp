@@ -141,7 +141,7 @@ void Trainer::build_model() {
 
 void Trainer::read_checkpoint(const std::string& dir) {
   plan_.optimizer->finish_parameter_updates();  // no gather may write into what is loaded
-  progress_ = load_training_state(dir, plan_.layout, *plan_.optimizer);
+  progress_ = load_training_state(dir, plan_.layout, *plan_.optimizer, [this](const std::string& line) { log_.info(line); });
   plan_.evict_offloaded();
 }
 

@@ -58,18 +58,6 @@ HeldParameter held_whole(const ParamSpec& spec, const at::Tensor& parameter) {
 
 std::string shape_text(const std::vector<int64_t>& shape) { return c10::str(at::IntArrayRef(shape)); }
 
-// A checkpoint of the model before q, k and v were separate parameters, named by its fused tensor
-// before the parameters it lacks (blocks.0.q_proj.weight) are, which would not say why.
-void refuse_fused_qkv(const ShardedCheckpointReader& ckpt, const std::string& dir) {
-  const std::string model = "model/";
-  for (const auto& [name, t] : ckpt.tensors())
-    if (name.rfind(model, 0) == 0 && is_fused_qkv_weight(name.substr(model.size())))
-      throw std::runtime_error(dir + "/" + kCheckpointIndexFile + " holds parameter '" + name.substr(model.size()) +
-                               "': it was saved by an earlier dtrain, whose blocks fused q, k and v into one qkv weight (and Llama's "
-                               "gate and up into fc); this dtrain keeps them apart (q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, "
-                               "down_proj) and cannot load it: resume it with the dtrain that saved it, or start a new run");
-}
-
 // The model's parameters by name, each checked against what parameter_shapes(config) says of it.
 std::map<std::string, at::Tensor> parameters_as_configured(const TransformerConfig& config, Transformer& model) {
   std::map<std::string, at::Tensor> out;
@@ -144,12 +132,10 @@ void write_training_index(const std::string& dir, const TrainingLayout& layout, 
   write_training_checkpoint_index(dir, layout, state_entries(optimizer), to_json(model_config));
 }
 
-TrainerProgress load_training_state(const std::string& dir, const TrainingLayout& layout, FlatOptimizer& optimizer) {
+TrainerProgress load_training_state(const std::string& dir, const TrainingLayout& layout, FlatOptimizer& optimizer, const CheckpointNote& note) {
   std::map<std::string, at::Tensor> state = optimizer.state();
-  // The loss scaler's state is optim's format, and a fused q/k/v the model's: checked here, with
-  // everything else, before anything changes.
-  const auto check = [&dir](const ShardedCheckpointReader& ckpt, const TrainerProgress& p) {
-    refuse_fused_qkv(ckpt, dir);
+  // The loss scaler's state is optim's format: checked here, with everything else, before anything changes.
+  const auto check = [&dir](const ShardedCheckpointReader&, const TrainerProgress& p) {
     if (p.loss_scaler.is_null()) return;
     try {
       LossScaler(LossScalerOptions{}).load_state(p.loss_scaler);
@@ -157,14 +143,13 @@ TrainerProgress load_training_state(const std::string& dir, const TrainingLayout
       throw std::runtime_error("checkpoint file '" + dir + "/" + kTrainerStateFile + "' has an invalid 'loss_scaler' (" + e.what() + ")");
     }
   };
-  const TrainerProgress progress = load_training_checkpoint(dir, layout, state, check);
+  const TrainerProgress progress = load_training_checkpoint(dir, layout, state, check, note);
   optimizer.load_state(state);
   return progress;
 }
 
 Transformer load_model(const std::string& dir) {
   ShardedCheckpointReader ckpt(dir);
-  refuse_fused_qkv(ckpt, dir);
   const TransformerConfig config = transformer_config_from_json(model_config_of(ckpt));
   Transformer model(config, 0);
   // One process holding every parameter whole.

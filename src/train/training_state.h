@@ -42,10 +42,13 @@ void write_training_index(const std::string& dir, const TrainingLayout& layout, 
 
 // Loads this rank's pieces into the layout's tensors and `optimizer` (built from the same config)
 // and returns the progress; one load_training_checkpoint, which checks everything, fp16's loss scaler
-// state included, before it changes anything.
-TrainerProgress load_training_state(const std::string& dir, const TrainingLayout& layout, FlatOptimizer& optimizer);
+// state included, before it changes anything, and maps the earlier release's fused parameter names
+// (telling `note` when it does).
+TrainerProgress load_training_state(const std::string& dir, const TrainingLayout& layout, FlatOptimizer& optimizer,
+                                    const CheckpointNote& note = {});
 
-// The model alone, for generation: rebuilds the Transformer from the index's model config.
+// The model alone, for generation: rebuilds the Transformer from the index's model config (a
+// checkpoint of the earlier fused names maps as for training).
 Transformer load_model(const std::string& dir);
 
 }  // namespace dtrain
