@@ -12,6 +12,7 @@
 #include "ckpt/durable_file.h"
 #include "ckpt/safetensors.h"
 #include "ckpt/sharded_checkpoint.h"
+#include "support/piece_of.h"
 #include "support/scratch.h"
 
 using namespace dtrain;
@@ -153,14 +154,6 @@ TEST(ShardedCheckpoint, AChunkOfAnUnknownTensorOrTypeIsNamed) {
 
 namespace {
 
-// `piece` of `t`, in the piece's order: what a read of it must return.
-at::Tensor expected_piece(const at::Tensor& t, const LocalPiece& piece) {
-  at::Tensor v = t;
-  for (size_t d = 0; d < piece.box.size.size(); ++d) v = v.narrow(int64_t(d), piece.box.offset[d], piece.box.size[d]);
-  const auto [begin, end] = flat_range(piece);
-  return v.reshape({-1}).narrow(0, begin, end - begin);
-}
-
 ParamSpec weight_spec(std::vector<std::pair<std::string, Placement>> placements) {
   return {"weight", {6, 8}, at::kFloat, std::move(placements)};
 }
@@ -175,7 +168,7 @@ std::string write_row_parallel_zero(const std::string& name) {
   for (int tp = 0; tp < 2; ++tp)
     for (int dp = 0; dp < 3; ++dp) {
       const LocalPiece piece = *local_piece(saved, {{"tp", tp, 2}, {"dp_shard", dp, 3}});
-      write_shard_file(dir, tp * 3 + dp, {{"weight", piece, expected_piece(kGrid, piece)}});
+      write_shard_file(dir, tp * 3 + dp, {{"weight", piece, test::piece_of(kGrid, piece)}});
     }
   write_checkpoint_index(dir, {{"weight", {{6, 8}, at::kFloat}}}, {});
   return dir;
@@ -204,7 +197,7 @@ TEST(ShardedCheckpoint, FlatRangesOfDimOneSlicesReadBackUnderAnyOtherLayout) {
         const LocalPiece piece = *local_piece(spec, {{"tp", tp, 2}, {"dp_shard", dp, 5}});
         at::Tensor out = torch::full({numel(piece)}, -1.0);
         ckpt.read("weight", piece, out);
-        EXPECT_TRUE(torch::equal(out, expected_piece(kGrid, piece))) << describe(piece);
+        EXPECT_TRUE(torch::equal(out, test::piece_of(kGrid, piece))) << describe(piece);
       }
   const std::string outside = error_message([&] { ckpt.read("weight", {{{4, 0}, {4, 8}}}, torch::empty({32})); });
   EXPECT_TRUE(contains(outside, "the piece [4:8, 0:8] asked of 'weight' does not lie inside the tensor's shape [6, 8]")) << outside;
@@ -219,7 +212,7 @@ TEST(ShardedCheckpoint, AReadOpensOnlyTheChunksThatOverlapItsPiece) {
   const LocalPiece held = narrow({{{0, 0}, {6, 4}}}, 2, 7);  // inside rank 0's chunk: elements 0..7 of the left slice
   at::Tensor out = torch::empty({5});
   ckpt.read("weight", held, out);
-  EXPECT_TRUE(torch::equal(out, expected_piece(kGrid, held)));
+  EXPECT_TRUE(torch::equal(out, test::piece_of(kGrid, held)));
   const std::string error = error_message([&] { ckpt.read("weight", {{{0, 3}, {1, 2}}}, torch::empty({2})); });
   EXPECT_TRUE(contains(error, "shard-00003.safetensors' cannot be opened")) << error;
 }
@@ -263,7 +256,7 @@ TEST(ShardedCheckpoint, AVersionOneIndexOfFlatRangesStillReads) {
     const LocalPiece column = narrow({{{0, 3}, {5, 2}}}, 1, 9);  // a dim-1 slice's flat range, across all three chunks
     at::Tensor out = torch::empty({8});
     ckpt.read("weight", column, out);
-    EXPECT_TRUE(torch::equal(out, expected_piece(kWeight, column)));
+    EXPECT_TRUE(torch::equal(out, test::piece_of(kWeight, column)));
   }
   auto open_edited = [&](const std::function<void(nlohmann::json&)>& edit) {
     nlohmann::json index = v1;

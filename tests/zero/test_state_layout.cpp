@@ -10,19 +10,12 @@
 
 #include "parallel/ddp/grad_bucket.h"
 #include "parallel/zero/bucket_shards.h"
+#include "support/piece_of.h"
 #include "train/training_state.h"
 
 using namespace dtrain;
 
 namespace {
-
-// `piece` of `t`, in the piece's order.
-at::Tensor expected_piece(const at::Tensor& t, const LocalPiece& piece) {
-  at::Tensor v = t;
-  for (size_t d = 0; d < piece.box.size.size(); ++d) v = v.narrow(int64_t(d), piece.box.offset[d], piece.box.size[d]);
-  const auto [begin, end] = flat_range(piece);
-  return v.reshape({-1}).narrow(0, begin, end - begin);
-}
 
 // A rank's shard of the flat buffer, as ZeRO lays it out: its piece of each bucket end to end.
 at::Tensor shard_of(const at::Tensor& flat, const BucketShards& shards) {
@@ -64,10 +57,10 @@ TEST(CheckpointLayout, EachRankHoldsAndWritesItsZeroPiecesAndTogetherTheyCoverEv
         EXPECT_EQ(p.spec.shape, whole.sizes().vec()) << p.spec.name;
         EXPECT_EQ(p.trained, p.spec.name != "blocks.0.ln1.weight") << p.spec.name;
         for (const PlacedPiece& piece : p.pieces)
-          EXPECT_TRUE(torch::equal(p.local.narrow(0, piece.local_offset, numel(piece.piece)), expected_piece(whole, piece.piece)))
+          EXPECT_TRUE(torch::equal(p.local.narrow(0, piece.local_offset, numel(piece.piece)), test::piece_of(whole, piece.piece)))
               << p.spec.name << " " << describe(piece.piece) << " on rank " << rank;
         for (const PlacedPiece& piece : p.state_pieces)
-          EXPECT_TRUE(torch::equal(state.narrow(0, piece.local_offset, numel(piece.piece)), expected_piece(whole, piece.piece)))
+          EXPECT_TRUE(torch::equal(state.narrow(0, piece.local_offset, numel(piece.piece)), test::piece_of(whole, piece.piece)))
               << p.spec.name << " state " << describe(piece.piece) << " on rank " << rank;
         auto held = [](const std::vector<PlacedPiece>& pieces) {
           std::vector<LocalPiece> out;
