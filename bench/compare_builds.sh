@@ -2,7 +2,7 @@
 # This build of dtrain against another revision of it, side by side, for a change that must not cost
 # speed or memory: the benchmark GPT (bench/gpt_bench.json: fp32, AdamW, clipping) on two ranks with
 # one thread each, without ZeRO and at stages 1-3. The other revision is checked out into a git
-# worktree under bench/out/compare_builds/ and built there (only the CLI). Runs alternate between the
+# worktree, bench/out/compare_builds-tree, and built there (only the CLI). Runs alternate between the
 # two builds, one at a time so they never share the cores; ROUNDS rounds interleave and each row
 # reports its best. Prints a table; raw logs stay in bench/out/compare_builds/.
 # Usage: bench/compare_builds.sh REVISION [STEPS] [ROUNDS]     e.g. bench/compare_builds.sh HEAD~5 10 3
