@@ -33,18 +33,14 @@ for ((round = 1; round <= rounds; round++)); do
 done
 git worktree remove --force "$tree"
 /usr/bin/python3 - "$out" "$warmup" "$revision" "$(git rev-parse --short HEAD)" <<'PY'
-import glob, json, re, sys
+import glob, sys
+sys.path.insert(0, "bench")
+from train_table import dtrain_result
 out, warmup, other, this = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
 
 def best(build, stage):
-    found = None
-    for run in sorted(glob.glob(f"{out}/{build}_stage{stage}_*/")):
-        timed = [json.loads(l) for l in open(f"{run}metrics.jsonl") if '"loss"' in l]
-        timed = [s for s in timed if s["step"] > warmup]
-        tps = sum(s["tokens_per_s"] * s["step_s"] for s in timed) / sum(s["step_s"] for s in timed)
-        rss = [int(re.search(r"peak RSS (\d+) MiB", open(p).read()).group(1)) for p in sorted(glob.glob(f"{run}rank-*.log"))]
-        found = max(found or (0, []), (tps, rss))
-    return found
+    """The best round's tokens/s and peak RSS per rank."""
+    return max((tps, rss) for tps, _, _, rss in (dtrain_result(run, warmup) for run in glob.glob(f"{out}/{build}_stage{stage}_*/")))
 
 print(f"| sharding | {this} tok/s | {other} tok/s | ratio | {this} peak RSS/rank (MiB) | {other} peak RSS/rank (MiB) |")
 print("|---|---:|---:|---:|---:|---:|")

@@ -40,18 +40,14 @@ for ((round = 1; round <= rounds; round++)); do
   done
 done
 /usr/bin/python3 - "$out" "$warmup" <<'PY'
-import glob, json, re, sys
+import glob, json, sys
+sys.path.insert(0, "bench")
+from train_table import dtrain_result
 out, warmup = sys.argv[1], int(sys.argv[2])
 
 def dtrain(stage):
-    best = None
-    for run in sorted(glob.glob(f"{out}/dtrain_stage{stage}_*/")):
-        timed = [json.loads(l) for l in open(f"{run}metrics.jsonl") if '"loss"' in l]
-        timed = [s for s in timed if s["step"] > warmup]
-        tps = sum(s["tokens_per_s"] * s["step_s"] for s in timed) / sum(s["step_s"] for s in timed)
-        rss = [int(re.search(r"peak RSS (\d+) MiB", open(p).read()).group(1)) for p in sorted(glob.glob(f"{run}rank-*.log"))]
-        best = max(best or (0, []), (tps, rss))
-    return best
+    """The best round's tokens/s and peak RSS per rank."""
+    return max((tps, rss) for tps, _, _, rss in (dtrain_result(run, warmup) for run in glob.glob(f"{out}/dtrain_stage{stage}_*/")))
 
 def pytorch(sharding, setting):
     runs = [json.loads(l) for l in open(f"{out}/pytorch_{sharding}_{setting}.json") if l.startswith("{")]  # DeepSpeed prints too
