@@ -46,10 +46,8 @@ void reject_unbuilt(const Reader& r) {
       {"activation_checkpointing.cpu_checkpointing", "keeping activation checkpoints in host memory"},
       {"activation_checkpointing.contiguous_memory_optimization", "copying activation checkpoints into one buffer"},
       {"activation_checkpointing.number_checkpoints", "DeepSpeed's count of activation checkpoints"},
-      {"parallel.tp", "tensor parallelism"},
       {"parallel.pp", "pipeline parallelism"},
       {"parallel.cp", "context parallelism"},
-      {"parallel.sequence_parallel", "sequence parallelism"},
       {"parallel.pipeline_schedule", "pipeline parallelism"},
       {"checkpoint.async", "asynchronous checkpointing"},
   };
@@ -96,6 +94,7 @@ void resolve_parallel_dims(const Reader& r, TrainConfig& c) {
   dims.pp = r.small_integer("parallel.pp", 1);
   dims.cp = r.small_integer("parallel.cp", 1);
   dims.tp = r.small_integer("parallel.tp", 1);
+  c.sequence_parallel = r.boolean("parallel.sequence_parallel");
   if (const auto dp = r.integer_or_auto("parallel.dp", 1, INT_MAX)) dims.dp_shard = int(*dp);
   try {
     c.parallel = dims.resolved(c.world_size);

@@ -42,10 +42,12 @@ struct TrainConfig {
 
   int world_size = 1, dp = 1;  // dp: parallel.dp()
   // The mesh's dims for world_size ranks (parallel/parallel_dims.h): dp_shard is every data-parallel
-  // rank, or under hybrid sharding the ranks of one shard group, which dp_replicate replicates. tp,
-  // pp and cp are 1 until they land. Shard groups of a node's ranks (shard_groups_per_node) are
-  // known once the run starts; until then dp_shard is every data-parallel rank.
+  // rank, or under hybrid sharding the ranks of one shard group, which dp_replicate replicates; tp
+  // (parallel.tp) splits layers (parallel/tensor); pp and cp are 1 until they land. Shard groups of a
+  // node's ranks (shard_groups_per_node) are known once the run starts; until then dp_shard is every
+  // data-parallel rank.
   ParallelDims parallel;
+  bool sequence_parallel = false;  // parallel.sequence_parallel: norms and residuals on sequence shards over tp
   int64_t global_batch = 0, micro_batch = 0, accumulation = 0;
   bool global_batch_given = false;  // train_batch_size was set, not derived: a resume at another dp keeps it
 

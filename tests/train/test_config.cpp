@@ -92,7 +92,7 @@ TEST(TrainConfig, MixedPrecisionMistakesAreRefusedByName) {
 TEST(TrainConfig, AcceptedButUnimplementedKeysAreRefusedByName) {
   for (const auto& [user, key] : std::vector<std::pair<json, std::string>>{
            {{{"activation_checkpointing", {{"cpu_checkpointing", true}}}}, "activation_checkpointing.cpu_checkpointing"},
-           {{{"parallel", {{"tp", 2}}}}, "parallel.tp"},
+           {{{"parallel", {{"pp", 2}}}}, "parallel.pp"},
        }) {
     const auto msg = error_of(user);
     EXPECT_NE(msg.find(key), std::string::npos) << msg;
