@@ -1,6 +1,6 @@
-"""The PyTorch peer of dtrain's training benchmark: the same GPT (pre-LayerNorm, fused qkv, causal
-F.scaled_dot_product_attention as nanoGPT writes it, GELU-tanh, learned positions, tied embeddings,
-GPT-2 init), AdamW, DDP over Gloo; fp32, or BENCH_PRECISION=bf16 for torch.autocast("cpu",
+"""The PyTorch peer of dtrain's training benchmark: the same GPT (pre-LayerNorm, separate q, k and v
+projections as dtrain's model has them, causal F.scaled_dot_product_attention as nanoGPT writes it,
+GELU-tanh, learned positions, tied embeddings, GPT-2 init), AdamW, DDP over Gloo; fp32, or BENCH_PRECISION=bf16 for torch.autocast("cpu",
 dtype=torch.bfloat16) over forward and loss; BENCH_AC=full (torch.utils.checkpoint around each block)
 or selective (around the attention core alone); BENCH_SHARDING=zero1 (DDP with ZeroRedundancyOptimizer),
 fsdp_grad_op (FSDP2 fully_shard per block and at the root with reshard_after_forward=False: ZeRO-2's
@@ -28,37 +28,71 @@ def attention_core(q, k, v):
     return F.scaled_dot_product_attention(q, k, v, is_causal=True)
 
 
-class Block(nn.Module):
+class Attention(nn.Module):
+    """Heads are counted from the projections' width, so a tensor-parallel rank, whose q, k and v
+    are a slice of the columns, runs its own heads (bench/pytorch_tensor_parallel.py)."""
+
     def __init__(self, d, heads):
         super().__init__()
-        self.heads = heads
-        self.ln1 = nn.LayerNorm(d)
-        self.qkv = nn.Linear(d, 3 * d)
+        self.head_dim = d // heads
+        self.q = nn.Linear(d, d)
+        self.k = nn.Linear(d, d)
+        self.v = nn.Linear(d, d)
         self.proj = nn.Linear(d, d)
-        self.ln2 = nn.LayerNorm(d)
-        self.fc = nn.Linear(d, 4 * d)
-        self.fc_proj = nn.Linear(4 * d, d)
 
     def forward(self, x):
-        B, T, C = x.shape
-        q, k, v = self.qkv(self.ln1(x)).split(C, dim=2)
-        q, k, v = (t.view(B, T, self.heads, C // self.heads).transpose(1, 2) for t in (q, k, v))
+        B, T, _ = x.shape
+        q, k, v = (f(x).view(B, T, -1, self.head_dim).transpose(1, 2) for f in (self.q, self.k, self.v))
         if AC == "selective":
             y = checkpoint.checkpoint(attention_core, q, k, v, use_reentrant=False)
         else:
             y = attention_core(q, k, v)
-        y = y.transpose(1, 2).reshape(B, T, C)
-        x = x + self.proj(y)
-        return x + self.fc_proj(F.gelu(self.fc(self.ln2(x)), approximate="tanh"))
+        return self.proj(y.transpose(1, 2).reshape(B, T, -1))
+
+
+class MLP(nn.Module):
+    def __init__(self, d):
+        super().__init__()
+        self.fc = nn.Linear(d, 4 * d)
+        self.fc_proj = nn.Linear(4 * d, d)
+
+    def forward(self, x):
+        return self.fc_proj(F.gelu(self.fc(x), approximate="tanh"))
+
+
+class Block(nn.Module):
+    def __init__(self, d, heads):
+        super().__init__()
+        self.ln1 = nn.LayerNorm(d)
+        self.attn = Attention(d, heads)
+        self.ln2 = nn.LayerNorm(d)
+        self.mlp = MLP(d)
+
+    def forward(self, x):
+        x = x + self.attn(self.ln1(x))
+        return x + self.mlp(self.ln2(x))
+
+
+class Embeddings(nn.Module):
+    """Token and learned position embeddings, summed."""
+
+    def __init__(self, vocab, seq, d):
+        super().__init__()
+        self.wte = nn.Embedding(vocab, d)
+        self.wpe = nn.Embedding(seq, d)
+
+    def forward(self, idx):
+        return self.wte(idx) + self.wpe(torch.arange(idx.shape[1]))
 
 
 class GPT(nn.Module):
     def __init__(self, layers, heads, d, seq, vocab):
         super().__init__()
-        self.wte = nn.Embedding(vocab, d)
-        self.wpe = nn.Embedding(seq, d)
+        self.embed = Embeddings(vocab, seq, d)
         self.blocks = nn.ModuleList(Block(d, heads) for _ in range(layers))
         self.ln_f = nn.LayerNorm(d)
+        self.head = nn.Linear(d, vocab, bias=False)
+        self.head.weight = self.embed.wte.weight  # tied
         for name, p in self.named_parameters():
             if p.dim() >= 2:
                 std = 0.02 / math.sqrt(2 * layers) if name.endswith("proj.weight") else 0.02
@@ -67,12 +101,11 @@ class GPT(nn.Module):
                 nn.init.zeros_(p)
 
     def forward(self, idx, targets):
-        B, T = idx.shape
-        x = self.wte(idx) + self.wpe(torch.arange(T))
+        x = self.embed(idx)
         for b in self.blocks:
             x = checkpoint.checkpoint(b, x, use_reentrant=False) if AC == "full" else b(x)
-        logits = self.ln_f(x) @ self.wte.weight.t()
-        return F.cross_entropy(logits.view(-1, logits.size(-1)), targets.reshape(-1))
+        logits = self.head(self.ln_f(x))
+        return F.cross_entropy(logits.flatten(0, 1), targets.flatten())
 
 
 def start_timing():
@@ -82,15 +115,23 @@ def start_timing():
     return time.perf_counter()
 
 
-def report(rank, world, tokens, elapsed, steps, loss):
-    rss_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    rss = [None] * world
+def peak_rss_mib():
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def report(rank, world, tokens, elapsed, steps, loss, rss_mib=None, **extra):
+    """Rank 0 prints the JSON line; rss_mib is this rank's peak if taken earlier than now, and extra
+    holds more fields, each gathered from every rank into a list."""
+    mine = {"peak_rss_mib": peak_rss_mib() if rss_mib is None else rss_mib, **extra}
+    ranks = [None] * world
     if world > 1:
-        dist.all_gather_object(rss, rss_mib)
+        dist.all_gather_object(ranks, mine)
     else:
-        rss = [rss_mib]
+        ranks = [mine]
     if rank == 0:
-        print(json.dumps({"tokens_per_s": tokens / elapsed, "step_s": elapsed / steps, "peak_rss_mib": rss, "loss": loss.item()}))
+        line = {"tokens_per_s": tokens / elapsed, "step_s": elapsed / steps, "loss": loss.item()}
+        line.update({key: [r[key] for r in ranks] for key in mine})
+        print(json.dumps(line))
 
 
 def train_deepspeed(model, stage, rank, world, micro, steps, warmup, seq, vocab):
