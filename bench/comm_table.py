@@ -40,4 +40,5 @@ def main():
               f"OpenMPI {lat['mpi']:.1f} us")
 
 
-main()
+if __name__ == "__main__":
+    main()
