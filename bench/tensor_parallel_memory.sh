@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# Activation memory per rank under tensor parallelism, measured, beside Korthikanti et al.'s formulas
+# ("Reducing Activation Recomputation in Large Transformer Models", 2022), per layer in bytes:
+#   no parallelism  sbh(34 + 5as/h)
+#   tp              sbh(10 + 24/t + 5as/(ht))
+#   tp + SP         sbh(34 + 5as/h)/t
+# and the same count under dtrain's assumptions. The benchmark GPT (bench/gpt_bench.json: fp32,
+# 6 layers, s = 256, h = 384, a = 6) on two ranks of one thread: dp 2 (t = 1), tp 2 and tp 2 + SP,
+# dtrain and the PyTorch DTensor peer (bench/pytorch_tensor_parallel.py, tuned: dtrain's malloc
+# settings and passive OpenMP waiters), each at micro-batches 2 and 8. Activations grow with the
+# micro-batch and nothing else here does, so the measured activations of micro-batch 8 are each
+# rank's peak RSS difference between the two, times 8/6. ROUNDS rounds run one after another; each
+# cell is the median. Prints a table; raw logs stay in bench/out/tensor_parallel_memory/.
+# Usage: bench/tensor_parallel_memory.sh [STEPS] [ROUNDS]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+steps=${1:-3}
+rounds=${2:-1}
+source bench/prepare.sh tensor_parallel_memory --peers
+source bench/peer_settings.sh
+declare -A dtrain_layout=([dp]="" [tp]="--set parallel.tp=2" [tp_sp]="--set parallel.tp=2 --set parallel.sequence_parallel=true")
+for ((round = 1; round <= rounds; round++)); do
+  for layout in dp tp tp_sp; do
+    for micro in 2 8; do
+      name=${layout}_b${micro}_$round
+      echo "round $round: $layout, micro-batch $micro: dtrain..." >&2
+      # shellcheck disable=SC2086 # the layout's --set pairs split into words
+      build/dtrain run --nproc-per-node 2 --no-sample --config bench/gpt_bench.json --set train.threads=1 \
+        --set train.steps="$steps" --set train_micro_batch_size_per_gpu=$micro ${dtrain_layout[$layout]} \
+        --set train.run_dir="$out/dtrain_$name" >"$out/dtrain_$name.log" 2>&1
+      echo "round $round: $layout, micro-batch $micro: PyTorch..." >&2
+      port=$(free_port)
+      pids=()
+      for r in 0 1; do
+        env $kept_malloc $passive_wait RANK=$r WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port BENCH_THREADS=1 \
+          BENCH_STEPS="$steps" BENCH_WARMUP=1 BENCH_PROFILE_STEPS=1 BENCH_LAYOUT=$layout BENCH_MICRO=$micro \
+          timeout 1200 .venv/bin/python bench/pytorch_tensor_parallel.py >"$out/pytorch_$name.json" 2>"$out/pytorch_${name}_rank$r.err" &
+        pids+=($!)
+      done
+      for pid in "${pids[@]}"; do wait "$pid" || echo "note: a PyTorch rank exited with status $?" >&2; done
+    done
+  done
+done
+/usr/bin/python3 - "$out" "$rounds" <<'PY'
+import glob, json, re, statistics, sys
+out, rounds = sys.argv[1], int(sys.argv[2])
+config = json.load(open("bench/gpt_bench.json"))
+m = config["model"]
+s, h, a, layers, b = m["seq_len"], m["d_model"], m["n_head"], m["n_layer"], 8
+t = 2
+sbh = s * b * h
+MiB = 2**20
+# Korthikanti et al., per layer, bytes: 16-bit activations, a 1-byte dropout mask after attention's
+# softmax and after each sub-layer, attention scores and softmax stored (the 5as/h term).
+paper = {"dp": sbh * (34 + 5 * a * s / h), "tp": sbh * (10 + 24 / t + 5 * a * s / (h * t)), "tp_sp": sbh * (34 + 5 * a * s / h) / t}
+# The same count under dtrain's assumptions: fp32 (4 bytes, the paper's 2), no dropout (its masks
+# gone), fused flash attention (no scores: the 5as/h term gone). Per layer that leaves, in tensors
+# of s·b·h elements, 4 replicated over tp (both norms' inputs and outputs; split under SP) and 12
+# split (q, k, v, the attention output, GELU's input and output at 4h each).
+ours = {"dp": 4 * sbh * 16, "tp": 4 * sbh * (4 + 12 / t), "tp_sp": 4 * sbh * 16 / t}
+
+
+def dtrain_rss(layout, micro, r):
+    return [int(re.search(r"peak RSS (\d+) MiB", open(p).read()).group(1))
+            for p in sorted(glob.glob(f"{out}/dtrain_{layout}_b{micro}_{r}/rank-*.log"))]
+
+
+def pytorch_rss(layout, micro, r):
+    lines = [l for l in open(f"{out}/pytorch_{layout}_b{micro}_{r}.json") if l.startswith("{")]
+    return [round(x) for x in json.loads(lines[-1])["peak_rss_mib"]] if lines else None
+
+
+def median_per_rank(runs):
+    runs = [x for x in runs if x]
+    return [statistics.median(col) for col in zip(*runs)] if runs else None
+
+
+print(f"model: {layers} layers, s={s}, b={b}, h={h}, a={a}, t={t}; activations of micro-batch {b} per rank, whole model, MiB")
+print("| layout | framework | peak RSS b=2 (MiB) | peak RSS b=8 (MiB) | measured (MiB) | Korthikanti et al. (MiB) | "
+      "under dtrain's assumptions (MiB) | measured / dtrain's assumptions |")
+print("|---|---|---:|---:|---:|---:|---:|---:|")
+for layout, label in (("dp", "dp 2 (t = 1)"), ("tp", "tp 2"), ("tp_sp", "tp 2 + SP")):
+    for framework, rss in (("dtrain", dtrain_rss), ("PyTorch", pytorch_rss)):
+        try:
+            small = median_per_rank(rss(layout, 2, r) for r in range(1, rounds + 1))
+            large = median_per_rank(rss(layout, 8, r) for r in range(1, rounds + 1))
+        except (FileNotFoundError, AttributeError):
+            small = large = None
+        formula, adjusted = layers * paper[layout] / MiB, layers * ours[layout] / MiB
+        if not small or not large:
+            print(f"| {label} | {framework} | no run | | | {formula:.0f} | {adjusted:.0f} | |")
+            continue
+        measured = [(y - x) * 8 / 6 for x, y in zip(small, large)]
+        print(f"| {label} | {framework} | {'/'.join(f'{x:.0f}' for x in small)} | {'/'.join(f'{x:.0f}' for x in large)} | "
+              f"{'/'.join(f'{x:.0f}' for x in measured)} | {formula:.0f} | {adjusted:.0f} | "
+              f"{'/'.join(f'{x / adjusted:.2f}' for x in measured)} |")
+PY
