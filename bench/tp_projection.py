@@ -197,20 +197,26 @@ def project(gemm, attention, norm_residual, elementwise, adamw_s, comm, rank_mem
             traffic = 2 * gather + scatter
             exposed = max(0.0, gather - forward) + max(0.0, gather + scatter - backward) + comm.time("all_gather", embedding)
         else:
-            # Per sub-layer (attention, MLP) and micro-batch: forward one all-reduce (tp) or an
-            # all-gather and a reduce-scatter (SP); backward the same, where the collective on the
-            # input gradient runs behind the column-parallel layers' weight-gradient GEMMs.
-            if sp:
-                fwd_c = comm.time("all_gather", act) + comm.time("reduce_scatter", act)
-                bwd_c, bwd_overlappable = comm.time("all_gather", act), comm.time("reduce_scatter", act)
-            else:
-                fwd_c, bwd_c, bwd_overlappable = comm.time("all_reduce", act), 0.0, comm.time("all_reduce", act)
-            wgrad = {"attention": sum(g[n][2] for n in ("q", "k", "v")), "mlp": sum(g[n][2] for n in ("gate", "up"))}
-            per_layer_exposed = sum(fwd_c + bwd_c + max(0.0, bwd_overlappable - w) for w in wgrad.values())
-            per_layer_traffic = 2 * (fwd_c + bwd_c + bwd_overlappable)
-            # The embedding's all-reduce (reduce-scatter under SP) and the vocab-parallel loss's three
+            # Per sub-layer (attention, MLP) and micro-batch, as dtrain's ColumnParallelLinear and
+            # RowParallelLinear communicate. tp: the row-parallel output's all-reduce in forward, the
+            # input gradient's all-reduce in backward behind the column-parallel weight-gradient
+            # GEMMs. SP: forward gathers the input and reduce-scatters the output; backward gathers
+            # the output's gradient, gathers the input again behind the input-gradient GEMMs (it is
+            # not kept) and reduce-scatters the input gradient behind the weight-gradient GEMMs.
+            per_layer_exposed = per_layer_traffic = 0.0
+            for column in (("q", "k", "v"), ("gate", "up")):
+                dgrad, wgrad = sum(g[n][1] for n in column), sum(g[n][2] for n in column)
+                if sp:
+                    ag, rs = comm.time("all_gather", act), comm.time("reduce_scatter", act)
+                    per_layer_exposed += 2 * ag + rs + max(0.0, ag - dgrad) + max(0.0, rs - wgrad)
+                    per_layer_traffic += 3 * ag + 2 * rs
+                else:
+                    ar = comm.time("all_reduce", act)
+                    per_layer_exposed += ar + max(0.0, ar - wgrad)
+                    per_layer_traffic += 2 * ar
+            # The embedding's all-reduce (reduce-scatter under SP) and the vocab-parallel loss's two
             # all-reduces of one float per token; under SP the norms' gradients once per step.
-            edges = comm.time("reduce_scatter" if sp else "all_reduce", act) + 3 * comm.time("all_reduce", SEQ * BYTES)
+            edges = comm.time("reduce_scatter" if sp else "all_reduce", act) + 2 * comm.time("all_reduce", SEQ * BYTES)
             norms = comm.time("all_reduce", BYTES * psi_replicated) if sp else 0.0
             exposed = micro_batches * (LAYERS * per_layer_exposed + edges) + norms
             traffic = micro_batches * (LAYERS * per_layer_traffic + edges) + norms
