@@ -25,12 +25,24 @@ def dtrain_comm_share(run_dir, warmup):
 
 
 def dtrain_best(out, layout, warmup):
-    """The best round: tokens/s, peak RSS per rank, communication share."""
+    """The best round that finished: tokens/s, peak RSS per rank, communication share."""
     runs = []
     for run in glob.glob(f"{out}/dtrain_{layout}_*/"):
-        tps, _, _, rss = dtrain_result(run, warmup)
+        try:
+            tps, _, _, rss = dtrain_result(run, warmup)
+        except (OSError, AttributeError, IndexError, ValueError):  # the run failed before its summary
+            continue
         runs.append((tps, rss, dtrain_comm_share(run, warmup)))
     return max(runs, key=lambda r: r[0]) if runs else None
+
+
+def dtrain_error(out, layout):
+    """The first error line of a failed dtrain run's output."""
+    for path in sorted(glob.glob(f"{out}/dtrain_{layout}_*.log")):
+        for line in open(path, errors="replace"):
+            if "error" in line.lower():
+                return line.strip()
+    return "no result and no error line in its output"
 
 
 def error_line(out, name):
@@ -66,7 +78,7 @@ def main():
     for layout, label in LAYOUTS:
         mine = dtrain_best(out, layout, warmup)
         if mine is None:
-            print(f"| {label} | dtrain | no run | | | |")
+            print(f"| {label} | dtrain | failed: {dtrain_error(out, layout)} | | | |")
             continue
         tps, rss, comm = mine
         print(f"| {label} | dtrain | {tps:.0f} | 1.00x | {'/'.join(map(str, rss))} | "
