@@ -6,6 +6,9 @@
 # RowwiseParallel, SequenceParallel and loss_parallel, over Gloo), eager and under torch.compile. The
 # peer runs as shipped and tuned (glibc malloc keeping freed memory as dtrain does, and
 # OMP_WAIT_POLICY=PASSIVE: bench/peer_settings.sh); "tuned" in the summary is the fastest of its runs.
+# dtrain's tp rows run once more with parallel.tp_overlap_grad_reduce=false, which waits for the
+# input gradient's all-reduce (reduce-scatter under SP) before the weight-gradient GEMMs instead of
+# behind them: the difference is what the overlap hides.
 # Under dp a step is 2 x 8 sequences, under tp 8 (both ranks train one micro-batch). Each run times
 # STEPS steps after 3 warm-up steps, one after another so they never share the cores; ROUNDS rounds
 # interleave and each row reports its best. The communication share is what each side measures:
@@ -23,9 +26,11 @@ warmup=3
 source bench/prepare.sh tensor_parallel --peers
 source bench/peer_settings.sh
 declare -A settings=([shipped]="" [tuned]="$kept_malloc $passive_wait")
-declare -A dtrain_layout=([dp]="" [tp]="--set parallel.tp=2" [tp_sp]="--set parallel.tp=2 --set parallel.sequence_parallel=true")
+declare -A dtrain_layout=([dp]="" [tp]="--set parallel.tp=2" [tp_sp]="--set parallel.tp=2 --set parallel.sequence_parallel=true"
+  [tp_no_overlap]="--set parallel.tp=2 --set parallel.tp_overlap_grad_reduce=false"
+  [tp_sp_no_overlap]="--set parallel.tp=2 --set parallel.sequence_parallel=true --set parallel.tp_overlap_grad_reduce=false")
 for ((round = 1; round <= rounds; round++)); do
-  for layout in dp tp tp_sp; do
+  for layout in dp tp tp_sp tp_no_overlap tp_sp_no_overlap; do
     echo "round $round: dtrain, $layout..." >&2
     # shellcheck disable=SC2086 # the layout's --set pairs split into words
     build/dtrain run --nproc-per-node 2 --no-sample --config bench/gpt_bench.json --set train.threads=1 \

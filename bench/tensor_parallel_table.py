@@ -1,7 +1,8 @@
 """Reads what bench/tensor_parallel.sh left in its output directory and prints its table: per layout,
 dtrain and each PyTorch run (eager and compiled, as shipped and tuned), with tokens/s, the ratio to
-dtrain, peak RSS per rank and the share of step time in communication per rank; then dtrain against
-the fastest PyTorch run of each layout. A PyTorch run that printed no result is a row with its
+dtrain, peak RSS per rank and the share of step time in communication per rank, and under tp dtrain
+with the input gradient's collective waited for before the weight-gradient GEMMs (what the overlap
+hides); then dtrain against the fastest PyTorch run of each layout. A PyTorch run that printed no result is a row with its
 error's first line. Each row is its best round.
 Usage: tensor_parallel_table.py OUT WARMUP"""
 import glob
@@ -27,7 +28,7 @@ def dtrain_comm_share(run_dir, warmup):
 def dtrain_best(out, layout, warmup):
     """The best round that finished: tokens/s, peak RSS per rank, communication share."""
     runs = []
-    for run in glob.glob(f"{out}/dtrain_{layout}_*/"):
+    for run in glob.glob(f"{out}/dtrain_{layout}_[0-9]*/"):
         try:
             tps, _, _, rss = dtrain_result(run, warmup)
         except (OSError, AttributeError, IndexError, ValueError):  # the run failed before its summary
@@ -38,7 +39,7 @@ def dtrain_best(out, layout, warmup):
 
 def dtrain_error(out, layout):
     """The first error line of a failed dtrain run's output."""
-    for path in sorted(glob.glob(f"{out}/dtrain_{layout}_*.log")):
+    for path in sorted(glob.glob(f"{out}/dtrain_{layout}_[0-9]*.log")):
         for line in open(path, errors="replace"):
             if "error" in line.lower():
                 return line.strip()
@@ -83,6 +84,10 @@ def main():
         tps, rss, comm = mine
         print(f"| {label} | dtrain | {tps:.0f} | 1.00x | {'/'.join(map(str, rss))} | "
               f"{'not reported' if comm is None else f'{100 * comm:.1f}%'} |")
+        waited = dtrain_best(out, f"{layout}_no_overlap", warmup) if layout != "dp" else None
+        if waited:
+            print(f"| {label} | dtrain, input-gradient overlap off | {waited[0]:.0f} | {tps / waited[0]:.2f}x | "
+                  f"{'/'.join(map(str, waited[1]))} | {'not reported' if waited[2] is None else f'{100 * waited[2]:.1f}%'} |")
         fastest = None
         for mode, mode_label in (("eager", "eager"), ("compile", "torch.compile")):
             for setting in ("shipped", "tuned"):
