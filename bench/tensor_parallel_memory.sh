@@ -9,8 +9,12 @@
 # dtrain and the PyTorch DTensor peer (bench/pytorch_tensor_parallel.py, tuned: dtrain's malloc
 # settings and passive OpenMP waiters), each at micro-batches 2 and 8. Activations grow with the
 # micro-batch and nothing else here does, so the measured activations of micro-batch 8 are each
-# rank's peak RSS difference between the two, times 8/6. ROUNDS rounds run one after another; each
-# cell is the median. Prints a table; raw logs stay in bench/out/tensor_parallel_memory/.
+# rank's peak RSS difference between the two, times 8/6. That also counts what backward holds at the
+# peak besides the kept activations (activation gradients, communication buffers); dtrain runs once
+# more with full activation checkpointing, which keeps only each block's input (s·b·h per layer,
+# split under SP) and leaves the rest in place, so the difference between the two runs, plus those
+# inputs, is the activations kept, the quantity the formulas count. ROUNDS rounds run one after
+# another; each cell is the median. Prints a table; raw logs stay in bench/out/tensor_parallel_memory/.
 # Usage: bench/tensor_parallel_memory.sh [STEPS] [ROUNDS]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -24,10 +28,12 @@ for ((round = 1; round <= rounds; round++)); do
     for micro in 2 8; do
       name=${layout}_b${micro}_$round
       echo "round $round: $layout, micro-batch $micro: dtrain..." >&2
-      # shellcheck disable=SC2086 # the layout's --set pairs split into words
-      build/dtrain run --nproc-per-node 2 --no-sample --config bench/gpt_bench.json --set train.threads=1 \
-        --set train.steps="$steps" --set train_micro_batch_size_per_gpu=$micro ${dtrain_layout[$layout]} \
-        --set train.run_dir="$out/dtrain_$name" >"$out/dtrain_$name.log" 2>&1
+      for ac in none full; do
+        # shellcheck disable=SC2086 # the layout's --set pairs split into words
+        build/dtrain run --nproc-per-node 2 --no-sample --config bench/gpt_bench.json --set train.threads=1 \
+          --set train.steps="$steps" --set train_micro_batch_size_per_gpu=$micro ${dtrain_layout[$layout]} \
+          --set train.activation_checkpointing=$ac --set train.run_dir="$out/dtrain_${ac}_$name" >"$out/dtrain_${ac}_$name.log" 2>&1
+      done
       echo "round $round: $layout, micro-batch $micro: PyTorch..." >&2
       port=$(free_port)
       pids=()
@@ -60,9 +66,21 @@ paper = {"dp": sbh * (34 + 5 * a * s / h), "tp": sbh * (10 + 24 / t + 5 * a * s 
 ours = {"dp": 4 * sbh * 16, "tp": 4 * sbh * (4 + 12 / t), "tp_sp": 4 * sbh * 16 / t}
 
 
-def dtrain_rss(layout, micro, r):
+def dtrain_rss(layout, micro, r, ac="none"):
     return [int(re.search(r"peak RSS (\d+) MiB", open(p).read()).group(1))
-            for p in sorted(glob.glob(f"{out}/dtrain_{layout}_b{micro}_{r}/rank-*.log"))]
+            for p in sorted(glob.glob(f"{out}/dtrain_{ac}_{layout}_b{micro}_{r}/rank-*.log"))]
+
+
+def growth(rss, layout):
+    """Per rank, the peak RSS that micro-batch 8 adds over 2, scaled to all 8 sequences; None without runs."""
+    try:
+        small = median_per_rank(rss(layout, 2, r) for r in range(1, rounds + 1))
+        large = median_per_rank(rss(layout, 8, r) for r in range(1, rounds + 1))
+    except (FileNotFoundError, AttributeError):
+        return None, None, None
+    if not small or not large:
+        return None, None, None
+    return small, large, [(y - x) * 8 / 6 for x, y in zip(small, large)]
 
 
 def pytorch_rss(layout, micro, r):
@@ -76,22 +94,26 @@ def median_per_rank(runs):
 
 
 print(f"model: {layers} layers, s={s}, b={b}, h={h}, a={a}, t={t}; activations of micro-batch {b} per rank, whole model, MiB")
-print("| layout | framework | peak RSS b=2 (MiB) | peak RSS b=8 (MiB) | measured (MiB) | Korthikanti et al. (MiB) | "
-      "under dtrain's assumptions (MiB) | measured / dtrain's assumptions |")
-print("|---|---|---:|---:|---:|---:|---:|---:|")
+def cells(values, fmt="{:.0f}"):
+    return "/".join(fmt.format(x) for x in values) if values else ""
+
+
+print("| layout | framework | peak RSS b=2 (MiB) | peak RSS b=8 (MiB) | grows with the batch (MiB) | of it with full recompute (MiB) | "
+      "activations kept (MiB) | Korthikanti et al. (MiB) | under dtrain's assumptions (MiB) | kept / dtrain's assumptions |")
+print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
 for layout, label in (("dp", "dp 2 (t = 1)"), ("tp", "tp 2"), ("tp_sp", "tp 2 + SP")):
+    formula, adjusted = layers * paper[layout] / MiB, layers * ours[layout] / MiB
+    checkpoints = layers * 4 * sbh / (t if layout == "tp_sp" else 1) / MiB  # the blocks' inputs full recompute keeps
     for framework, rss in (("dtrain", dtrain_rss), ("PyTorch", pytorch_rss)):
-        try:
-            small = median_per_rank(rss(layout, 2, r) for r in range(1, rounds + 1))
-            large = median_per_rank(rss(layout, 8, r) for r in range(1, rounds + 1))
-        except (FileNotFoundError, AttributeError):
-            small = large = None
-        formula, adjusted = layers * paper[layout] / MiB, layers * ours[layout] / MiB
-        if not small or not large:
-            print(f"| {label} | {framework} | no run | | | {formula:.0f} | {adjusted:.0f} | |")
+        small, large, measured = growth(rss, layout)
+        if not measured:
+            print(f"| {label} | {framework} | no run | | | | | {formula:.0f} | {adjusted:.0f} | |")
             continue
-        measured = [(y - x) * 8 / 6 for x, y in zip(small, large)]
-        print(f"| {label} | {framework} | {'/'.join(f'{x:.0f}' for x in small)} | {'/'.join(f'{x:.0f}' for x in large)} | "
-              f"{'/'.join(f'{x:.0f}' for x in measured)} | {formula:.0f} | {adjusted:.0f} | "
-              f"{'/'.join(f'{x / adjusted:.2f}' for x in measured)} |")
+        kept = None
+        if framework == "dtrain":
+            _, _, recompute = growth(lambda *k: dtrain_rss(*k, ac="full"), layout)
+            kept = [x - y + checkpoints for x, y in zip(measured, recompute)] if recompute else None
+        print(f"| {label} | {framework} | {cells(small)} | {cells(large)} | {cells(measured)} | "
+              f"{cells(recompute) if kept else ''} | {cells(kept)} | {formula:.0f} | {adjusted:.0f} | "
+              f"{cells([x / adjusted for x in kept], '{:.2f}') if kept else ''} |")
 PY
