@@ -12,8 +12,10 @@
 # rank's peak RSS difference between the two, times 8/6. That also counts what backward holds at the
 # peak besides the kept activations (activation gradients, communication buffers); dtrain runs once
 # more with full activation checkpointing, which keeps only each block's input (s·b·h per layer,
-# split under SP) and leaves the rest in place, so the difference between the two runs, plus those
-# inputs, is the activations kept, the quantity the formulas count. ROUNDS rounds run one after
+# split under SP) and at its peak holds one recomputed block's activations besides backward's
+# working set: the growth without checkpointing, less the growth with it, plus those inputs and
+# that one block (by the count under dtrain's assumptions), is the activations kept, the quantity
+# the formulas count. ROUNDS rounds run one after
 # another; each cell is the median. Prints a table; raw logs stay in bench/out/tensor_parallel_memory/.
 # Usage: bench/tensor_parallel_memory.sh [STEPS] [ROUNDS]
 set -euo pipefail
@@ -98,12 +100,13 @@ def cells(values, fmt="{:.0f}"):
     return "/".join(fmt.format(x) for x in values) if values else ""
 
 
-print("| layout | framework | peak RSS b=2 (MiB) | peak RSS b=8 (MiB) | grows with the batch (MiB) | of it with full recompute (MiB) | "
+print("| layout | framework | peak RSS b=2 (MiB) | peak RSS b=8 (MiB) | grows with the batch (MiB) | grows, with full recompute (MiB) | "
       "activations kept (MiB) | Korthikanti et al. (MiB) | under dtrain's assumptions (MiB) | kept / dtrain's assumptions |")
 print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
 for layout, label in (("dp", "dp 2 (t = 1)"), ("tp", "tp 2"), ("tp_sp", "tp 2 + SP")):
     formula, adjusted = layers * paper[layout] / MiB, layers * ours[layout] / MiB
     checkpoints = layers * 4 * sbh / (t if layout == "tp_sp" else 1) / MiB  # the blocks' inputs full recompute keeps
+    recomputed = adjusted / layers  # the one block full recompute holds again at its peak
     for framework, rss in (("dtrain", dtrain_rss), ("PyTorch", pytorch_rss)):
         small, large, measured = growth(rss, layout)
         if not measured:
@@ -112,7 +115,7 @@ for layout, label in (("dp", "dp 2 (t = 1)"), ("tp", "tp 2"), ("tp_sp", "tp 2 + 
         kept = None
         if framework == "dtrain":
             _, _, recompute = growth(lambda *k: dtrain_rss(*k, ac="full"), layout)
-            kept = [x - y + checkpoints for x, y in zip(measured, recompute)] if recompute else None
+            kept = [x - y + checkpoints + recomputed for x, y in zip(measured, recompute)] if recompute else None
         print(f"| {label} | {framework} | {cells(small)} | {cells(large)} | {cells(measured)} | "
               f"{cells(recompute) if kept else ''} | {cells(kept)} | {formula:.0f} | {adjusted:.0f} | "
               f"{cells([x / adjusted for x in kept], '{:.2f}') if kept else ''} |")
