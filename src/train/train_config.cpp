@@ -75,6 +75,7 @@ TrainConfig resolve_config(const json& user, int world_size, const std::string& 
     fail(origin, "'train.activation_checkpointing' must be \"none\", \"full\", \"selective\" or \"every:N\" (N >= 1), got " +
                      printable_json(r.at("train.activation_checkpointing")));
   }
+  resolve_activation_store(r, c);
   resolve_precision(r, c);
   c.eval_every = r.integer("train.eval_every", 0);
   c.eval_samples = r.integer("train.eval_samples", 1);
