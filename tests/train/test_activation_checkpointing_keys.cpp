@@ -1,8 +1,11 @@
 // DeepSpeed's activation_checkpointing keys as a DeepSpeed config sets them: resolved with
-// DeepSpeed's rules, and their mistakes named.
+// DeepSpeed's rules, their mistakes named, and each one saying in the run's log what it does.
 #include <gtest/gtest.h>
 
+#include "support/process.h"
+#include "support/scratch.h"
 #include "train/train_config.h"
+#include "training_run.h"
 
 using namespace dtrain;
 using json = nlohmann::json;
@@ -80,4 +83,23 @@ TEST(ActivationCheckpointingKeys, MistakesAreNamedByTheirKey) {
             "cfg.json: 'activation_checkpointing.number_checkpoints' must be a whole number, got \"all\"");
   EXPECT_EQ(keys_error_of(ds_job("full", with_key(kDeepSpeedSection, "cpu_checkpointing", "yes"))),
             "cfg.json: 'activation_checkpointing.cpu_checkpointing' must be true or false, got \"yes\"");
+}
+
+// The section as DeepSpeed users write it trains under `dtrain run`, each key saying once what it
+// does on a one-rank CPU run (docs/training.md).
+TEST(ActivationCheckpointingKeys, TheDeepSpeedSectionTrainsAndSaysWhatEachKeyDoes) {
+  const test::TrainingRun run = test::train(test::scratch_dir("ac_deepspeed_keys"), 1,
+                                            {"train.activation_checkpointing=full", "activation_checkpointing=" + kDeepSpeedSection.dump()});
+  ASSERT_EQ(run.result.exit_code, 0) << run.result.output;
+  EXPECT_FALSE(run.steps.empty());
+  for (const std::string line :
+       {"activation_checkpointing.partition_activations: tp is 1, nothing to partition",
+        "activation_checkpointing.cpu_checkpointing: this run computes on the CPU, so checkpointed activations already are in host "
+        "memory; nothing moves",
+        "activation_checkpointing.contiguous_memory_optimization: checkpointed block inputs copied into one buffer on the cpu of 2 slots "
+        "(activation_checkpointing.number_checkpoints; this model checkpoints 2 block inputs per forward pass), allocated at the first "
+        "checkpoint"}) {
+    EXPECT_TRUE(test::contains(run.result.output, line)) << line << "\n" << run.result.output;
+    EXPECT_EQ(run.result.output.find(line), run.result.output.rfind(line)) << "said more than once: " << line;
+  }
 }

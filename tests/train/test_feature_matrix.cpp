@@ -71,6 +71,10 @@ const std::vector<Row> kRows = {
     {"ac_full", 2, {"train.activation_checkpointing=full"}, "dp2_accumulation", kBitForBit, "activation checkpointing full"},
     {"ac_selective", 2, {"train.activation_checkpointing=selective"}, "dp2_accumulation", kBitForBit, "activation checkpointing selective"},
     {"ac_every2", 2, {"train.activation_checkpointing=every:2"}, "dp2_accumulation", kBitForBit, "activation checkpointing every:2"},
+    // DeepSpeed's activation_checkpointing section (partition, host memory, one buffer): the same bits are recomputed from.
+    {"ac_deepspeed_keys", 2,
+     {"activation_checkpointing={\"partition_activations\": true, \"cpu_checkpointing\": true, \"contiguous_memory_optimization\": true}"},
+     "ac_full", kBitForBit, "activation_checkpointing.contiguous_memory_optimization: checkpointed block inputs copied into one buffer"},
 
     {"llama_dp2", 2, k2Ranks, "llama", kFp32Reordered, "batch: 12 = micro 6 x accumulation 1 x dp 2"},
     {"llama_dp4", 4, k4Ranks, "llama", kFp32Reordered, "batch: 12 = micro 3 x accumulation 1 x dp 4"},
