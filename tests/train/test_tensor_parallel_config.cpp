@@ -1,0 +1,136 @@
+// What parallel.tp and parallel.sequence_parallel ask of a config, checked before any work starts:
+// each refusal names its keys and values, and leaves nothing on disk; a tp group across nodes is
+// warned of.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "support/process.h"
+#include "support/scratch.h"
+#include "train/tensor_parallel_rules.h"
+#include "train/train_config.h"
+#include "training_run.h"
+
+using namespace dtrain;
+using dtrain::test::contains;
+using dtrain::test::run_process;
+using dtrain::test::scratch_dir;
+using json = nlohmann::json;
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string tp_refusal_of(const std::vector<std::string>& sets, int world) {
+  try {
+    json user = json::object();
+    apply_overrides(user, sets);
+    resolve_config(user, world, "cfg.json");
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+struct TpBadInput {
+  std::vector<std::string> sets;
+  int world;
+  std::string error;  // after "cfg.json: "
+};
+
+// Each bad input beside its error; every model is small enough for `dtrain run` to reach its check.
+const std::vector<TpBadInput>& tp_bad_inputs() {
+  static const std::vector<TpBadInput> cases = {
+      {{"model.preset=tiny", "parallel.sequence_parallel=true"}, 2,
+       "'parallel.sequence_parallel' is true, but 'parallel.tp' is 1: sequence parallelism splits the sequence over the tp ranks, "
+       "so it needs parallel.tp of 2 or more"},
+      {{"model.preset=tiny", "parallel.tp=3"}, 4,
+       "'parallel.tp' (3) does not divide the world size (4): the ranks form tp groups of parallel.tp adjacent ranks each"},
+      {{"model.preset=tiny", "parallel.dp=2", "parallel.tp=2"}, 2,
+       "the parallel dims (parallel.pp, parallel.dp, parallel.cp, parallel.tp) span pp 1 x dp_replicate 1 x dp_shard 2 x cp 1 x "
+       "tp 2 = 4 ranks, but the world size is 2"},
+      {{"model.preset=tiny", "parallel.tp=4"}, 4,
+       "'parallel.tp' (4) does not divide model.n_head (2): tensor parallelism gives each tp rank the same number of whole "
+       "attention heads"},
+      {{"model.preset=tiny", "model.d_ff=65", "parallel.tp=2"}, 2,
+       "'parallel.tp' (2) does not divide model.d_ff (65): tensor parallelism gives each tp rank the same share of the MLP's columns"},
+      {{"model.preset=tiny", "model.arch=llama", "model.n_head=6", "model.d_model=96", "parallel.tp=3"}, 3,
+       "'parallel.tp' (3) does not divide the MLP width 256 (model.d_ff is not given: 8/3 x model.d_model 96, rounded up to a "
+       "multiple of 64): tensor parallelism gives each tp rank the same share of the MLP's columns"},
+      {{"model.preset=tiny", "model.arch=llama", "model.n_head=12", "model.n_kv_head=3", "model.d_model=96", "parallel.tp=4"}, 4,
+       "'parallel.tp' (4) and model.n_kv_head (3) must divide one another: each tp rank holds n_kv_head / tp key/value heads, or, "
+       "where tp is the larger, one key/value head that tp / n_kv_head ranks share"},
+      {{"model.preset=tiny", "model.n_head=4", "model.vocab_size=3", "parallel.tp=4"}, 4,
+       "'parallel.tp' (4) leaves tp rank 3 no rows of the vocabulary, model.vocab_size (3): it is split over the tp ranks as "
+       "torch.chunk splits it, ceil(3 / 4) = 1 row(s) a rank, and every rank needs at least one"},
+      {{"model.preset=tiny", "model.n_head=4", "model.vocab_size=6", "parallel.tp=4"}, 4,
+       "'parallel.tp' (4) leaves tp rank 3 no rows of the vocabulary, model.vocab_size (6): it is split over the tp ranks as "
+       "torch.chunk splits it, ceil(6 / 4) = 2 row(s) a rank, and every rank needs at least one"},
+      {{"model.preset=tiny", "model.seq_len=15", "parallel.tp=2", "parallel.sequence_parallel=true"}, 2,
+       "'parallel.tp' (2) does not divide model.seq_len (15), which parallel.sequence_parallel splits over the tp ranks"},
+  };
+  return cases;
+}
+
+}  // namespace
+
+TEST(TensorParallelConfig, EachShapeTpCannotSplitIsRefusedNamingItsKeysAndValues) {
+  for (const auto& bad : tp_bad_inputs()) EXPECT_EQ(tp_refusal_of(bad.sets, bad.world), "cfg.json: " + bad.error);
+}
+
+TEST(TensorParallelConfig, ShapesTpSplitsAreAccepted) {
+  EXPECT_EQ(tp_refusal_of({"model.preset=tiny", "model.n_head=4", "parallel.tp=4"}, 4), "(no error)");
+  // Eight query heads over tp 4 with two key/value heads: each kv head replicated on two ranks.
+  EXPECT_EQ(tp_refusal_of({"model.preset=tiny", "model.arch=llama", "model.n_head=8", "model.n_kv_head=2", "model.d_model=64",
+                           "parallel.tp=4"}, 4),
+            "(no error)");
+  // Four kv heads over tp 4: one each. A vocabulary of 7 over 4 ranks splits 2, 2, 2, 1, which tp allows.
+  EXPECT_EQ(tp_refusal_of({"model.preset=tiny", "model.arch=llama", "model.n_head=8", "model.n_kv_head=4", "model.d_model=64",
+                           "model.vocab_size=7", "parallel.tp=4"}, 8),
+            "(no error)");
+  const TrainConfig sp = resolve_config({{"model", {{"preset", "tiny"}}}, {"parallel", {{"tp", 2}, {"sequence_parallel", true}}}}, 4,
+                                        "cfg.json");
+  EXPECT_EQ(sp.parallel.describe(), "pp 1 x dp_replicate 1 x dp_shard 2 x cp 1 x tp 2");
+  EXPECT_TRUE(sp.sequence_parallel);
+}
+
+// `dtrain config check` refuses what `dtrain run` refuses, and run refuses it before launching a
+// rank, leaving its run directory unmade.
+TEST(TensorParallelConfig, ConfigCheckAndRunRefuseEachBadInputAndWriteNothing) {
+  const std::string dir = scratch_dir("tp_bad_inputs");
+  int n = 0;
+  for (const auto& bad : tp_bad_inputs()) {
+    std::vector<std::string> check = {DTRAIN_BIN, "config", "check", "--world-size", std::to_string(bad.world)};
+    const std::string run_dir = dir + "/run-" + std::to_string(n++);
+    std::vector<std::string> run = {DTRAIN_BIN, "run", "--no-sample", "--nproc-per-node", std::to_string(bad.world), "--set",
+                                    "train.run_dir=" + run_dir};
+    for (const auto& s : bad.sets) {
+      check.insert(check.end(), {"--set", s});
+      run.insert(run.end(), {"--set", s});
+    }
+    const auto checked = run_process(check, 60);
+    EXPECT_EQ(checked.exit_code, 2) << bad.sets.back() << "\n" << checked.output;
+    EXPECT_TRUE(contains(checked.output, bad.error)) << checked.output;
+    const auto ran = run_process(run, 60, {"OMP_NUM_THREADS=1"});
+    EXPECT_NE(ran.exit_code, 0) << ran.output;
+    EXPECT_TRUE(contains(ran.output, bad.error)) << ran.output;
+    EXPECT_FALSE(contains(ran.output, "dtrain launch")) << "a rank was launched:\n" << ran.output;
+    EXPECT_FALSE(fs::exists(run_dir)) << run_dir;
+  }
+}
+
+TEST(TensorParallelConfig, ATpGroupSpanningNodesIsWarnedOf) {
+  auto warnings = [](int tp, int world, int node_ranks) {
+    TrainConfig c = resolve_config({{"model", {{"preset", "tiny"}}}, {"parallel", {{"tp", tp}}}}, world, "cfg.json");
+    const size_t before = c.warnings.size();
+    warn_if_tp_spans_nodes(c, node_ranks);
+    return std::vector<std::string>(c.warnings.begin() + long(before), c.warnings.end());
+  };
+  EXPECT_EQ(warnings(2, 4, 1),
+            std::vector<std::string>{"cfg.json: parallel.tp (2) does not divide a node's 1 ranks, so tp groups span nodes: their "
+                                     "collectives, several per layer in forward and in backward, cross the link between nodes; a "
+                                     "parallel.tp that divides a node's ranks keeps every tp group on one node"});
+  EXPECT_EQ(warnings(2, 6, 3).size(), 1u);  // ranks 2 and 3 form a tp group across the first two nodes
+  EXPECT_TRUE(warnings(2, 4, 2).empty());
+  EXPECT_TRUE(warnings(2, 4, 4).empty());
+  EXPECT_TRUE(warnings(1, 4, 1).empty());
+}
