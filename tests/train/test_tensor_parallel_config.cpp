@@ -1,12 +1,14 @@
 // What parallel.tp and parallel.sequence_parallel ask of a config, checked before any work starts:
 // each refusal names its keys and values, and leaves nothing on disk; a tp group across nodes is
-// warned of.
+// warned of. And what the run's first lines say of its mesh.
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <future>
 
 #include "support/process.h"
 #include "support/scratch.h"
+#include "train/mesh_lines.h"
 #include "train/tensor_parallel_rules.h"
 #include "train/train_config.h"
 #include "training_run.h"
@@ -118,6 +120,30 @@ TEST(TensorParallelConfig, ConfigCheckAndRunRefuseEachBadInputAndWriteNothing) {
   }
 }
 
+TEST(MeshLines, NameTheSplitDimsAndEachGroupsGlobalRanks) {
+  ParallelDims dims;
+  dims.tp = 2;
+  EXPECT_EQ(mesh_lines(dims.resolved(4)),
+            (std::vector<std::string>{"mesh: dp_shard 2 x tp 2 (pp, dp_replicate, cp 1)", "dp_shard groups: [0,2] [1,3]; tp groups: [0,1] [2,3]"}));
+  // Hybrid sharding: dp, the replicas and shards together, is a group of its own; dp_cp and
+  // dp_shard_cp repeat dp and dp_shard, so they are not listed again.
+  ParallelDims hybrid;
+  hybrid.dp_replicate = 2;
+  hybrid.dp_shard = 2;
+  EXPECT_EQ(mesh_lines(hybrid.resolved(4)),
+            (std::vector<std::string>{"mesh: dp_replicate 2 x dp_shard 2 (pp, cp, tp 1)",
+                                      "dp_replicate groups: [0,2] [1,3]; dp_shard groups: [0,1] [2,3]; dp groups: [0,1,2,3]"}));
+  EXPECT_EQ(mesh_lines(ParallelDims{}.resolved(1)), std::vector<std::string>{"mesh: 1 rank (pp, dp_replicate, dp_shard, cp, tp 1)"});
+}
+
+TEST(MeshLines, ALargeMeshListsItsFirstGroupsAndCountsTheRest) {
+  ParallelDims dims;
+  dims.tp = 2;
+  EXPECT_EQ(mesh_lines(dims.resolved(64))[1],
+            "dp_shard groups: [0,2,4,...,62] (32 ranks) [1,3,5,...,63] (32 ranks); "
+            "tp groups: [0,1] [2,3] [4,5] [6,7] [8,9] [10,11] [12,13] [14,15] (and 24 more)");
+}
+
 TEST(TensorParallelConfig, ATpGroupSpanningNodesIsWarnedOf) {
   auto warnings = [](int tp, int world, int node_ranks) {
     TrainConfig c = resolve_config({{"model", {{"preset", "tiny"}}}, {"parallel", {{"tp", tp}}}}, world, "cfg.json");
@@ -133,4 +159,36 @@ TEST(TensorParallelConfig, ATpGroupSpanningNodesIsWarnedOf) {
   EXPECT_TRUE(warnings(2, 4, 2).empty());
   EXPECT_TRUE(warnings(2, 4, 4).empty());
   EXPECT_TRUE(warnings(1, 4, 1).empty());
+}
+
+// Every rank's log opens with the mesh and its groups; only rank 0 says the warning, once.
+TEST(TensorParallelConfig, TheRunsFirstLinesShowTheMeshItsGroupsAndATpGroupAcrossNodes) {
+  const std::string dir = scratch_dir("tp_mesh_lines");
+  const auto run = dtrain::test::train(dir + "/four", 4, {"parallel.tp=2", "train.steps=1"});
+  ASSERT_EQ(run.result.exit_code, 0) << run.result.output;
+  for (const std::string& text : {run.result.output, read_text_file(dir + "/four/rank-3.log")}) {
+    EXPECT_TRUE(contains(text, "mesh: dp_shard 2 x tp 2 (pp, dp_replicate, cp 1)")) << text;
+    EXPECT_TRUE(contains(text, "dp_shard groups: [0,2] [1,3]; tp groups: [0,1] [2,3]")) << text;
+  }
+  EXPECT_FALSE(contains(run.result.output, "tp groups span nodes")) << run.result.output;
+
+  // Two nodes of one rank each on loopback: the one tp group spans them.
+  const std::string port = std::to_string(dtrain::test::free_port());
+  auto node = [&](int k) {
+    return std::async(std::launch::async, [=] {
+      return dtrain::test::train(dir + "/two-nodes", 1, {"parallel.tp=2", "train.steps=1"},
+                                 {"--nnodes", "2", "--node-rank", std::to_string(k), "--master-port", port});
+    });
+  };
+  auto node0 = node(0), node1 = node(1);
+  const auto second = node1.get();
+  ASSERT_EQ(second.result.exit_code, 0) << second.result.output;
+  const auto first = node0.get();
+  ASSERT_EQ(first.result.exit_code, 0) << first.result.output;
+  const std::string warning = "parallel.tp (2) does not divide a node's 1 ranks, so tp groups span nodes";
+  const std::string& out = first.result.output;
+  EXPECT_NE(out.find(warning), std::string::npos) << out;
+  EXPECT_EQ(out.find(warning), out.rfind(warning)) << "said more than once:\n" << out;
+  EXPECT_LT(out.find(warning), out.find("training steps")) << "not among the first lines:\n" << out;
+  EXPECT_FALSE(contains(second.result.output, warning)) << second.result.output;
 }
