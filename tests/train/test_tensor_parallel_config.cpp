@@ -1,6 +1,6 @@
-// What parallel.tp and parallel.sequence_parallel ask of a config, checked before any work starts:
-// each refusal names its keys and values, and leaves nothing on disk; a tp group across nodes is
-// warned of. And what the run's first lines say of its mesh.
+// What parallel.tp and parallel.sequence_parallel ask of a config, checked before any work starts
+// (each refusal names its keys and values, and leaves nothing on disk), and what the run's first
+// lines say of its mesh.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -93,6 +93,10 @@ TEST(TensorParallelConfig, ShapesTpSplitsAreAccepted) {
                                         "cfg.json");
   EXPECT_EQ(sp.parallel.describe(), "pp 1 x dp_replicate 1 x dp_shard 2 x cp 1 x tp 2");
   EXPECT_TRUE(sp.sequence_parallel);
+  const auto checked = run_process({DTRAIN_BIN, "config", "check", "--world-size", "4", "--set", "model.preset=tiny", "--set",
+                                    "parallel.tp=2", "--set", "parallel.sequence_parallel=true"}, 60);
+  EXPECT_EQ(checked.exit_code, 0) << checked.output;
+  EXPECT_TRUE(contains(checked.output, "layout     4 rank(s): dp 2 x tp 2, sequence parallel")) << checked.output;
 }
 
 // `dtrain config check` refuses what `dtrain run` refuses, and run refuses it before launching a
