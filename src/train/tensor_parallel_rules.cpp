@@ -1,7 +1,9 @@
 #include "train/tensor_parallel_rules.h"
 
+#include <stdexcept>
 #include <string>
 
+#include "parallel/tensor/vocab_range.h"
 #include "train/config_reader.h"
 
 namespace dtrain {
@@ -37,13 +39,11 @@ void check_tensor_parallel(const TrainConfig& c) {
                        "key/value heads, or, where tp is the larger, one key/value head that tp / n_kv_head ranks share");
   if (m.ff_dim() % tp != 0)
     fail(c.origin, key + " does not divide " + mlp_width_words(m) + ": tensor parallelism gives each tp rank the same share of the MLP's columns");
-  // torch.chunk's split, which the vocab-parallel layers use: ceil(V / tp) rows a rank, the last
-  // ranks fewer, and those past the vocabulary's end none: no share of the embedding or the softmax.
-  const int64_t chunk = (int64_t(m.vocab_size) + tp - 1) / tp;
-  if (const int64_t first_empty = (m.vocab_size + chunk - 1) / chunk; first_empty < tp)
-    fail(c.origin, key + " leaves tp rank " + number(first_empty) + " no rows of the vocabulary, model.vocab_size (" +
-                       number(m.vocab_size) + "): it is split over the tp ranks as torch.chunk splits it, ceil(" + number(m.vocab_size) +
-                       " / " + number(tp) + ") = " + number(chunk) + " row(s) a rank, and every rank needs at least one");
+  try {
+    vocab_range(m.vocab_size, tp, 0);  // refuses a split that leaves any rank no rows, whichever rank asks
+  } catch (const std::invalid_argument& e) {
+    fail(c.origin, key + " does not fit model.vocab_size (" + number(m.vocab_size) + "): " + e.what());
+  }
   if (c.sequence_parallel && m.seq_len % tp != 0)
     fail(c.origin, key + " does not divide model.seq_len (" + number(m.seq_len) +
                        "), which parallel.sequence_parallel splits over the tp ranks");

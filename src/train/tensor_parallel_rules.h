@@ -13,8 +13,8 @@ namespace dtrain {
 // - parallel.tp does not divide model.n_head, or the MLP width (model.d_ff, or the width it defaults to);
 // - under grouped-query attention, neither of parallel.tp and model.n_kv_head divides the other
 //   (tp > n_kv_head replicates each key/value head over tp / n_kv_head ranks);
-// - the vocabulary, split over the tp ranks as torch.chunk splits it (ceil(vocab / tp) rows a
-//   rank), leaves a rank no rows: tp larger than model.vocab_size, or 5 rows over 4 ranks;
+// - the vocabulary, split over the tp ranks as torch.chunk splits it (parallel/tensor/vocab_range.h),
+//   leaves a rank no rows: tp larger than model.vocab_size, or 5 rows over 4 ranks;
 // - under sequence parallelism, parallel.tp does not divide model.seq_len.
 void check_tensor_parallel(const TrainConfig& config);
 

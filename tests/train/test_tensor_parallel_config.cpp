@@ -62,11 +62,11 @@ const std::vector<TpBadInput>& tp_bad_inputs() {
        "'parallel.tp' (4) and model.n_kv_head (3) must divide one another: each tp rank holds n_kv_head / tp key/value heads, or, "
        "where tp is the larger, one key/value head that tp / n_kv_head ranks share"},
       {{"model.preset=tiny", "model.n_head=4", "model.vocab_size=3", "parallel.tp=4"}, 4,
-       "'parallel.tp' (4) leaves tp rank 3 no rows of the vocabulary, model.vocab_size (3): it is split over the tp ranks as "
-       "torch.chunk splits it, ceil(3 / 4) = 1 row(s) a rank, and every rank needs at least one"},
+       "'parallel.tp' (4) does not fit model.vocab_size (3): a vocabulary of 3 rows split over tp 4 in chunks of 1 (as "
+       "torch.chunk splits it) leaves tp rank 3 without a row; tensor parallelism needs a smaller tp"},
       {{"model.preset=tiny", "model.n_head=4", "model.vocab_size=6", "parallel.tp=4"}, 4,
-       "'parallel.tp' (4) leaves tp rank 3 no rows of the vocabulary, model.vocab_size (6): it is split over the tp ranks as "
-       "torch.chunk splits it, ceil(6 / 4) = 2 row(s) a rank, and every rank needs at least one"},
+       "'parallel.tp' (4) does not fit model.vocab_size (6): a vocabulary of 6 rows split over tp 4 in chunks of 2 (as "
+       "torch.chunk splits it) leaves tp rank 3 without a row; tensor parallelism needs a smaller tp"},
       {{"model.preset=tiny", "model.seq_len=15", "parallel.tp=2", "parallel.sequence_parallel=true"}, 2,
        "'parallel.tp' (2) does not divide model.seq_len (15), which parallel.sequence_parallel splits over the tp ranks"},
   };
