@@ -123,6 +123,10 @@ at::Tensor reduce_scatter_to_sequence(const at::Tensor& x, const std::shared_ptr
   return map_over(x, group, "reduce_scatter_to_sequence", Step::ReduceScatter, Step::Gather, dim);
 }
 
+at::Tensor split_to_sequence(const at::Tensor& x, const std::shared_ptr<Group>& group, int64_t dim) {
+  return map_over(x, group, "split_to_sequence", Step::Split, Step::Gather, dim);
+}
+
 at::Tensor gather_from_sequence(const at::Tensor& x, const std::shared_ptr<Group>& group, int64_t dim) {
   return map_over(x, group, "gather_from_sequence", Step::Gather, Step::ReduceScatter, dim);
 }

@@ -45,6 +45,12 @@ at::Tensor scatter_to_group(const at::Tensor& x, const std::shared_ptr<Group>& g
 // parallelism, summed and left split by sequence for the norms and dropout that follow.
 at::Tensor reduce_scatter_to_sequence(const at::Tensor& x, const std::shared_ptr<Group>& group, int64_t dim = 1);
 
+// Forward: keep this rank's part of `dim` ([B, S, H] -> [B, S/n, H]). Backward: all-gather of the
+// gradient along `dim`.
+// Megatron's scatter_to_sequence_parallel_region: the embeddings' output, whole on every rank, split
+// into the sequence shards the first block's norm runs on.
+at::Tensor split_to_sequence(const at::Tensor& x, const std::shared_ptr<Group>& group, int64_t dim = 1);
+
 // Forward: all-gather along `dim` ([B, S/n, H] -> [B, S, H]). Backward: reduce-scatter (sum) of the
 // gradient along `dim`.
 // Megatron's gather_from_sequence_parallel_region: the sequence made whole before a column-parallel

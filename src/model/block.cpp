@@ -44,12 +44,21 @@ std::vector<Linear> BlockImpl::matmul_layers() const {
   return layers;
 }
 
+std::vector<at::Tensor> BlockImpl::project(const at::Tensor& x, const std::vector<LinearImpl*>& layers) {
+  if (input_linears_) return input_linears_(x, layers);
+  std::vector<at::Tensor> out;
+  for (LinearImpl* layer : layers) out.push_back(layer->forward(x));
+  return out;
+}
+
 at::Tensor BlockImpl::attention(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin) {
-  // The heads this block holds, read from its layers rather than the config.
-  const int64_t B = x.size(0), T = x.size(1), H = q_proj->out_features() / head_dim_, KV = k_proj->out_features() / head_dim_;
-  auto q = q_proj(x).view({B, T, H, head_dim_}).transpose(1, 2);   // [B, H, T, hd]
-  auto k = k_proj(x).view({B, T, KV, head_dim_}).transpose(1, 2);  // [B, KV, T, hd]
-  auto v = v_proj(x).view({B, T, KV, head_dim_}).transpose(1, 2);  // [B, KV, T, hd]
+  auto qkv = project(x, {q_proj.get(), k_proj.get(), v_proj.get()});
+  // The heads this block computes, read from the projections rather than the config; the sequence
+  // from them too, which may be longer than x's when x is a shard of it.
+  const int64_t B = qkv[0].size(0), T = qkv[0].size(1), H = qkv[0].size(-1) / head_dim_, KV = qkv[1].size(-1) / head_dim_;
+  auto q = qkv[0].view({B, T, H, head_dim_}).transpose(1, 2);   // [B, H, T, hd]
+  auto k = qkv[1].view({B, T, KV, head_dim_}).transpose(1, 2);  // [B, KV, T, hd]
+  auto v = qkv[2].view({B, T, KV, head_dim_}).transpose(1, 2);  // [B, KV, T, hd]
   if (cos.defined()) {  // in fp32, like the tables
     q = apply_rope(q.to(at::kFloat), cos, sin);
     k = apply_rope(k.to(at::kFloat), cos, sin);
@@ -69,7 +78,9 @@ at::Tensor BlockImpl::attention(const at::Tensor& x, const at::Tensor& cos, cons
 
 at::Tensor BlockImpl::mlp(const at::Tensor& x) {
   // Llama's SwiGLU: silu(gate)·up; GPT-2: GELU (tanh approximation) of up.
-  const at::Tensor h = gate_proj ? at::silu(gate_proj(x)) * up_proj(x) : at::gelu(up_proj(x), "tanh");
+  if (!gate_proj) return down_proj(at::gelu(project(x, {up_proj.get()})[0], "tanh"));
+  const auto gate_up = project(x, {gate_proj.get(), up_proj.get()});
+  const at::Tensor h = at::silu(gate_up[0]) * gate_up[1];
   return down_proj(h);
 }
 

@@ -1,9 +1,9 @@
 // One transformer block, pre-norm: x + attention(ln1(x)), then h + mlp(ln2(h)). Its layers carry
 // Hugging Face's names (ln1, q_proj, k_proj, v_proj, o_proj, ln2, then gate_proj, up_proj, down_proj
 // for Llama's SwiGLU or up_proj, down_proj for GPT-2's GELU MLP). Attention takes its head counts
-// from its layers: q_proj's rows over the head size are the query heads, k_proj's the key/value
-// heads, so a block whose projections hold a slice of the heads (tensor parallelism) computes its
-// slice with no change here.
+// from what its projections return: q's features over the head size are the query heads, k's the
+// key/value heads, so a block whose projections compute a slice of the heads (tensor parallelism)
+// computes its slice with no change here.
 #pragma once
 #include <torch/nn/module.h>
 
@@ -27,6 +27,8 @@ class BlockImpl : public torch::nn::Module {
   void set_precision(const MixedPrecision& mp);
   // The layers whose weights are matmul operands, which mixed precision keeps working copies of.
   std::vector<Linear> matmul_layers() const;
+  // How the layers that read one input run together: q, k, v; gate and up (layer_hooks.h).
+  void set_input_linears(InputLinears run) { input_linears_ = std::move(run); }
 
   Norm ln1{nullptr}, ln2{nullptr};
   Linear q_proj{nullptr}, k_proj{nullptr}, v_proj{nullptr}, o_proj{nullptr};
@@ -35,10 +37,12 @@ class BlockImpl : public torch::nn::Module {
  private:
   at::Tensor attention(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin);
   at::Tensor mlp(const at::Tensor& x);
+  std::vector<at::Tensor> project(const at::Tensor& x, const std::vector<LinearImpl*>& layers);
 
   int64_t head_dim_;
   bool recompute_attention_core_ = false;
   MixedPrecision mp_;
+  InputLinears input_linears_;
 };
 TORCH_MODULE(Block);
 

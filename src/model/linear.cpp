@@ -14,7 +14,8 @@ LinearImpl::LinearImpl(at::Tensor shared_weight) : weight(std::move(shared_weigh
 at::Tensor LinearImpl::forward(const at::Tensor& x) {
   if (!reduce_) return mixed_linear(mp_, x, weight, working, bias);
   const at::Tensor y = reduce_(mixed_linear(mp_, x, weight, working, at::Tensor()));
-  return bias.defined() ? y + bias.to(y.scalar_type()) : y;
+  if (!bias.defined()) return y;
+  return y + (bias_view_ ? bias_view_(bias) : bias).to(y.scalar_type());
 }
 
 void LinearImpl::set_precision(const MixedPrecision& mp) {

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <functional>
 
+#include "model/layer_hooks.h"
 #include "model/mixed_precision.h"
 
 namespace dtrain {
@@ -35,10 +36,13 @@ class LinearImpl : public torch::nn::Module {
   // What the GEMM computes in. Working copies are made on the weight's device: set it after moving
   // the layer, then refresh_working_copy() after every change to the weight.
   void set_precision(const MixedPrecision& mp);
+  const MixedPrecision& precision() const { return mp_; }
   // Rounds the weight into its 16-bit working copy (made on first use); drops it in fp32.
   void refresh_working_copy();
   // Applied to x·Wᵀ before the bias is added; an empty function restores the identity.
   void set_output_reduction(Reduction reduce) { reduce_ = std::move(reduce); }
+  // How the bias is read when it is added after the reduction (layer_hooks.h).
+  void set_bias_view(ParameterView view) { bias_view_ = std::move(view); }
 
   at::Tensor weight, bias;  // bias undefined when the layer has none
   at::Tensor working;       // weight in the compute type, for mixed precision: not a parameter
@@ -46,6 +50,7 @@ class LinearImpl : public torch::nn::Module {
  private:
   MixedPrecision mp_;
   Reduction reduce_;  // empty: identity
+  ParameterView bias_view_;
 };
 TORCH_MODULE(Linear);
 

@@ -3,10 +3,16 @@
 #pragma once
 #include <ATen/ATen.h>
 
+#include <functional>
+
 namespace dtrain {
 
 // Mean next-token cross-entropy of logits [batch, T, vocab] against targets [batch, T] (int64), in
 // fp32 whatever the logits' type: the log-sum-exp over the vocabulary is where 16 bits lose most.
 at::Tensor next_token_loss(const at::Tensor& logits, const at::Tensor& targets);
+
+// The loss a run computes from its model's output: next_token_loss, or what a parallelism that
+// splits the logits computes in its place.
+using LossFunction = std::function<at::Tensor(const at::Tensor& logits, const at::Tensor& targets)>;
 
 }  // namespace dtrain

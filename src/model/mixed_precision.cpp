@@ -20,8 +20,10 @@ bool cpu_has_native_gemm(at::ScalarType compute) {
 #endif
 }
 
-// a·bᵀ for 16-bit a and b, in `out` type, on the GEMM path `mp` chose.
+}  // namespace
+
 at::Tensor gemm_nt(const MixedPrecision& mp, const at::Tensor& a, const at::Tensor& b, at::ScalarType out) {
+  if (!mp.enabled()) return matmul_nt(a, b).to(out);
   if (mp.native_gemm) {
     // Only CUDA's GEMM hands out fp32 sums of 16-bit operands unrounded; elsewhere they round first.
     if (out == at::kFloat && a.is_cuda() && a.dim() == 2) return at::mm(a, b.t(), at::kFloat);
@@ -29,6 +31,8 @@ at::Tensor gemm_nt(const MixedPrecision& mp, const at::Tensor& a, const at::Tens
   }
   return matmul_nt(a.to(at::kFloat), b.to(at::kFloat)).to(out);
 }
+
+namespace {
 
 // Inputs {x, working, weight} or {x, working, weight, bias}: a list, because autograd takes no
 // undefined tensor as an input and GEMMs without bias are common.

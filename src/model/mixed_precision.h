@@ -37,6 +37,10 @@ struct MixedPrecision {
 // "fp32", "bf16" or "fp16".
 std::string precision_name(at::ScalarType compute);
 
+// a·bᵀ in `out` type on the GEMM path `mp` chose: a and b in the compute type (16-bit operands), or
+// fp32 through matmul_nt without mixed precision. For autograd functions' passes.
+at::Tensor gemm_nt(const MixedPrecision& mp, const at::Tensor& a, const at::Tensor& b, at::ScalarType out);
+
 // x·weightᵀ + bias. With mixed precision: x is rounded to the compute type, `working` (weight's
 // 16-bit copy) is the matrix multiplied, the output is in the compute type, and the gradients of
 // `weight` and `bias` come out in fp32. Only x and `working` are kept for backward, in 16 bits.

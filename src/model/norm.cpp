@@ -8,8 +8,9 @@ NormImpl::NormImpl(Kind kind, int64_t features, double eps) : kind_(kind), eps_(
 }
 
 at::Tensor NormImpl::forward(const at::Tensor& x) {
-  if (kind_ == Kind::LayerNorm) return at::layer_norm(x, {weight.size(0)}, weight, bias, eps_);
-  return x * at::rsqrt(x.pow(2).mean(-1, true) + eps_) * weight;
+  const at::Tensor w = view_ ? view_(weight) : weight;
+  if (kind_ == Kind::LayerNorm) return at::layer_norm(x, {weight.size(0)}, w, view_ ? view_(bias) : bias, eps_);
+  return x * at::rsqrt(x.pow(2).mean(-1, true) + eps_) * w;
 }
 
 }  // namespace dtrain

@@ -6,6 +6,8 @@
 
 #include <cstdint>
 
+#include "model/layer_hooks.h"
+
 namespace dtrain {
 
 class NormImpl : public torch::nn::Module {
@@ -14,12 +16,15 @@ class NormImpl : public torch::nn::Module {
   // Unit weight; LayerNorm's bias starts at zero.
   NormImpl(Kind kind, int64_t features, double eps);
   at::Tensor forward(const at::Tensor& x);
+  // How the weight and bias are read (layer_hooks.h).
+  void set_parameter_view(ParameterView view) { view_ = std::move(view); }
 
   at::Tensor weight, bias;  // bias undefined for RMSNorm
 
  private:
   Kind kind_;
   double eps_;
+  ParameterView view_;
 };
 TORCH_MODULE(Norm);
 

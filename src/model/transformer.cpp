@@ -75,6 +75,11 @@ std::vector<ForwardPart> TransformerImpl::forward_parts() const {
   return parts;
 }
 
+void TransformerImpl::set_input_linears(const InputLinears& run) {
+  for (auto& b : blocks_) b->set_input_linears(run);
+  head_input_ = run;
+}
+
 void TransformerImpl::set_activation_checkpointing(const ActivationCheckpointing& ac) {
   ac_ = ac;
   for (auto& b : blocks_) b->recompute_attention_core(ac.attention_core());
@@ -137,7 +142,8 @@ at::Tensor TransformerImpl::forward(const at::Tensor& input) {
   if (parts_.embedding) {
     x = part(0, [&] {
       auto e = wte(input);
-      return wpe ? e + wpe->weight.narrow(0, 0, T) : e;
+      if (wpe) e = e + wpe->weight.narrow(0, 0, T);
+      return after_embedding_ ? after_embedding_(e) : e;
     });
   }
   for (int i = parts_.first_block; i < parts_.end_block; ++i) {
@@ -146,7 +152,12 @@ at::Tensor TransformerImpl::forward(const at::Tensor& input) {
     };
     x = part(i + 1, [&] { return ac_.whole_block(i) ? checkpoint(whole, {x}) : whole({x}); });
   }
-  if (parts_.head) x = part(c_.n_layer + 1, [&] { return head_(ln_f(x)); });
+  if (parts_.head) {
+    x = part(c_.n_layer + 1, [&] {
+      const at::Tensor h = ln_f(x);
+      return head_input_ ? head_input_(h, {head_.get()})[0] : head_(h);
+    });
+  }
   return x;
 }
 

@@ -69,6 +69,10 @@ class TransformerImpl : public torch::nn::Module {
   std::vector<at::Tensor> matmul_only_weights() const;
   // Called around each part of every forward pass (null: none). The hooks outlive the model's use.
   void set_part_hooks(ForwardPartHooks* hooks) { hooks_ = hooks; }
+  // How the layers that read one input run together, in every block and in the head (layer_hooks.h).
+  void set_input_linears(const InputLinears& run);
+  // What the embeddings' output becomes before the first block (layer_hooks.h).
+  void set_after_embedding(HiddenMapping map) { after_embedding_ = std::move(map); }
 
  private:
   void prepare_rope(int64_t T, const at::Device& device);
@@ -86,6 +90,8 @@ class TransformerImpl : public torch::nn::Module {
   ActivationCheckpointing ac_;
   MixedPrecision mp_;
   ForwardPartHooks* hooks_ = nullptr;
+  InputLinears head_input_;
+  HiddenMapping after_embedding_;
 };
 TORCH_MODULE(Transformer);
 

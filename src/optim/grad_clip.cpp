@@ -6,8 +6,15 @@
 
 namespace dtrain {
 
-double global_grad_norm(const at::Tensor& grads, Group* shard_group) {
+double global_grad_norm(const at::Tensor& grads, Group* shard_group, const SplitElements& split) {
   at::Tensor sq = grads.norm().to(at::kDouble).pow(2).reshape({1});
+  if (split.group) {
+    at::Tensor split_sq = at::zeros({1}, sq.options());
+    for (const Span& s : split.spans) split_sq += grads.narrow(0, s.offset, s.numel).norm().to(at::kDouble).pow(2);
+    at::Tensor others = split_sq.clone();
+    all_reduce(*split.group, others, ReduceOp::Sum, "grad_norm over tensor-parallel slices");
+    sq += others - split_sq;
+  }
   if (shard_group) all_reduce(*shard_group, sq, ReduceOp::Sum, "grad_norm");
   return std::sqrt(sq.item<double>());
 }

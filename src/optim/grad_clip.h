@@ -2,13 +2,23 @@
 #pragma once
 #include <ATen/ATen.h>
 
+#include "optim/decay_spans.h"
+
 namespace dtrain {
 
 class Group;
 
-// The L2 norm of all gradients. `grads` may be this rank's shard of them: with a `shard_group`
-// the squared norms are summed across it first, so every rank gets the norm of the whole model.
-double global_grad_norm(const at::Tensor& grads, Group* shard_group = nullptr);
+// Elements of a rank's gradients of which the ranks of `group` each hold a different part (slices of
+// a tensor-parallel layer), while every other element is the same on all of them.
+struct SplitElements {
+  Spans spans;  // sorted, disjoint
+  Group* group = nullptr;
+};
+
+// The L2 norm of all gradients, each element counted once. `grads` may be this rank's shard of them:
+// with a `shard_group` the squared norms are summed across it, so every rank gets the norm of the
+// whole model; the squares of `split` elements are summed across its group first.
+double global_grad_norm(const at::Tensor& grads, Group* shard_group = nullptr, const SplitElements& split = {});
 
 // Scales `grads` by max_norm / (norm + 1e-6) when norm exceeds max_norm (> 0). Returns the factor.
 double clip_grads(at::Tensor& grads, double norm, double max_norm);

@@ -51,11 +51,9 @@ std::optional<LocalPiece> apply_placements(const ParamSpec& spec, const std::vec
           throw bad("shards tensor dim " + std::to_string(p.dim) + ", which a " + std::to_string(spec.shape.size()) + "-d tensor lacks");
         if (flat_cut) throw bad("shards tensor dim " + std::to_string(p.dim) + " after a flat shard, which cuts no tensor dim");
         int64_t& extent = piece.box.size[size_t(p.dim)];
-        if (extent % size != 0)
-          throw bad("tensor dim " + std::to_string(p.dim) + " of size " + std::to_string(extent) + " does not split evenly over its " +
-                    std::to_string(size) + " ranks");
-        extent /= size;
-        piece.box.offset[size_t(p.dim)] += coord * extent;
+        const auto [begin, end] = chunk_range(extent, coord, size);
+        piece.box.offset[size_t(p.dim)] += begin;
+        extent = end - begin;
         break;
       }
       case Placement::Kind::FlatShard: {
@@ -71,6 +69,12 @@ std::optional<LocalPiece> apply_placements(const ParamSpec& spec, const std::vec
 }
 
 }  // namespace
+
+std::pair<int64_t, int64_t> chunk_range(int64_t extent, int coord, int size) {
+  const int64_t chunk = (extent + size - 1) / size;
+  const int64_t begin = std::min(extent, coord * chunk);
+  return {begin, std::min(extent, begin + chunk)};
+}
 
 int64_t numel(const Box& box) {
   int64_t n = 1;

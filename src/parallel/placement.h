@@ -1,7 +1,7 @@
 // Placements (shared/design.md §8): the one description of which piece of each parameter, gradient
 // and optimizer state a rank holds, whatever parallelism cut it. A parameter keeps its global
 // identity (ParamSpec: its name in the unsharded model, global shape and dtype) and says, per mesh
-// dim, how that dim's ranks share it: replicated, sharded evenly along one tensor dim (tensor
+// dim, how that dim's ranks share it: replicated, sharded along one tensor dim (tensor
 // parallelism), sharded as flat ranges of its elements (ZeRO/FSDP), or absent (another pipeline
 // stage holds it). What a rank then holds is a LocalPiece: a box of the global tensor (an offset and a
 // size per dim), optionally narrowed to a flat range of the box's elements in row-major order — the
@@ -14,6 +14,7 @@
 #include <c10/core/ScalarType.h>
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <utility>
@@ -23,7 +24,7 @@ namespace dtrain {
 
 struct Placement {
   enum class Kind { Replicate, Shard, FlatShard, Absent } kind = Kind::Replicate;
-  int dim = -1;  // Shard: the tensor dim cut into equal parts, one per rank of the mesh dim
+  int dim = -1;  // Shard: the tensor dim cut into parts, one per rank of the mesh dim (chunk_range)
 
   static Placement replicate() { return {Kind::Replicate, -1}; }
   static Placement shard(int dim) { return {Kind::Shard, dim}; }
@@ -43,6 +44,10 @@ struct ParamSpec {
   at::ScalarType dtype = at::kFloat;
   std::vector<std::pair<std::string, Placement>> placements;  // per mesh dim name
 };
+
+// Placements that model parallelism gives parameters, by parameter name: per mesh dim it cuts the
+// tensor over (tp: Shard), placed before data parallelism's, which shard what they leave.
+using ModelPlacements = std::map<std::string, std::vector<std::pair<std::string, Placement>>>;
 
 struct Box {
   std::vector<int64_t> offset, size;  // per tensor dim; a 0-d tensor's box has neither
@@ -71,6 +76,10 @@ LocalPiece whole_tensor(const std::vector<int64_t>& shape);
 // Elements [begin, end) of `piece`, counted in the piece's own order (0 is its first element): a
 // local offset in the tensor a piece lives in becomes a range of the global tensor only through this.
 LocalPiece narrow(const LocalPiece& piece, int64_t begin, int64_t end);
+// Shard's split of a tensor dim of `extent` over `size` ranks, as torch.chunk cuts it: ceil(extent /
+// size) each, the last ones shorter or empty; the range of rank `coord`. A dim that divides evenly
+// gets equal parts; a vocabulary that does not is split without padding.
+std::pair<int64_t, int64_t> chunk_range(int64_t extent, int coord, int size);
 // FlatShard's even split, as ZeRO cuts a bucket: `size` ranges of ceil(numel / size) elements, the
 // last ones shorter or empty; the one of rank `coord`.
 std::pair<int64_t, int64_t> even_flat_range(int64_t numel, int coord, int size);
@@ -80,8 +89,7 @@ std::string describe(const LocalPiece& piece);
 
 // The piece of `spec` a rank at `coords` holds (a dim `coords` does not name has one rank); nullopt
 // when a placement makes it Absent there. Throws std::invalid_argument naming the parameter and the
-// dim when a Shard does not split its tensor dim evenly, names a dim the tensor lacks, or follows a
-// FlatShard.
+// dim when a Shard names a dim the tensor lacks or follows a FlatShard.
 std::optional<LocalPiece> local_piece(const ParamSpec& spec, const std::vector<MeshCoordinate>& coords);
 // The same with every FlatShard left out: the box a rank's flat ranges are cut from. ZeRO takes
 // its ranges from its buckets rather than an even split, and narrows this box's piece by them.

@@ -1,7 +1,6 @@
 #include "train/evaluation.h"
 
 #include "comm/collectives.h"
-#include "model/loss.h"
 
 namespace dtrain {
 
@@ -24,7 +23,7 @@ std::optional<double> validation_loss(Transformer& model, ParallelPlan& plan, co
   for (size_t from = 0; from < mine.size(); from += size_t(c.micro_batch)) {
     std::vector<int64_t> chunk(mine.begin() + from, mine.begin() + std::min(mine.size(), from + size_t(c.micro_batch)));
     auto [x, y] = dataset.batch(Split::Validation, chunk);
-    sum += next_token_loss(model->forward(x.to(world.device())), y.to(world.device())).item<double>() * double(chunk.size());
+    sum += plan.loss(model->forward(x.to(world.device())), y.to(world.device())).item<double>() * double(chunk.size());
     count += int64_t(chunk.size());
   }
   auto totals = at::tensor({sum, double(count)}, at::kDouble).to(world.device());

@@ -1,9 +1,12 @@
 #include "train/parallelize.h"
 
+#include <algorithm>
+
 #include "comm/collectives.h"
 #include "common/number_text.h"
 #include "common/printable.h"
 #include "parallel/ddp/data_parallel.h"
+#include "parallel/tensor/apply_tp.h"
 #include "parallel/zero/host_offload_optimizer.h"
 #include "parallel/zero/nvme_optimizer.h"
 #include "parallel/zero/parameter_units.h"
@@ -36,6 +39,7 @@ class Parallelizer {
 
   ParallelPlan run() {
     auto named = apply_freeze();
+    apply_tensor_parallel();
     model_->to(world_.device());  // keeps each parameter's identity, so `named` and the frozen list stay valid
     apply_precision();
     apply_data_parallel(named);
@@ -46,6 +50,8 @@ class Parallelizer {
 
  private:
   std::vector<std::pair<std::string, at::Tensor>> apply_freeze();
+  void apply_tensor_parallel();
+  void find_split_gradients();
   void apply_precision();
   void apply_data_parallel(std::vector<std::pair<std::string, at::Tensor>> named);
   void shard_parameters(const std::shared_ptr<Group>& group, const std::vector<GradBucket>& units, const DataParallelOptions& options);
@@ -65,6 +71,7 @@ class Parallelizer {
   std::shared_ptr<Group> group_;  // what ZeRO shards over (and, at every stage, the checkpoint's writers split): dp_shard_cp
   std::unique_ptr<BucketShards> shards_;  // until the optimizer takes them
   int64_t owned_numel_ = 0;                // of the ZeRO shards
+  ModelPlacements model_placements_;       // what model parallelism cut, by parameter name
 };
 
 // Every parameter by name in registration order; those train.freeze names no longer need gradients.
@@ -83,6 +90,32 @@ std::vector<std::pair<std::string, at::Tensor>> Parallelizer::apply_freeze() {
   }
   require_freeze_globs_match(c_.freeze, names);
   return named;
+}
+
+void Parallelizer::apply_tensor_parallel() {
+  TensorParallelPlan tp;
+  try {
+    tp = apply_tp(model_, *plan_.mesh, c_.sequence_parallel);
+  } catch (const std::invalid_argument& e) {
+    throw ConfigError(e.what());
+  }
+  if (tp.loss) plan_.loss = std::move(tp.loss);
+  model_placements_ = std::move(tp.placements);
+  for (auto& line : tp.setup_lines) plan_.setup_lines.push_back(std::move(line));
+}
+
+// The gradient elements of parameters cut over tp, where this rank's gradients hold them: each
+// rank's slice counts in the global norm, while the replicated parameters count once.
+void Parallelizer::find_split_gradients() {
+  if (model_placements_.empty()) return;
+  const bool grads_sharded = plan_.grad_sync->shard_group() != nullptr;
+  Spans& spans = plan_.split_gradients.spans;
+  for (const HeldParameter& p : plan_.layout.parameters) {
+    if (!p.trained || !model_placements_.count(p.spec.name)) continue;
+    for (const PlacedPiece& piece : grads_sharded ? p.state_pieces : p.pieces) spans.push_back({piece.local_offset, numel(piece.piece)});
+  }
+  std::sort(spans.begin(), spans.end(), [](const Span& a, const Span& b) { return a.offset < b.offset; });
+  plan_.split_gradients.group = plan_.mesh->group("tp").get();
 }
 
 void Parallelizer::apply_precision() {
@@ -131,7 +164,8 @@ void Parallelizer::apply_data_parallel(std::vector<std::pair<std::string, at::Te
                                                          : BucketShards(plan_.grad_sync->buckets(), group_->size(), group_->rank()));
   std::vector<MeshCoordinate> coords;
   for (const MeshDim& dim : mesh.dims()) coords.push_back({dim.name, mesh.coord(dim.name), dim.size});
-  plan_.layout = data_parallel_layout(c_.model, model_, flat, plan_.updated_parameters(), *shards_, c_.zero_stage, coords);
+  plan_.layout = data_parallel_layout(c_.model, model_, flat, plan_.updated_parameters(), *shards_, c_.zero_stage, coords, model_placements_);
+  find_split_gradients();
 }
 
 // ZeRO stage 3: the parameters live in per-unit shards, gathered around each part of the model.

@@ -2,10 +2,12 @@
 // transformations to the model in a fixed order and returns the plan the step, the checkpoints and
 // the checks use. The order (docs/decisions.md):
 //   1. freeze        parameters named by train.freeze stop needing gradients;
-//   2. place         the model moves to the run's device;
-//   3. precision     matmuls compute in the mixed-precision type, with working copies;
-//   4. model parallelism (tensor, context, pipeline) — each a transformation of its own, inserted
-//                    here; none exists yet;
+//   2. model parallelism, each a transformation of its own: tensor (and sequence) parallelism
+//                    slices the layers over tp (parallel/tensor/apply_tp.h); context and pipeline
+//                    parallelism will join here. It runs on the CPU copy the model was built as, so
+//                    the device never holds more than this rank's slices;
+//   3. place         the model moves to the run's device;
+//   4. precision     matmuls compute in the mixed-precision type, with working copies of the slices;
 //   5. data parallelism: the trainable parameters are packed into flat buffers and their gradients
 //                    reduced over the mesh's data-parallel groups — whole over dp_cp (DDP, ZeRO 1),
 //                    or reduce-scattered over dp_shard_cp (ZeRO 2-3) and averaged across the shard's
@@ -21,7 +23,9 @@
 
 #include "comm/device_mesh.h"
 #include "comm/world.h"
+#include "model/loss.h"
 #include "model/transformer.h"
+#include "optim/grad_clip.h"
 #include "optim/flat_optimizer.h"
 #include "optim/flat_parameters.h"
 #include "optim/loss_scaler.h"
@@ -45,6 +49,8 @@ struct ParallelPlan {
   std::shared_ptr<DeviceMesh> mesh;  // the ranks' layout, whose groups every reduction names (comm/device_mesh.h)
   TrainingLayout layout;  // every parameter's placements, and what of it and its optimizer state this rank holds and writes
   std::vector<std::string> setup_lines;  // what was built, for the run's log
+  LossFunction loss = next_token_loss;   // of the model's output: the vocab-parallel cross-entropy under tp
+  SplitElements split_gradients;         // gradient elements of tensor-parallel slices, for the global norm
 
   // The tensor the optimizer updates: the flat buffer, or the ZeRO-3 shard.
   at::Tensor& updated_parameters() { return sharded ? sharded->shard() : flat->data(); }

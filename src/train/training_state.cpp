@@ -14,11 +14,14 @@ namespace {
 using Placements = std::vector<std::pair<std::string, Placement>>;
 
 // Replicated over every rank that holds a copy, or ZeRO's flat shard over dp_shard x cp (the group
-// its buckets are cut over) and replicated over hybrid sharding's replicas. Replicated over tp until
-// tensor parallelism places its pieces.
-Placements data_parallel(bool sharded) {
+// its buckets are cut over) and replicated over hybrid sharding's replicas; after what model
+// parallelism placed (`model`), and replicated over tp unless it cut the tensor there.
+Placements data_parallel(bool sharded, const Placements& model) {
   const Placement over = sharded ? Placement::flat_shard() : Placement::replicate();
-  return {{"dp_replicate", Placement::replicate()}, {"dp_shard", over}, {"cp", over}, {"tp", Placement::replicate()}};
+  Placements out = model;
+  for (const auto& dim : Placements{{"dp_replicate", Placement::replicate()}, {"dp_shard", over}, {"cp", over}, {"tp", Placement::replicate()}})
+    if (std::none_of(model.begin(), model.end(), [&](const auto& m) { return m.first == dim.first; })) out.push_back(dim);
+  return out;
 }
 
 // Per trained parameter, its parts among this rank's ZeRO pieces: each a flat range of its local
@@ -47,28 +50,35 @@ std::map<std::string, std::vector<PlacedPiece>> zero_pieces(const std::vector<Fl
   return out;
 }
 
-// A parameter held whole where the model keeps it.
-HeldParameter held_whole(const ParamSpec& spec, const at::Tensor& parameter) {
+// A parameter held where the model keeps it: its box of the tensor (the whole of it unless model
+// parallelism cut it), all of its elements.
+HeldParameter held_as_is(const ParamSpec& spec, const at::Tensor& parameter, const std::vector<MeshCoordinate>& coords) {
   HeldParameter p;
   p.spec = spec;
   p.local = parameter.detach().view({-1});
-  p.pieces = {{whole_tensor(spec.shape), 0}};
+  p.pieces = {{*local_box(spec, coords), 0}};
   return p;
 }
 
 std::string shape_text(const std::vector<int64_t>& shape) { return c10::str(at::IntArrayRef(shape)); }
 
-// The model's parameters by name, each checked against what parameter_shapes(config) says of it.
-std::map<std::string, at::Tensor> parameters_as_configured(const TransformerConfig& config, Transformer& model) {
+// The model's parameters by name, each checked against what parameter_shapes(config) says of it, cut
+// as `model_placements` say for a rank at `coords`.
+std::map<std::string, at::Tensor> parameters_as_configured(const TransformerConfig& config, Transformer& model,
+                                                           const ModelPlacements& model_placements = {},
+                                                           const std::vector<MeshCoordinate>& coords = {}) {
   std::map<std::string, at::Tensor> out;
   for (auto& item : model->named_parameters()) out[item.key()] = item.value();
   const std::vector<ParameterShape> shapes = parameter_shapes(config);
   for (const ParameterShape& s : shapes) {
     auto it = out.find(s.name);
     if (it == out.end()) throw std::logic_error("the model lacks parameter '" + s.name + "', which its config describes");
-    if (it->second.sizes().vec() != s.shape)
-      throw std::logic_error("parameter '" + s.name + "' has shape " + shape_text(it->second.sizes().vec()) + ", its config says " +
-                             shape_text(s.shape));
+    const auto placed = model_placements.find(s.name);
+    const ParamSpec spec{s.name, s.shape, at::kFloat, placed == model_placements.end() ? Placements{} : placed->second};
+    const std::vector<int64_t> expected = local_box(spec, coords)->box.size;
+    if (it->second.sizes().vec() != expected)
+      throw std::logic_error("parameter '" + s.name + "' has shape " + shape_text(it->second.sizes().vec()) + ", its config and placements say " +
+                             shape_text(expected));
   }
   if (shapes.size() != out.size()) throw std::logic_error("the model holds parameters its config does not describe");
   return out;
@@ -77,8 +87,9 @@ std::map<std::string, at::Tensor> parameters_as_configured(const TransformerConf
 }  // namespace
 
 TrainingLayout data_parallel_layout(const TransformerConfig& config, Transformer& model, const FlatParameters& flat, const at::Tensor& params,
-                                    const BucketShards& shards, int zero_stage, const std::vector<MeshCoordinate>& coords) {
-  const std::map<std::string, at::Tensor> parameters = parameters_as_configured(config, model);
+                                    const BucketShards& shards, int zero_stage, const std::vector<MeshCoordinate>& coords,
+                                    const ModelPlacements& model_placements) {
+  const std::map<std::string, at::Tensor> parameters = parameters_as_configured(config, model, model_placements, coords);
   std::map<std::string, const FlatEntry*> trained;
   for (const FlatEntry& e : flat.entries()) trained[e.name] = &e;
   std::map<std::string, LocalPiece> boxes;  // each trained parameter's local box: what its flat ranges are cut from
@@ -86,16 +97,18 @@ TrainingLayout data_parallel_layout(const TransformerConfig& config, Transformer
   for (const ParameterShape& s : parameter_shapes(config)) {
     const at::Tensor& tensor = parameters.at(s.name);
     const auto entry = trained.find(s.name);
-    ParamSpec spec{s.name, s.shape, tensor.scalar_type(), data_parallel(entry != trained.end() && zero_stage == 3)};
+    const auto placed = model_placements.find(s.name);
+    const Placements& model_placed = placed == model_placements.end() ? Placements{} : placed->second;
+    ParamSpec spec{s.name, s.shape, tensor.scalar_type(), data_parallel(entry != trained.end() && zero_stage == 3, model_placed)};
     if (entry == trained.end()) {
-      layout.parameters.push_back(held_whole(spec, tensor));
+      layout.parameters.push_back(held_as_is(spec, tensor, coords));
       continue;
     }
     HeldParameter p;
     p.spec = std::move(spec);
     p.local = params;
     p.trained = true;
-    p.state_placements = data_parallel(zero_stage >= 1);
+    p.state_placements = data_parallel(zero_stage >= 1, model_placed);
     boxes[s.name] = *local_box(p.spec, coords);
     if (zero_stage < 3) p.pieces = {{boxes[s.name], entry->second->offset}};
     if (zero_stage < 1) p.state_pieces = p.pieces;
@@ -157,7 +170,7 @@ Transformer load_model(const std::string& dir) {
   std::vector<HeldParameter> held;
   for (const ParameterShape& s : parameter_shapes(config)) {
     const at::Tensor& tensor = parameters.at(s.name);
-    held.push_back(held_whole({s.name, s.shape, tensor.scalar_type(), {}}, tensor));
+    held.push_back(held_as_is({s.name, s.shape, tensor.scalar_type(), {}}, tensor, {}));
   }
   load_parameters(ckpt, held);
   return model;

@@ -27,10 +27,13 @@ namespace dtrain {
 // - Its optimizer state follows it, and from stage 1 is a flat shard over dp_shard x cp too, its
 //   pieces at the same places of each state tensor as in the shard.
 // - A frozen parameter is replicated, whole, where the model keeps it.
+// - Model parallelism's placements (`model`: a tensor-parallel slice) come first: data parallelism
+//   replicates or flat-shards the box they leave this rank.
 // Every parameter of `config`'s model (parameter_shapes) in that order; throws std::logic_error naming
-// a parameter `model` does not hold as the config says.
+// a parameter `model` does not hold as the config and the placements say.
 TrainingLayout data_parallel_layout(const TransformerConfig& config, Transformer& model, const FlatParameters& flat, const at::Tensor& params,
-                                    const BucketShards& shards, int zero_stage, const std::vector<MeshCoordinate>& coords);
+                                    const BucketShards& shards, int zero_stage, const std::vector<MeshCoordinate>& coords,
+                                    const ModelPlacements& model_placements = {});
 
 // Every rank writes its pieces of the model and the optimizer state into `dir`; the rank at
 // coordinate 0 writes what is replicated. Then, once all have written, rank 0 calls

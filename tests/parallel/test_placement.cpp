@@ -85,9 +85,12 @@ TEST(Placement, ShardCutsATensorDimEvenlyAndRefusesAnUnevenSplitByName) {
   // A dim the coordinates do not name has one rank: the whole tensor.
   EXPECT_EQ(local_piece(column, {})->box.size, (std::vector<int64_t>{8, 6}));
 
-  const std::string uneven = error_of([] { local_piece(spec({8, 6}, {{"tp", Placement::shard(1)}}), {{"tp", 0, 4}}); });
-  EXPECT_TRUE(contains(uneven, "parameter 'blocks.0.o_proj.weight', mesh dim 'tp': tensor dim 1 of size 6 does not split evenly over its 4 ranks"))
-      << uneven;
+  // A dim that does not divide is cut as torch.chunk cuts it: 6 over 4 is 2, 2, 2 and nothing.
+  for (const auto& [coord, offset, size] : std::vector<std::tuple<int, int64_t, int64_t>>{{0, 0, 2}, {2, 4, 2}, {3, 6, 0}}) {
+    const auto uneven = local_piece(spec({8, 6}, {{"tp", Placement::shard(1)}}), {{"tp", coord, 4}});
+    EXPECT_EQ(uneven->box.offset[1], offset) << coord;
+    EXPECT_EQ(uneven->box.size[1], size) << coord;
+  }
   const std::string lacking = error_of([] { local_piece(spec({8}, {{"tp", Placement::shard(1)}}), {{"tp", 0, 2}}); });
   EXPECT_TRUE(contains(lacking, "mesh dim 'tp': shards tensor dim 1, which a 1-d tensor lacks")) << lacking;
   const std::string after_flat =

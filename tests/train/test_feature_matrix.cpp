@@ -72,6 +72,16 @@ const std::vector<Row> kRows = {
     {"ac_selective", 2, {"train.activation_checkpointing=selective"}, "dp2_accumulation", kBitForBit, "activation checkpointing selective"},
     {"ac_every2", 2, {"train.activation_checkpointing=every:2"}, "dp2_accumulation", kBitForBit, "activation checkpointing every:2"},
 
+    // Tensor parallelism: every rank of a tp group computes its slice of each layer for the same batch.
+    {"tp2", 2, {"parallel.tp=2"}, "gpt2", kFp32Reordered, "tensor parallel: tp 2"},
+    {"tp2_sp", 2, {"parallel.tp=2", "parallel.sequence_parallel=true"}, "gpt2", kFp32Reordered, "sequence parallel: norms and residuals on 2"},
+    {"dp2_tp2", 4, k2Ranks + Sets{"parallel.tp=2"}, "gpt2", kFp32Reordered, "batch: 12 = micro 6 x accumulation 1 x dp 2"},
+    {"tp2_zero3", 4, k2Ranks + Sets{"parallel.tp=2", "zero_optimization.stage=3"}, "gpt2", kFp32Reordered,
+     "ZeRO stage 3: parameters, gradients and optimizer state sharded over 2"},
+    {"tp2_zero1_accumulation", 4, k2RanksAccumulating + Sets{"parallel.tp=2", "zero_optimization.stage=1"}, "gpt2", kFp32Reordered,
+     "ZeRO stage 1: optimizer state sharded over 2"},
+    {"tp2_sp_ac_full", 2, {"train.activation_checkpointing=full"}, "tp2_sp", kBitForBit, "activation checkpointing full"},
+
     {"llama_dp2", 2, k2Ranks, "llama", kFp32Reordered, "batch: 12 = micro 6 x accumulation 1 x dp 2"},
     {"llama_dp4", 4, k4Ranks, "llama", kFp32Reordered, "batch: 12 = micro 3 x accumulation 1 x dp 4"},
     {"llama_dp2_accumulation", 2, k2RanksAccumulating, "llama", kFp32Reordered, "batch: 12 = micro 3 x accumulation 2 x dp 2"},
@@ -82,6 +92,12 @@ const std::vector<Row> kRows = {
     {"llama_zero3_recompute", 3, k3RanksBuckets + Sets{"zero_optimization.stage=3", "train.activation_checkpointing=full"}, "llama",
      kFp32Reordered, "blocks freed between forward and backward"},
     {"llama_hybrid_shard", 4, kHybrid, "llama", kFp32Reordered, "replicated over 2 such groups (hybrid)"},
+    {"llama_tp2", 2, {"parallel.tp=2"}, "llama", kFp32Reordered, "key/value heads 0..0"},
+    {"llama_tp2_sp", 2, {"parallel.tp=2", "parallel.sequence_parallel=true"}, "llama", kFp32Reordered, "sequence parallel"},
+    // 4 query heads and 2 key/value heads over 4 ranks: each pair of ranks shares a key/value head.
+    {"llama_tp4", 4, {"parallel.tp=4"}, "llama", kFp32Reordered, "key/value weights replicated"},
+    {"llama_tp4_sp", 4, {"parallel.tp=4", "parallel.sequence_parallel=true"}, "llama", kFp32Reordered, "key/value weights replicated"},
+    {"llama_dp2_tp2_zero2", 4, k2Ranks + Sets{"parallel.tp=2", "zero_optimization.stage=2"}, "llama", kFp32Reordered, "tensor parallel: tp 2"},
 
     {"bf16_dp2", 2, k2Ranks, "gpt2_bf16", kBf16Reordered, "precision bf16 (fp32 master weights, fp32 gradients"},
     {"bf16_dp2_accumulation", 2, kBf16Accumulating, "gpt2_bf16", kBf16Reordered, "precision bf16 (fp32 master weights, bf16 gradients"},
@@ -90,6 +106,9 @@ const std::vector<Row> kRows = {
     {"bf16_zero2", 2, kBf16Accumulating + Sets{"zero_optimization.stage=2"}, "gpt2_bf16", kBf16Reordered, "ZeRO stage 2"},
     {"bf16_zero3", 2, kBf16Accumulating + Sets{"zero_optimization.stage=3"}, "gpt2_bf16", kBf16Reordered,
      "matmul weights gathered in bf16"},
+    {"bf16_tp2", 2, {"parallel.tp=2"}, "gpt2_bf16", kBf16Reordered, "tensor parallel: tp 2"},
+    {"bf16_tp2_sp_zero3", 4, kBf16Accumulating + Sets{"parallel.tp=2", "parallel.sequence_parallel=true", "zero_optimization.stage=3"},
+     "gpt2_bf16", kBf16Reordered, "sequence parallel"},
 };
 
 const Row* row_named(const std::string& name) {
