@@ -128,7 +128,12 @@ void resolve_parallel_dims(const Reader& r, TrainConfig& c) {
   dims.cp = r.small_integer("parallel.cp", 1);
   dims.tp = r.small_integer("parallel.tp", 1);
   c.sequence_parallel = r.boolean("parallel.sequence_parallel");
+  c.tp_overlap_grad_reduce = r.boolean("parallel.tp_overlap_grad_reduce");
   if (const auto dp = r.integer_or_auto("parallel.dp", 1, INT_MAX)) dims.dp_shard = int(*dp);
+  // Said of tp alone, before the product of every dim is: the world is cut into tp groups.
+  if (c.world_size % dims.tp != 0)
+    fail(r.origin(), "'parallel.tp' (" + std::to_string(dims.tp) + ") does not divide the world size (" + std::to_string(c.world_size) +
+                         "): the ranks form tp groups of parallel.tp adjacent ranks each");
   try {
     c.parallel = dims.resolved(c.world_size);
   } catch (const std::invalid_argument& e) {

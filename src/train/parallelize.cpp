@@ -96,7 +96,7 @@ std::vector<std::pair<std::string, at::Tensor>> Parallelizer::apply_freeze() {
 void Parallelizer::apply_tensor_parallel() {
   TensorParallelPlan tp;
   try {
-    tp = apply_tp(model_, *plan_.mesh, c_.sequence_parallel);
+    tp = apply_tp(model_, *plan_.mesh, {c_.sequence_parallel, c_.tp_overlap_grad_reduce});
   } catch (const std::invalid_argument& e) {
     throw ConfigError(e.what());
   }
