@@ -87,12 +87,10 @@ const std::vector<Row> kRows = {
     {"tp2_zero1_accumulation", 4, k2RanksAccumulating + Sets{"parallel.tp=2", "zero_optimization.stage=1"}, "gpt2", kFp32Reordered,
      "ZeRO stage 1: optimizer state sharded over 2"},
     {"tp2_sp_ac_full", 2, {"train.activation_checkpointing=full"}, "tp2_sp", kBitForBit, "activation checkpointing full"},
-    // Each tp rank keeps half of a block's input and the two gather it for the recomputation. Not bit
-    // for bit: gradient clipping's norm rounds differently on each tp rank, so from step 2 on the ranks'
-    // replicated parameters, and the block inputs they compute, differ in the last bits, and the
-    // gathered input joins a half of each. Under sequence parallelism the input already is a half,
-    // kept as it is, so nothing is gathered.
-    {"tp2_ac_partition", 2, {"train.activation_checkpointing=full", kDeepSpeedActivationKeys}, "tp2", kFp32Reordered,
+    // Each tp rank keeps half of a block's input and the two gather it for the recomputation: the
+    // same bits, since the tp ranks' replicated parameters (and so the block inputs they compute) stay
+    // equal. Under sequence parallelism the input already is a half, kept as it is, so nothing is gathered.
+    {"tp2_ac_partition", 2, {"train.activation_checkpointing=full", kDeepSpeedActivationKeys}, "tp2", kBitForBit,
      "partition_activations: each checkpointed block input kept as 1/2 per rank over the tp group (global ranks 0,1)"},
     {"tp2_sp_ac_partition", 2, {kDeepSpeedActivationKeys}, "tp2_sp_ac_full", kBitForBit, "nothing more to partition"},
 
@@ -107,7 +105,7 @@ const std::vector<Row> kRows = {
      kFp32Reordered, "blocks freed between forward and backward"},
     {"llama_hybrid_shard", 4, kHybrid, "llama", kFp32Reordered, "replicated over 2 such groups (hybrid)"},
     {"llama_tp2", 2, {"parallel.tp=2"}, "llama", kFp32Reordered, "key/value heads 0..0"},
-    {"llama_tp2_ac_partition", 2, {"train.activation_checkpointing=full", kDeepSpeedActivationKeys}, "llama_tp2", kFp32Reordered,
+    {"llama_tp2_ac_partition", 2, {"train.activation_checkpointing=full", kDeepSpeedActivationKeys}, "llama_tp2", kBitForBit,
      "partition_activations: each checkpointed block input kept as 1/2 per rank"},
     {"llama_tp2_sp", 2, {"parallel.tp=2", "parallel.sequence_parallel=true"}, "llama", kFp32Reordered, "sequence parallel"},
     // 4 query heads and 2 key/value heads over 4 ranks: each pair of ranks shares a key/value head.
