@@ -14,13 +14,6 @@
 namespace dtrain::test {
 namespace {
 
-using Sets = std::vector<std::string>;
-
-Sets operator+(Sets a, const Sets& b) {
-  a.insert(a.end(), b.begin(), b.end());
-  return a;
-}
-
 // What every run of the matrix shares, on top of kBase: a global batch of 12, which 1 to 4 ranks
 // divide, taken whole by a one-rank reference; validation at steps 2 and 4, compared like the
 // training loss; a frozen tensor, which no rank may update or reduce.
