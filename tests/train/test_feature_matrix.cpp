@@ -25,6 +25,7 @@ const std::map<std::string, Sets> kReferences = {
     {"gpt2", {"model.arch=gpt2", "model.n_head=2"}},
     {"llama", {"model.arch=llama", "model.n_head=4", "model.n_kv_head=2"}},
     {"gpt2_bf16", {"model.arch=gpt2", "bf16.enabled=true"}},
+    {"gpt2_fp16", {"model.arch=gpt2", "fp16.enabled=true"}},
 };
 
 // Layouts used by several rows: micro-batches per rank that keep the batch of 12.
@@ -74,6 +75,7 @@ const std::vector<Row> kRows = {
     {"tp2_zero1_accumulation", 4, k2RanksAccumulating + Sets{"parallel.tp=2", "zero_optimization.stage=1"}, "gpt2", kFp32Reordered,
      "ZeRO stage 1: optimizer state sharded over 2"},
     {"tp2_sp_ac_full", 2, {"train.activation_checkpointing=full"}, "tp2_sp", kBitForBit, "activation checkpointing full"},
+    {"tp2_sp_ac_selective", 2, {"train.activation_checkpointing=selective"}, "tp2_sp", kBitForBit, "activation checkpointing selective"},
 
     {"llama_dp2", 2, k2Ranks, "llama", kFp32Reordered, "batch: 12 = micro 6 x accumulation 1 x dp 2"},
     {"llama_dp4", 4, k4Ranks, "llama", kFp32Reordered, "batch: 12 = micro 3 x accumulation 1 x dp 4"},
@@ -102,6 +104,10 @@ const std::vector<Row> kRows = {
     {"bf16_tp2", 2, {"parallel.tp=2"}, "gpt2_bf16", kBf16Reordered, "tensor parallel: tp 2"},
     {"bf16_tp2_sp_zero3", 4, kBf16Accumulating + Sets{"parallel.tp=2", "parallel.sequence_parallel=true", "zero_optimization.stage=3"},
      "gpt2_bf16", kBf16Reordered, "sequence parallel"},
+    // fp16's loss scaler decides from the norm of every tp rank's slices together.
+    {"fp16_tp2", 2, {"parallel.tp=2"}, "gpt2_fp16", kFp16Reordered, "tensor parallel: tp 2"},
+    {"fp16_tp2_sp", 2, {"parallel.tp=2", "parallel.sequence_parallel=true"}, "gpt2_fp16", kFp16Reordered, "sequence parallel"},
+    {"fp16_dp2_tp2_zero3", 4, k2Ranks + Sets{"parallel.tp=2", "zero_optimization.stage=3"}, "gpt2_fp16", kFp16Reordered, "ZeRO stage 3"},
 };
 
 const Row* row_named(const std::string& name) {
