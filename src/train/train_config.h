@@ -48,6 +48,7 @@ struct TrainConfig {
   // data-parallel rank.
   ParallelDims parallel;
   bool sequence_parallel = false;  // parallel.sequence_parallel: norms and residuals on sequence shards over tp
+  bool tp_overlap_grad_reduce = true;  // parallel.tp_overlap_grad_reduce: input-gradient reductions behind the weight-gradient GEMMs
   int64_t global_batch = 0, micro_batch = 0, accumulation = 0;
   bool global_batch_given = false;  // train_batch_size was set, not derived: a resume at another dp keeps it
 

@@ -29,14 +29,14 @@ void require_divides(int tp, int64_t n, const std::string& what) {
 
 class TensorParallelizer {
  public:
-  TensorParallelizer(Transformer& model, const DeviceMesh& mesh, bool sequence_parallel)
+  TensorParallelizer(Transformer& model, const DeviceMesh& mesh, const TensorParallelOptions& options)
       : model_(model),
         c_(model->config()),
         group_(mesh.group("tp")),
         tp_(group_->size()),
         rank_(group_->rank()),
-        sp_(sequence_parallel),
-        column_(group_, sp_),
+        sp_(options.sequence_parallel),
+        column_(group_, sp_, options.overlap_grad_reduce),
         row_(group_, sp_) {}
 
   TensorParallelPlan run() {
@@ -144,8 +144,8 @@ class TensorParallelizer {
 
 }  // namespace
 
-TensorParallelPlan apply_tp(Transformer& model, const DeviceMesh& mesh, bool sequence_parallel) {
-  return TensorParallelizer(model, mesh, sequence_parallel).run();
+TensorParallelPlan apply_tp(Transformer& model, const DeviceMesh& mesh, const TensorParallelOptions& options) {
+  return TensorParallelizer(model, mesh, options).run();
 }
 
 }  // namespace dtrain

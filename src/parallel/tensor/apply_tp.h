@@ -34,10 +34,14 @@ struct TensorParallelPlan {
   std::vector<std::string> setup_lines;
 };
 
-// Applies tensor (and with `sequence_parallel`, sequence) parallelism over mesh.group("tp") to
+// Applies tensor (and with options.sequence_parallel, sequence) parallelism over mesh.group("tp") to
 // `model`, which holds whole layers. With a tp group of one rank it changes nothing. Throws
 // std::invalid_argument when tp does not divide n_head, the MLP's features or the key/value heads
 // (nor they it).
-TensorParallelPlan apply_tp(Transformer& model, const DeviceMesh& mesh, bool sequence_parallel);
+struct TensorParallelOptions {
+  bool sequence_parallel = false;
+  bool overlap_grad_reduce = true;  // the input gradient's reduction behind the weight-gradient GEMMs
+};
+TensorParallelPlan apply_tp(Transformer& model, const DeviceMesh& mesh, const TensorParallelOptions& options);
 
 }  // namespace dtrain

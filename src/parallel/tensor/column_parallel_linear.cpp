@@ -16,7 +16,7 @@ using torch::autograd::variable_list;
 // What backward needs of one call besides the saved tensors.
 struct ColumnCall : torch::CustomClassHolder {
   std::shared_ptr<Group> group;
-  bool sequence_parallel = false;
+  bool sequence_parallel = false, overlap = true;
   MixedPrecision mp;
   std::vector<bool> has_bias;
   std::vector<ColumnParallelLinear::Rows> rows;  // count 0: the layer's whole (sharded) weight
@@ -110,6 +110,7 @@ struct ColumnParallelFunction : public torch::autograd::Function<ColumnParallelF
       gx_out = gx.contiguous();
       reduce = all_reduce_async(group, gx_out, ReduceOp::Sum, label);
     }
+    if (!call->overlap) reduce.wait();
     const at::Tensor x = gather ? gather->wait() : shard;
     const at::Tensor x2 = x.reshape({-1, x.size(-1)});
     auto fp32_grad = [&](at::Tensor t) { return mp.round_gradients ? t.to(mp.compute).to(at::kFloat) : t; };
@@ -157,6 +158,7 @@ std::vector<at::Tensor> ColumnParallelLinear::operator()(const at::Tensor& x, co
   auto call = c10::make_intrusive<ColumnCall>();
   call->group = group_;
   call->sequence_parallel = sequence_parallel_;
+  call->overlap = overlap_;
   call->mp = layers.front()->precision();
   std::vector<at::Tensor> inputs{x};
   for (LinearImpl* layer : layers) {

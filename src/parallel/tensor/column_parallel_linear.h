@@ -5,7 +5,8 @@
 // input's gradient, which is all-reduced over the group. The layers that share an input run as one
 // autograd function, so that this is one all-reduce per sub-layer rather than one per layer, and it
 // is started as soon as the input gradient is computed and waited for only after the weight-gradient
-// GEMMs, which it hides behind (Megatron's LinearWithGradAccumulationAndAsyncCommunication).
+// GEMMs, which it hides behind (Megatron's LinearWithGradAccumulationAndAsyncCommunication); without
+// `overlap` it is waited for at once, which bench/tensor_parallel.sh compares.
 //
 // Under sequence parallelism the input is this rank's shard of the sequence: it is all-gathered
 // before the GEMMs, and the input gradient is reduce-scattered back to the shard instead of
@@ -31,8 +32,8 @@ class ColumnParallelLinear {
     int64_t begin = 0, count = 0;
   };
 
-  ColumnParallelLinear(std::shared_ptr<Group> group, bool sequence_parallel)
-      : group_(std::move(group)), sequence_parallel_(sequence_parallel) {}
+  ColumnParallelLinear(std::shared_ptr<Group> group, bool sequence_parallel, bool overlap = true)
+      : group_(std::move(group)), sequence_parallel_(sequence_parallel), overlap_(overlap) {}
 
   // `layer` keeps its whole weight and computes rows [begin, begin + count) of it.
   void compute_rows(const LinearImpl* layer, Rows rows) { rows_[layer] = rows; }
@@ -43,7 +44,7 @@ class ColumnParallelLinear {
 
  private:
   std::shared_ptr<Group> group_;
-  bool sequence_parallel_;
+  bool sequence_parallel_, overlap_;
   std::map<const LinearImpl*, Rows> rows_;
 };
 
