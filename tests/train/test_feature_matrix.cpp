@@ -14,13 +14,6 @@
 namespace dtrain::test {
 namespace {
 
-using Sets = std::vector<std::string>;
-
-Sets operator+(Sets a, const Sets& b) {
-  a.insert(a.end(), b.begin(), b.end());
-  return a;
-}
-
 // What every run of the matrix shares, on top of kBase: a global batch of 12, which 1 to 4 ranks
 // divide, taken whole by a one-rank reference; validation at steps 2 and 4, compared like the
 // training loss; a frozen tensor, which no rank may update or reduce.
@@ -32,6 +25,7 @@ const std::map<std::string, Sets> kReferences = {
     {"gpt2", {"model.arch=gpt2", "model.n_head=2"}},
     {"llama", {"model.arch=llama", "model.n_head=4", "model.n_kv_head=2"}},
     {"gpt2_bf16", {"model.arch=gpt2", "bf16.enabled=true"}},
+    {"gpt2_fp16", {"model.arch=gpt2", "fp16.enabled=true"}},
 };
 
 // Layouts used by several rows: micro-batches per rank that keep the batch of 12.
@@ -87,6 +81,7 @@ const std::vector<Row> kRows = {
     {"tp2_zero1_accumulation", 4, k2RanksAccumulating + Sets{"parallel.tp=2", "zero_optimization.stage=1"}, "gpt2", kFp32Reordered,
      "ZeRO stage 1: optimizer state sharded over 2"},
     {"tp2_sp_ac_full", 2, {"train.activation_checkpointing=full"}, "tp2_sp", kBitForBit, "activation checkpointing full"},
+    {"tp2_sp_ac_selective", 2, {"train.activation_checkpointing=selective"}, "tp2_sp", kBitForBit, "activation checkpointing selective"},
     // Each tp rank keeps half of a block's input and the two gather it for the recomputation: the
     // same bits, since the tp ranks' replicated parameters (and so the block inputs they compute) stay
     // equal. Under sequence parallelism the input already is a half, kept as it is, so nothing is gathered.
@@ -123,6 +118,10 @@ const std::vector<Row> kRows = {
     {"bf16_tp2", 2, {"parallel.tp=2"}, "gpt2_bf16", kBf16Reordered, "tensor parallel: tp 2"},
     {"bf16_tp2_sp_zero3", 4, kBf16Accumulating + Sets{"parallel.tp=2", "parallel.sequence_parallel=true", "zero_optimization.stage=3"},
      "gpt2_bf16", kBf16Reordered, "sequence parallel"},
+    // fp16's loss scaler decides from the norm of every tp rank's slices together.
+    {"fp16_tp2", 2, {"parallel.tp=2"}, "gpt2_fp16", kFp16Reordered, "tensor parallel: tp 2"},
+    {"fp16_tp2_sp", 2, {"parallel.tp=2", "parallel.sequence_parallel=true"}, "gpt2_fp16", kFp16Reordered, "sequence parallel"},
+    {"fp16_dp2_tp2_zero3", 4, k2Ranks + Sets{"parallel.tp=2", "zero_optimization.stage=3"}, "gpt2_fp16", kFp16Reordered, "ZeRO stage 3"},
 };
 
 const Row* row_named(const std::string& name) {
