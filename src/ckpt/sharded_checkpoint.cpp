@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <limits>
 #include <optional>
 #include <stdexcept>
 
@@ -116,6 +117,39 @@ std::optional<std::vector<int64_t>> sizes(const nlohmann::json& j) {
   return out;
 }
 
+// A placement's name in the index, and back.
+const std::vector<std::pair<Placement::Kind, std::string>> kPlacementNames = {
+    {Placement::Kind::Replicate, "replicate"}, {Placement::Kind::Shard, "shard"}, {Placement::Kind::FlatShard, "flat_shard"},
+    {Placement::Kind::Absent, "absent"}};
+
+// {"mesh_dim": "tp", "ranks": 2, "placement": "shard", "dim": 0}: "sharded on dim 0 over tp's 2 ranks".
+nlohmann::json placement_json(const SavedPlacement& p) {
+  nlohmann::json out = {{"mesh_dim", p.mesh_dim}, {"ranks", p.ranks}};
+  for (const auto& [kind, name] : kPlacementNames)
+    if (kind == p.placement.kind) out["placement"] = name;
+  if (p.placement.kind == Placement::Kind::Shard) out["dim"] = p.placement.dim;
+  return out;
+}
+
+// One entry of a tensor's "placements" with `dims` dims; throws std::invalid_argument saying what is wrong.
+SavedPlacement parse_placement(const nlohmann::json& j, size_t dims) {
+  auto bad = [&](const std::string& what) { return std::invalid_argument("placement " + j.dump() + " " + what); };
+  if (!j.is_object() || !j.contains("mesh_dim") || !j["mesh_dim"].is_string() || !j.contains("ranks") || !j["ranks"].is_number_unsigned() ||
+      j["ranks"].get<uint64_t>() < 1 || j["ranks"].get<uint64_t>() > uint64_t(std::numeric_limits<int>::max()) || !j.contains("placement") ||
+      !j["placement"].is_string())
+    throw bad("needs mesh_dim, ranks (at least 1) and placement");
+  SavedPlacement out{j["mesh_dim"].get<std::string>(), j["ranks"].get<int>(), {}};
+  const auto known = std::find_if(kPlacementNames.begin(), kPlacementNames.end(), [&](const auto& n) { return n.second == j["placement"]; });
+  if (known == kPlacementNames.end()) throw bad("is none of replicate, shard, flat_shard, absent");
+  out.placement.kind = known->first;
+  if (out.placement.kind == Placement::Kind::Shard) {
+    if (!j.contains("dim") || !j["dim"].is_number_unsigned() || j["dim"].get<uint64_t>() >= dims)
+      throw bad("needs the dim it shards, one of the tensor's " + std::to_string(dims));
+    out.placement.dim = j["dim"].get<int>();
+  }
+  return out;
+}
+
 // Element `at` (global coordinates) of `box`, counted in the box's row-major order.
 int64_t index_in(const Box& box, const std::vector<int64_t>& at) {
   int64_t index = 0;
@@ -189,7 +223,10 @@ void write_checkpoint_index(const std::string& dir, const std::map<std::string, 
     const std::string error = coverage_error(pieces[name], whole_tensor(global.shape), "chunk");
     if (!error.empty()) throw std::runtime_error("checkpoint " + dir + ": tensor '" + name + "': " + error);
     const nlohmann::json held = chunks.count(name) ? chunks[name] : nlohmann::json::array();  // none for an empty tensor
-    index["tensors"][name] = {{"dtype", safetensors_dtype_name(global.dtype)}, {"shape", global.shape}, {"chunks", held}};
+    nlohmann::json placements = nlohmann::json::array();
+    for (const SavedPlacement& p : global.placements) placements.push_back(placement_json(p));
+    index["tensors"][name] = {
+        {"dtype", safetensors_dtype_name(global.dtype)}, {"shape", global.shape}, {"placements", placements}, {"chunks", held}};
   }
   write_file_atomically(dir + "/" + kCheckpointIndexFile, index.dump(1));
 }
@@ -235,7 +272,11 @@ void ShardedCheckpointReader::add_tensor(const std::string& name, const nlohmann
   if (!dtype) throw std::invalid_argument("unknown dtype " + spec["dtype"].dump());
   const auto shape = sizes(spec["shape"]);
   if (!shape) throw std::invalid_argument("a shape entry is not a size");
-  const GlobalTensor global{*shape, *dtype};
+  GlobalTensor global{*shape, *dtype, {}};
+  if (spec.contains("placements")) {  // absent from the indexes of dtrain before tensor parallelism
+    if (!spec["placements"].is_array()) throw std::invalid_argument("placements is not a list");
+    for (const auto& p : spec["placements"]) global.placements.push_back(parse_placement(p, shape->size()));
+  }
   std::vector<Chunk> chunks;
   std::vector<LocalPiece> pieces;
   for (const auto& c : spec["chunks"]) {

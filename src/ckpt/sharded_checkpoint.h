@@ -33,10 +33,20 @@ struct TensorChunk {
   at::Tensor data;  // contiguous elements, any shape, any device
 };
 
+// How the layout that saved a tensor cut it over one mesh dim of more than one rank ("sharded on dim
+// 0 over tp's 2 ranks"): for a person or a tool reading the index. Loading never needs it, since the
+// chunks say which elements each holds, whatever layout wrote them.
+struct SavedPlacement {
+  std::string mesh_dim;
+  int ranks = 1;
+  Placement placement;
+};
+
 // What a global tensor is, whoever holds its pieces.
 struct GlobalTensor {
   std::vector<int64_t> shape;
   at::ScalarType dtype = at::kFloat;
+  std::vector<SavedPlacement> placements;  // in the order they apply; none for a tensor one rank held whole
   int64_t numel() const;
 };
 
@@ -56,8 +66,9 @@ std::string chunk_key(const std::string& tensor, const LocalPiece& piece);
 void write_shard_file(const std::string& dir, int rank, const std::vector<TensorChunk>& chunks);
 
 // Rank 0, after every rank's write_shard_file: reads the shard files' headers and writes the index of
-// `tensors` with `metadata` (free-form JSON, e.g. the model's config). Throws naming the tensor whose
-// elements no file holds, or holds twice, and the chunk whose dtype, place or size does not fit it.
+// `tensors` (with their placements) and `metadata` (free-form JSON, e.g. the model's config). Throws
+// naming the tensor whose elements no file holds, or holds twice, and the chunk whose dtype, place or
+// size does not fit it.
 void write_checkpoint_index(const std::string& dir, const std::map<std::string, GlobalTensor>& tensors,
                             const nlohmann::json& metadata);
 

@@ -33,19 +33,35 @@ std::vector<OptimizerStateEntry> entries_of(const std::map<std::string, at::Tens
   return out;
 }
 
+// `placements` over the mesh dims of more than one rank (`coords` gives their sizes), as the index
+// records them; a tensor held whole on a world of one has none.
+std::vector<SavedPlacement> saved_placements(const std::vector<std::pair<std::string, Placement>>& placements,
+                                             const std::vector<MeshCoordinate>& coords) {
+  std::vector<SavedPlacement> out;
+  for (const auto& [dim, placement] : placements)
+    for (const MeshCoordinate& c : coords)
+      if (c.dim == dim && c.size > 1) out.push_back({dim, c.size, placement});
+  return out;
+}
+
 // What the checkpoint must hold for this model and optimizer: every parameter, and each
-// per-parameter state tensor of each trained one, each scalar state once.
+// per-parameter state tensor of each trained one, each scalar state once (replicated on every
+// rank); each with its placements on a mesh of `coords`' sizes.
 std::map<std::string, GlobalTensor> expected_tensors(const std::vector<HeldParameter>& parameters,
-                                                     const std::vector<OptimizerStateEntry>& state) {
+                                                     const std::vector<OptimizerStateEntry>& state,
+                                                     const std::vector<MeshCoordinate>& coords = {}) {
   std::map<std::string, GlobalTensor> out;
-  for (const HeldParameter& p : parameters) out[model_key(p.spec.name)] = {p.spec.shape, p.spec.dtype};
+  for (const HeldParameter& p : parameters)
+    out[model_key(p.spec.name)] = {p.spec.shape, p.spec.dtype, saved_placements(p.spec.placements, coords)};
+  std::vector<std::pair<std::string, Placement>> everywhere;
+  for (const MeshCoordinate& c : coords) everywhere.emplace_back(c.dim, Placement::replicate());
   for (const auto& s : state) {
     if (!s.per_parameter) {
-      out[scalar_key(s.name)] = {{}, s.dtype};
+      out[scalar_key(s.name)] = {{}, s.dtype, saved_placements(everywhere, coords)};
       continue;
     }
     for (const HeldParameter& p : parameters)
-      if (p.trained) out[state_key(s.name, p.spec.name)] = {p.spec.shape, s.dtype};
+      if (p.trained) out[state_key(s.name, p.spec.name)] = {p.spec.shape, s.dtype, saved_placements(p.state_placements, coords)};
   }
   return out;
 }
@@ -138,7 +154,7 @@ void save_training_checkpoint(const std::string& dir, int rank, const TrainingLa
 
 void write_training_checkpoint_index(const std::string& dir, const TrainingLayout& layout, const std::vector<OptimizerStateEntry>& optimizer_state,
                           const nlohmann::json& model_config) {
-  write_checkpoint_index(dir, expected_tensors(layout.parameters, optimizer_state), {{"model_config", model_config}});
+  write_checkpoint_index(dir, expected_tensors(layout.parameters, optimizer_state, layout.coords), {{"model_config", model_config}});
 }
 
 TrainerProgress load_training_checkpoint(const std::string& dir, const TrainingLayout& layout,

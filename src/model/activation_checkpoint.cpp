@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <mutex>
+#include <optional>
 #include <stdexcept>
 
 namespace dtrain {
@@ -20,6 +21,8 @@ struct SegmentState : torch::CustomClassHolder {
   size_t segment_inputs = 0;  // the inputs the segment takes; a placeholder may follow them
   at::Generator generator;
   at::Tensor rng_state;
+  std::shared_ptr<ActivationStore> store;       // null: autograd saves every input
+  std::vector<std::optional<StoredActivation>> stored;  // per segment input: kept by the store, or saved by autograd
 };
 
 at::Generator generator_of(const std::vector<at::Tensor>& inputs) {
@@ -41,7 +44,15 @@ struct CheckpointFunction : public torch::autograd::Function<CheckpointFunction>
   // The inputs come as a TensorList: autograd counts each of its tensors as an input.
   static variable_list forward(AutogradContext* ctx, c10::intrusive_ptr<SegmentState> state, at::TensorList inputs) {
     state->rng_state = rng_state(state->generator);
-    ctx->save_for_backward(inputs.vec());
+    // An input the store keeps is not saved with autograd, so its memory goes once the caller drops it.
+    std::vector<at::Tensor> saved = inputs.vec();
+    if (state->store) state->stored.resize(state->segment_inputs);
+    for (size_t i = 0; i < state->stored.size(); ++i) {
+      if (!state->store->takes(inputs[i])) continue;
+      state->stored[i] = state->store->save(inputs[i]);
+      saved[i] = at::Tensor();
+    }
+    ctx->save_for_backward(saved);
     at::Tensor out;
     {
       at::AutoGradMode no_grad(false);
@@ -53,9 +64,15 @@ struct CheckpointFunction : public torch::autograd::Function<CheckpointFunction>
 
   static variable_list backward(AutogradContext* ctx, variable_list grad_outputs) {
     auto state = c10::static_intrusive_pointer_cast<SegmentState>(ctx->saved_data["segment"].toCapsule());
+    TORCH_CHECK(!state->store || state->stored.size() == state->segment_inputs,
+                "a checkpointed segment was back-propagated twice: the store gave its inputs back after the first backward");
     variable_list inputs;
-    for (const auto& saved : ctx->get_saved_variables())
-      inputs.push_back(saved.detach().requires_grad_(saved.requires_grad()));
+    const variable_list saved = ctx->get_saved_variables();
+    for (size_t i = 0; i < saved.size(); ++i) {
+      const bool kept = i < state->stored.size() && state->stored[i];
+      if (kept) inputs.push_back(state->stored[i]->restore().detach().requires_grad_(state->stored[i]->requires_grad()));
+      else inputs.push_back(saved[i].detach().requires_grad_(saved[i].requires_grad()));
+    }
     const at::Tensor outer_state = rng_state(state->generator);
     set_rng_state(state->generator, state->rng_state);
     at::Tensor out;
@@ -67,17 +84,19 @@ struct CheckpointFunction : public torch::autograd::Function<CheckpointFunction>
     torch::autograd::backward({out}, {grad_outputs[0]});
     variable_list grads{at::Tensor()};  // the segment itself takes no gradient
     for (const auto& x : inputs) grads.push_back(x.requires_grad() ? x.grad() : at::Tensor());
+    if (state->store) state->stored.clear();  // the store's memory (a buffer slot) is free for the next forward pass
     return grads;
   }
 };
 
 }  // namespace
 
-at::Tensor checkpoint(Segment segment, const std::vector<at::Tensor>& inputs) {
+at::Tensor checkpoint(Segment segment, const std::vector<at::Tensor>& inputs, std::shared_ptr<ActivationStore> store) {
   if (!at::GradMode::is_enabled()) return segment(inputs);
   auto state = c10::make_intrusive<SegmentState>();
   state->segment = std::move(segment);
   state->segment_inputs = inputs.size();
+  state->store = std::move(store);
   state->generator = generator_of(inputs);
   // Autograd records the function only if some input requires grad. When none does (the first block
   // after frozen embeddings) the segment's parameters still need their gradients, so an empty
@@ -124,6 +143,12 @@ std::string ActivationCheckpointing::describe() const {
 
 bool ActivationCheckpointing::whole_block(int layer) const {
   return mode == Mode::Full || (mode == Mode::Every && layer % every == 0);
+}
+
+int ActivationCheckpointing::whole_blocks(int first, int end) const {
+  int n = 0;
+  for (int layer = first; layer < end; ++layer) n += whole_block(layer);
+  return n;
 }
 
 }  // namespace dtrain

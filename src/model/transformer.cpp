@@ -83,6 +83,12 @@ void TransformerImpl::set_input_linears(const InputLinears& run) {
 void TransformerImpl::set_activation_checkpointing(const ActivationCheckpointing& ac) {
   ac_ = ac;
   for (auto& b : blocks_) b->recompute_attention_core(ac.attention_core());
+  activation_store_ = ActivationStore::make(ac.store, activation_partition_group_);
+}
+
+void TransformerImpl::set_activation_partition_group(std::shared_ptr<Group> group) {
+  activation_partition_group_ = std::move(group);
+  activation_store_ = ActivationStore::make(ac_.store, activation_partition_group_);
 }
 
 void TransformerImpl::set_precision(const MixedPrecision& mp) {
@@ -150,7 +156,7 @@ at::Tensor TransformerImpl::forward(const at::Tensor& input) {
     auto whole = [b = block(i).ptr(), cos = rope_cos_, sin = rope_sin_](const std::vector<at::Tensor>& in) {
       return b->forward(in[0], cos, sin);
     };
-    x = part(i + 1, [&] { return ac_.whole_block(i) ? checkpoint(whole, {x}) : whole({x}); });
+    x = part(i + 1, [&] { return ac_.whole_block(i) ? checkpoint(whole, {x}, activation_store_) : whole({x}); });
   }
   if (parts_.head) {
     x = part(c_.n_layer + 1, [&] {

@@ -56,6 +56,11 @@ class TransformerImpl : public torch::nn::Module {
 
   // What backward recomputes instead of keeping; the computed values are the same bits either way.
   void set_activation_checkpointing(const ActivationCheckpointing& ac);
+  // The group a checkpointed block input is split over under ac.store.partition: ranks that hold
+  // the same block input (tensor parallelism's). Null or one rank: kept whole.
+  void set_activation_partition_group(std::shared_ptr<Group> group);
+  // Where the inputs of blocks recomputed whole are kept; null when autograd keeps them.
+  const std::shared_ptr<ActivationStore>& activation_store() const { return activation_store_; }
   // What the matmuls compute in (fp32 by default). Working copies are made on the parameters'
   // device: set it after moving the model, then refresh_working_copy() after every change to them.
   void set_precision(const MixedPrecision& mp);
@@ -88,6 +93,8 @@ class TransformerImpl : public torch::nn::Module {
   Linear head_{nullptr};    // the head used: lm_head, or a layer over wte's weight (not registered)
   at::Tensor rope_cos_, rope_sin_;  // built lazily for the sequence length in use
   ActivationCheckpointing ac_;
+  std::shared_ptr<Group> activation_partition_group_;
+  std::shared_ptr<ActivationStore> activation_store_;
   MixedPrecision mp_;
   ForwardPartHooks* hooks_ = nullptr;
   InputLinears head_input_;

@@ -6,14 +6,32 @@
 
 namespace dtrain {
 
+namespace {
+
+at::Tensor squares(const at::Tensor& grads, int64_t from, int64_t to) {
+  return grads.narrow(0, from, to - from).norm().to(at::kDouble).pow(2).reshape({1});
+}
+
+}  // namespace
+
 double global_grad_norm(const at::Tensor& grads, Group* shard_group, const SplitElements& split) {
-  at::Tensor sq = grads.norm().to(at::kDouble).pow(2).reshape({1});
-  if (split.group) {
-    at::Tensor split_sq = at::zeros({1}, sq.options());
-    for (const Span& s : split.spans) split_sq += grads.narrow(0, s.offset, s.numel).norm().to(at::kDouble).pow(2);
-    at::Tensor others = split_sq.clone();
-    all_reduce(*split.group, others, ReduceOp::Sum, "grad_norm over tensor-parallel slices");
-    sq += others - split_sq;
+  at::Tensor sq;
+  if (!split.group) {
+    sq = squares(grads, 0, grads.numel());
+  } else {
+    // The elements between the split spans are the same on every rank of the group, and so is what
+    // is computed from them; the spans' squares are summed over it, the same on every rank too, so
+    // every rank clips by the same factor and its replicated parameters stay equal.
+    at::Tensor replicated = at::zeros({1}, grads.options().dtype(at::kDouble)), sliced = at::zeros_like(replicated);
+    int64_t next = 0;
+    for (const Span& s : split.spans) {
+      if (s.offset > next) replicated += squares(grads, next, s.offset);
+      sliced += squares(grads, s.offset, s.offset + s.numel);
+      next = s.offset + s.numel;
+    }
+    if (next < grads.numel()) replicated += squares(grads, next, grads.numel());
+    all_reduce(*split.group, sliced, ReduceOp::Sum, "grad_norm over tensor-parallel slices");
+    sq = replicated + sliced;
   }
   if (shard_group) all_reduce(*shard_group, sq, ReduceOp::Sum, "grad_norm");
   return std::sqrt(sq.item<double>());

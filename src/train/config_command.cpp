@@ -41,7 +41,8 @@ int config_command(int argc, char** argv) {
   std::cout << "config OK: " << c.origin << "\n"
             << "  model      " << c.model.describe() << "\n"
             << "  data       " << c.data_source << " (validation fraction " << c.val_fraction << ")\n"
-            << "  layout     " << c.world_size << " rank(s): dp " << c.dp << "\n"
+            << "  layout     " << c.world_size << " rank(s): dp " << c.dp
+            << (c.parallel.tp > 1 ? " x tp " + std::to_string(c.parallel.tp) : "") << (c.sequence_parallel ? ", sequence parallel" : "") << "\n"
             << "  batch      " << c.global_batch << " = micro " << c.micro_batch << " x accumulation " << c.accumulation
             << " x dp " << c.dp << " (" << tokens_per_step << " tokens per step)\n"
             << "  steps      " << c.steps << " (" << double(c.steps) * tokens_per_step / 1e6 << "M tokens)\n"

@@ -42,10 +42,6 @@ void merge_checked(json& base, const json& user, const std::string& prefix, cons
 // the others. Their default is the only value accepted; any other is refused, never silently ignored.
 void reject_unbuilt(const Reader& r) {
   static const std::pair<const char*, const char*> later[] = {
-      {"activation_checkpointing.partition_activations", "partitioning activation checkpoints across ranks"},
-      {"activation_checkpointing.cpu_checkpointing", "keeping activation checkpoints in host memory"},
-      {"activation_checkpointing.contiguous_memory_optimization", "copying activation checkpoints into one buffer"},
-      {"activation_checkpointing.number_checkpoints", "DeepSpeed's count of activation checkpoints"},
       {"parallel.pp", "pipeline parallelism"},
       {"parallel.cp", "context parallelism"},
       {"parallel.pipeline_schedule", "pipeline parallelism"},
@@ -79,6 +75,43 @@ void check_unused_deepspeed_keys(const Reader& r) {
   }
 }
 
+// DeepSpeed's activation_checkpointing keys: how the inputs of the blocks train.activation_checkpointing
+// recomputes whole are kept (model/activation_store.h). DeepSpeed's rules hold: the contiguous buffer
+// needs partition_activations, and number_checkpoints slots, one per input checkpointed in a forward
+// pass. dtrain knows that count, so a null number_checkpoints is the count, and a smaller one, which
+// DeepSpeed would find out as an index error mid-step, is refused here.
+void resolve_activation_store(const Reader& r, TrainConfig& c) {
+  const std::string key = "activation_checkpointing.";
+  ActivationStoreOptions& s = c.activation_checkpointing.store;
+  s.partition = r.boolean(key + "partition_activations");
+  s.host_memory = r.boolean(key + "cpu_checkpointing");
+  s.contiguous = r.boolean(key + "contiguous_memory_optimization");
+  const bool slots_given = !r.is_null(key + "number_checkpoints");
+  const int given = slots_given ? r.small_integer(key + "number_checkpoints", 1) : 0;
+  const int checkpointed = c.activation_checkpointing.whole_blocks(0, c.model.n_layer);
+  const std::string mode = "train.activation_checkpointing " + c.activation_checkpointing.describe();
+  if (s.contiguous && !s.partition)
+    fail(r.origin(), "'activation_checkpointing.contiguous_memory_optimization' needs 'activation_checkpointing.partition_activations' "
+                     "true, as in DeepSpeed: the buffer holds each rank's partitioned pieces");
+  if (s.contiguous && slots_given && given < checkpointed)
+    fail(r.origin(), "'activation_checkpointing.number_checkpoints' is " + std::to_string(given) + ", but " + mode + " checkpoints " +
+                         std::to_string(checkpointed) + " block inputs in each forward pass of the " + std::to_string(c.model.n_layer) +
+                         "-layer model, and contiguous_memory_optimization's buffer needs a slot for each: set it to at least " +
+                         std::to_string(checkpointed) + ", or null to use that count");
+  if (slots_given && !s.contiguous)
+    c.warnings.push_back(r.origin() + ": 'activation_checkpointing.number_checkpoints' sizes the buffer of "
+                                      "activation_checkpointing.contiguous_memory_optimization, which is off: it has no effect");
+  if (s.any() && checkpointed == 0) {
+    c.warnings.push_back(r.origin() + ": activation_checkpointing's partition_activations, cpu_checkpointing and "
+                                      "contiguous_memory_optimization keep the inputs of blocks recomputed whole, and " + mode +
+                                      " recomputes none: they have no effect (train.activation_checkpointing full or every:N would use them)");
+    s = ActivationStoreOptions();
+    return;
+  }
+  s.slots = slots_given ? given : checkpointed;
+  if (s.contiguous) c.json["activation_checkpointing"]["number_checkpoints"] = s.slots;
+}
+
 // What ZeRO stage 3 does in DeepSpeed's terms, where the config says "auto": it gathers one unit
 // ahead of its use (a unit is at most a forward part: a block, the embeddings, or the final norm
 // and head), and keeps no parameter whole for being small. Below stage 3 nothing is gathered.
@@ -97,6 +130,10 @@ void resolve_parallel_dims(const Reader& r, TrainConfig& c) {
   c.sequence_parallel = r.boolean("parallel.sequence_parallel");
   c.tp_overlap_grad_reduce = r.boolean("parallel.tp_overlap_grad_reduce");
   if (const auto dp = r.integer_or_auto("parallel.dp", 1, INT_MAX)) dims.dp_shard = int(*dp);
+  // Said of tp alone, before the product of every dim is: the world is cut into tp groups.
+  if (c.world_size % dims.tp != 0)
+    fail(r.origin(), "'parallel.tp' (" + std::to_string(dims.tp) + ") does not divide the world size (" + std::to_string(c.world_size) +
+                         "): the ranks form tp groups of parallel.tp adjacent ranks each");
   try {
     c.parallel = dims.resolved(c.world_size);
   } catch (const std::invalid_argument& e) {

@@ -16,8 +16,12 @@ void merge_checked(nlohmann::json& base, const nlohmann::json& user, const std::
 void reject_unbuilt(const Reader& r);
 void check_unused_deepspeed_keys(const Reader& r);
 void resolve_stage3_keys(const Reader& r, TrainConfig& c);
+// activation_checkpointing.* into c.activation_checkpointing.store; after the model and
+// train.activation_checkpointing, whose checkpointed blocks the buffer's slots default to.
+void resolve_activation_store(const Reader& r, TrainConfig& c);
 // The mesh's dims for c.world_size ranks: parallel.dp ("auto": what the other dims leave of the
-// world) as dp_shard; tp, pp and cp are 1 until they land (reject_unbuilt refuses other values).
+// world) as dp_shard, parallel.tp (which must divide the world size) and parallel.sequence_parallel;
+// pp and cp are 1 until they land (reject_unbuilt refuses other values).
 void resolve_parallel_dims(const Reader& r, TrainConfig& c);
 // After resolve_parallel_dims.
 void resolve_sharding(const Reader& r, TrainConfig& c);

@@ -12,6 +12,7 @@
 #include "parallel/zero/parameter_units.h"
 #include "parallel/zero/reduce_scatter_grads.h"
 #include "parallel/zero/zero_optimizer.h"
+#include "train/activation_store_setup.h"
 #include "train/freeze_globs.h"
 
 namespace dtrain {
@@ -120,6 +121,7 @@ void Parallelizer::find_split_gradients() {
 
 void Parallelizer::apply_precision() {
   model_->set_activation_checkpointing(c_.activation_checkpointing);
+  for (auto& line : apply_activation_store(model_, c_, *plan_.mesh, world_.device())) plan_.setup_lines.push_back(std::move(line));
   precision_ = MixedPrecision::make(c_.precision, world_.device());
   precision_.round_gradients = c_.grad_accum_16bit;
   model_->set_precision(precision_);

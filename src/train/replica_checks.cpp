@@ -7,6 +7,27 @@
 
 namespace dtrain {
 
+namespace {
+
+bool cut_over_tp(const HeldParameter& p) {
+  for (const auto& [dim, placement] : p.spec.placements)
+    if (dim == "tp" && placement.kind == Placement::Kind::Shard) return true;
+  return false;
+}
+
+// What every rank of a tp group holds the same copy of: the pieces of the parameters tensor
+// parallelism left whole (norms, positions, shared key/value weights), where they are not ZeRO-3 shards.
+std::vector<at::Tensor> replicated_over_tp(const ParallelPlan& plan) {
+  std::vector<at::Tensor> out;
+  for (const HeldParameter& p : plan.layout.parameters) {
+    if (cut_over_tp(p) || (plan.sharded && p.trained)) continue;
+    for (const PlacedPiece& piece : p.pieces) out.push_back(p.local.narrow(0, piece.local_offset, numel(piece.piece)));
+  }
+  return out;
+}
+
+}  // namespace
+
 void check_replicas_agree(ParallelPlan& plan, World& world, int64_t step, bool inject_drift) {
   plan.optimizer->finish_parameter_updates();
   const bool sharded = plan.sharded != nullptr;
@@ -16,18 +37,19 @@ void check_replicas_agree(ParallelPlan& plan, World& world, int64_t step, bool i
     at::Tensor first = plan.updated_parameters().narrow(0, 0, 1);
     first.copy_(at::nextafter(first, at::full_like(first, INFINITY)));
   }
-  const auto mine =
-      at::tensor({parameter_fingerprint(replicated), sharded ? parameter_fingerprint({plan.sharded->shard()}) : int64_t(0)}, at::kLong)
-          .to(world.device());
+  const auto mine = at::tensor({parameter_fingerprint(replicated), sharded ? parameter_fingerprint({plan.sharded->shard()}) : int64_t(0),
+                                parameter_fingerprint(replicated_over_tp(plan))},
+                               at::kLong)
+                        .to(world.device());
   // Gathered over the world, so that every rank reaches the same verdict; each copy is compared with
   // the first of its replica group.
   const at::Tensor all = all_gather(*world.world_group(), mine, "parameter fingerprint").cpu();
   const DeviceMesh& mesh = *plan.mesh;
   auto differ = [&](const std::string& what, int rank, int holder, int index) {
-    const int64_t got = all[2 * rank + index].item<int64_t>(), expected = all[2 * holder + index].item<int64_t>();
+    const int64_t got = all[3 * rank + index].item<int64_t>(), expected = all[3 * holder + index].item<int64_t>();
     if (got == expected) return;
     throw std::runtime_error("after step " + std::to_string(step) + " " + what + " of rank " + std::to_string(rank) +
-                             (index == 0 ? " differ from rank " : " differs from rank ") + std::to_string(holder) + "'s (fingerprints " +
+                             (index == 1 ? " differs from rank " : " differ from rank ") + std::to_string(holder) + "'s (fingerprints " +
                              std::to_string(got) + " and " + std::to_string(expected) +
                              "): the replicas have diverged, a bug or a fault on rank " + std::to_string(rank) +
                              "'s machine; no checkpoint is written");
@@ -36,6 +58,8 @@ void check_replicas_agree(ParallelPlan& plan, World& world, int64_t step, bool i
     // What is replicated, every data-parallel rank holds; a shard, the replicas of hybrid sharding.
     differ(sharded ? "the frozen parameters" : "the parameters", r, mesh.members("dp_cp", r).front(), 0);
     if (sharded) differ("the parameter shard", r, mesh.members("dp_replicate", r).front(), 1);
+    // What tensor parallelism left whole, every rank of a tp group holds.
+    differ("the parameters replicated over tp", r, mesh.members("tp", r).front(), 2);
   }
 }
 

@@ -12,6 +12,7 @@
 #include "optim/lr_schedule.h"
 #include "train/config_schema.h"
 #include "train/config_sections.h"
+#include "train/tensor_parallel_rules.h"
 
 namespace dtrain {
 
@@ -40,6 +41,7 @@ TrainConfig resolve_config(const json& user, int world_size, const std::string& 
 
   c.world_size = world_size;
   resolve_parallel_dims(r, c);
+  check_tensor_parallel(c);
   resolve_batch(r, c);
   // Without pipeline parallelism a step's micro-batches are its accumulation steps.
   if (const auto micro_batches = r.integer_or_auto("parallel.micro_batches", 1); micro_batches && *micro_batches != c.accumulation)
@@ -75,6 +77,7 @@ TrainConfig resolve_config(const json& user, int world_size, const std::string& 
     fail(origin, "'train.activation_checkpointing' must be \"none\", \"full\", \"selective\" or \"every:N\" (N >= 1), got " +
                      printable_json(r.at("train.activation_checkpointing")));
   }
+  resolve_activation_store(r, c);
   resolve_precision(r, c);
   c.eval_every = r.integer("train.eval_every", 0);
   c.eval_samples = r.integer("train.eval_samples", 1);

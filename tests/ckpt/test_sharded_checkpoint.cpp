@@ -29,7 +29,7 @@ const at::Tensor kWeight = torch::arange(0, 35, torch::kFloat).reshape({5, 7});
 const at::Tensor kBias = torch::linspace(-1, 1, 6).to(torch::kBFloat16);
 
 std::map<std::string, GlobalTensor> globals() {
-  return {{"weight", {{5, 7}, at::kFloat}}, {"bias", {{6}, at::kBFloat16}}, {"step", {{}, at::kLong}}};
+  return {{"weight", {{5, 7}, at::kFloat, {}}}, {"bias", {{6}, at::kBFloat16, {}}}, {"step", {{}, at::kLong, {}}}};
 }
 
 std::string write_checkpoint(const std::string& name, const std::vector<std::pair<int64_t, int64_t>>& cuts) {
@@ -113,7 +113,7 @@ TEST(ShardedCheckpoint, ATruncatedShardIsNamedWhenOpened) {
 // now compares every chunk with its shard's header and names the tensor that disagrees.
 TEST(ShardedCheckpoint, AnIndexWhoseByteOffsetsDisagreeWithTheShardHeadersIsRefused) {
   const std::string dir = scratch_dir("sharded_offsets");
-  const std::map<std::string, GlobalTensor> tensors = {{"a", {{8}, at::kFloat}}, {"b", {{8}, at::kFloat}}, {"c", {{8}, at::kFloat}}};
+  const std::map<std::string, GlobalTensor> tensors = {{"a", {{8}, at::kFloat, {}}}, {"b", {{8}, at::kFloat, {}}}, {"c", {{8}, at::kFloat, {}}}};
   write_shard_file(dir, 0, {{"a", whole_tensor({8}), torch::arange(0, 8, torch::kFloat)}, {"b", whole_tensor({8}), torch::arange(8, 16, torch::kFloat)},
                             {"c", whole_tensor({8}), torch::arange(16, 24, torch::kFloat)}});
   write_checkpoint_index(dir, tensors, {});
@@ -170,7 +170,7 @@ std::string write_row_parallel_zero(const std::string& name) {
       const LocalPiece piece = *local_piece(saved, {{"tp", tp, 2}, {"dp_shard", dp, 3}});
       write_shard_file(dir, tp * 3 + dp, {{"weight", piece, test::piece_of(kGrid, piece)}});
     }
-  write_checkpoint_index(dir, {{"weight", {{6, 8}, at::kFloat}}}, {});
+  write_checkpoint_index(dir, {{"weight", {{6, 8}, at::kFloat, {{"tp", 2, Placement::shard(1)}, {"dp_shard", 3, Placement::flat_shard()}}}}}, {});
   return dir;
 }
 
@@ -189,6 +189,16 @@ TEST(ShardedCheckpoint, FlatRangesOfDimOneSlicesReadBackUnderAnyOtherLayout) {
   EXPECT_EQ(first["offset"], nlohmann::json({0, 0}));
   EXPECT_EQ(first["size"], nlohmann::json({6, 4}));
   EXPECT_EQ(first["flat_range"], nlohmann::json({0, 8}));
+  // How the layout cut it, for a person reading the index: sharded on dim 1 over tp, then flat over dp_shard.
+  EXPECT_EQ(index["tensors"]["weight"]["placements"], nlohmann::json::parse(R"([{"mesh_dim": "tp", "ranks": 2, "placement": "shard", "dim": 1},
+                                                                                {"mesh_dim": "dp_shard", "ranks": 3, "placement": "flat_shard"}])"));
+  const std::vector<SavedPlacement>& placements = ckpt.tensor("weight").placements;
+  ASSERT_EQ(placements.size(), 2u);
+  EXPECT_EQ(placements[0].mesh_dim, "tp");
+  EXPECT_EQ(placements[0].ranks, 2);
+  EXPECT_EQ(placements[0].placement.kind, Placement::Kind::Shard);
+  EXPECT_EQ(placements[0].placement.dim, 1);
+  EXPECT_EQ(placements[1].placement.kind, Placement::Kind::FlatShard);
   for (const ParamSpec& spec : {weight_spec({{"tp", Placement::shard(0)}, {"dp_shard", Placement::flat_shard()}}),
                                 weight_spec({{"tp", Placement::shard(1)}, {"dp_shard", Placement::flat_shard()}}),
                                 weight_spec({{"dp_shard", Placement::flat_shard()}}), weight_spec({{"tp", Placement::shard(0)}})})
@@ -201,6 +211,28 @@ TEST(ShardedCheckpoint, FlatRangesOfDimOneSlicesReadBackUnderAnyOtherLayout) {
       }
   const std::string outside = error_message([&] { ckpt.read("weight", {{{4, 0}, {4, 8}}}, torch::empty({32})); });
   EXPECT_TRUE(contains(outside, "the piece [4:8, 0:8] asked of 'weight' does not lie inside the tensor's shape [6, 8]")) << outside;
+}
+
+// An index of the dtrain before tensor parallelism has no placements and reads as before; a
+// placement that is not one (edited, with its checksum rewritten) is refused by name like any other
+// malformed entry.
+TEST(ShardedCheckpoint, PlacementsMayBeAbsentAndAMalformedOneIsNamed) {
+  const std::string dir = write_row_parallel_zero("sharded_placements");
+  const nlohmann::json original = nlohmann::json::parse(read_text_file(dir + "/index.json"));
+  auto open_edited = [&](const nlohmann::json& placements) {
+    nlohmann::json index = original;
+    if (placements.is_null()) index["tensors"]["weight"].erase("placements");
+    else index["tensors"]["weight"]["placements"] = placements;
+    write_file_atomically(dir + "/index.json", index.dump(1));
+    return error_message([&] { ShardedCheckpointReader ckpt(dir); EXPECT_TRUE(torch::equal(ckpt.read("weight"), kGrid)); });
+  };
+  EXPECT_EQ(open_edited(nullptr), "no error");
+  EXPECT_TRUE(ShardedCheckpointReader(dir).tensor("weight").placements.empty());
+  const std::string beyond = open_edited(nlohmann::json::parse(R"([{"mesh_dim": "tp", "ranks": 2, "placement": "shard", "dim": 2}])"));
+  EXPECT_TRUE(contains(beyond, "index.json' has a malformed entry for 'weight': placement")) << beyond;
+  EXPECT_TRUE(contains(beyond, "needs the dim it shards, one of the tensor's 2")) << beyond;
+  const std::string unknown = open_edited(nlohmann::json::parse(R"([{"mesh_dim": "tp", "ranks": 2, "placement": "stripe"}])"));
+  EXPECT_TRUE(contains(unknown, "is none of replicate, shard, flat_shard, absent")) << unknown;
 }
 
 // A read goes to the chunks that overlap its piece alone: with the files of the other chunks gone
@@ -277,7 +309,7 @@ TEST(ShardedCheckpoint, AVersionOneIndexOfFlatRangesStillReads) {
 // A version-2 shard's chunk names state their piece; one that states none, or a piece outside its
 // tensor, is refused by name before any index is written.
 TEST(ShardedCheckpoint, AChunkNameThatStatesNoPieceOfItsTensorIsRefused) {
-  const std::map<std::string, GlobalTensor> tensors = {{"weight", {{5, 7}, at::kFloat}}};
+  const std::map<std::string, GlobalTensor> tensors = {{"weight", {{5, 7}, at::kFloat, {}}}};
   for (const auto& [key, needle] : std::vector<std::pair<std::string, std::string>>{
            {"weight@0", "chunk 'weight@0' is not named tensor@[box] or tensor@[box][flat range]"},
            {"weight@[0:5,3:8]", "chunk 'weight@[0:5,3:8]' does not lie inside the tensor's shape [5, 7]"},

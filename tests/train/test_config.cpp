@@ -91,7 +91,7 @@ TEST(TrainConfig, MixedPrecisionMistakesAreRefusedByName) {
 
 TEST(TrainConfig, AcceptedButUnimplementedKeysAreRefusedByName) {
   for (const auto& [user, key] : std::vector<std::pair<json, std::string>>{
-           {{{"activation_checkpointing", {{"cpu_checkpointing", true}}}}, "activation_checkpointing.cpu_checkpointing"},
+           {{{"checkpoint", {{"async", true}}}}, "checkpoint.async"},
            {{{"parallel", {{"pp", 2}}}}, "parallel.pp"},
        }) {
     const auto msg = error_of(user);

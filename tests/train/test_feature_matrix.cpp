@@ -14,13 +14,6 @@
 namespace dtrain::test {
 namespace {
 
-using Sets = std::vector<std::string>;
-
-Sets operator+(Sets a, const Sets& b) {
-  a.insert(a.end(), b.begin(), b.end());
-  return a;
-}
-
 // What every run of the matrix shares, on top of kBase: a global batch of 12, which 1 to 4 ranks
 // divide, taken whole by a one-rank reference; validation at steps 2 and 4, compared like the
 // training loss; a frozen tensor, which no rank may update or reduce.
@@ -32,6 +25,7 @@ const std::map<std::string, Sets> kReferences = {
     {"gpt2", {"model.arch=gpt2", "model.n_head=2"}},
     {"llama", {"model.arch=llama", "model.n_head=4", "model.n_kv_head=2"}},
     {"gpt2_bf16", {"model.arch=gpt2", "bf16.enabled=true"}},
+    {"gpt2_fp16", {"model.arch=gpt2", "fp16.enabled=true"}},
 };
 
 // Layouts used by several rows: micro-batches per rank that keep the batch of 12.
@@ -44,6 +38,9 @@ const Sets k3RanksBuckets = {"train_micro_batch_size_per_gpu=2", "zero_optimizat
 const Sets kHybrid = {"train_micro_batch_size_per_gpu=1", "zero_optimization.reduce_bucket_size=5000",
                       "parallel.fsdp.sharding_strategy=hybrid_shard", "parallel.fsdp.shard_group_size=2"};
 const Sets kBf16Accumulating = {"train_micro_batch_size_per_gpu=3", "data_types.grad_accum_dtype=bf16"};
+// DeepSpeed's activation_checkpointing section: block inputs split over tp, in host memory, in one buffer.
+const std::string kDeepSpeedActivationKeys =
+    "activation_checkpointing={\"partition_activations\": true, \"cpu_checkpointing\": true, \"contiguous_memory_optimization\": true}";
 
 struct Row {
   std::string name;
@@ -71,6 +68,9 @@ const std::vector<Row> kRows = {
     {"ac_full", 2, {"train.activation_checkpointing=full"}, "dp2_accumulation", kBitForBit, "activation checkpointing full"},
     {"ac_selective", 2, {"train.activation_checkpointing=selective"}, "dp2_accumulation", kBitForBit, "activation checkpointing selective"},
     {"ac_every2", 2, {"train.activation_checkpointing=every:2"}, "dp2_accumulation", kBitForBit, "activation checkpointing every:2"},
+    // However the checkpointed inputs are kept, the recomputation starts from the same bits.
+    {"ac_deepspeed_keys", 2, {kDeepSpeedActivationKeys}, "ac_full", kBitForBit,
+     "activation_checkpointing.contiguous_memory_optimization: checkpointed block inputs copied into one buffer"},
 
     // Tensor parallelism: every rank of a tp group computes its slice of each layer for the same batch.
     {"tp2", 2, {"parallel.tp=2"}, "gpt2", kFp32Reordered, "tensor parallel: tp 2"},
@@ -81,6 +81,13 @@ const std::vector<Row> kRows = {
     {"tp2_zero1_accumulation", 4, k2RanksAccumulating + Sets{"parallel.tp=2", "zero_optimization.stage=1"}, "gpt2", kFp32Reordered,
      "ZeRO stage 1: optimizer state sharded over 2"},
     {"tp2_sp_ac_full", 2, {"train.activation_checkpointing=full"}, "tp2_sp", kBitForBit, "activation checkpointing full"},
+    {"tp2_sp_ac_selective", 2, {"train.activation_checkpointing=selective"}, "tp2_sp", kBitForBit, "activation checkpointing selective"},
+    // Each tp rank keeps half of a block's input and the two gather it for the recomputation: the
+    // same bits, since the tp ranks' replicated parameters (and so the block inputs they compute) stay
+    // equal. Under sequence parallelism the input already is a half, kept as it is, so nothing is gathered.
+    {"tp2_ac_partition", 2, {"train.activation_checkpointing=full", kDeepSpeedActivationKeys}, "tp2", kBitForBit,
+     "partition_activations: each checkpointed block input kept as 1/2 per rank over the tp group (global ranks 0,1)"},
+    {"tp2_sp_ac_partition", 2, {kDeepSpeedActivationKeys}, "tp2_sp_ac_full", kBitForBit, "nothing more to partition"},
 
     {"llama_dp2", 2, k2Ranks, "llama", kFp32Reordered, "batch: 12 = micro 6 x accumulation 1 x dp 2"},
     {"llama_dp4", 4, k4Ranks, "llama", kFp32Reordered, "batch: 12 = micro 3 x accumulation 1 x dp 4"},
@@ -93,6 +100,8 @@ const std::vector<Row> kRows = {
      kFp32Reordered, "blocks freed between forward and backward"},
     {"llama_hybrid_shard", 4, kHybrid, "llama", kFp32Reordered, "replicated over 2 such groups (hybrid)"},
     {"llama_tp2", 2, {"parallel.tp=2"}, "llama", kFp32Reordered, "key/value heads 0..0"},
+    {"llama_tp2_ac_partition", 2, {"train.activation_checkpointing=full", kDeepSpeedActivationKeys}, "llama_tp2", kBitForBit,
+     "partition_activations: each checkpointed block input kept as 1/2 per rank"},
     {"llama_tp2_sp", 2, {"parallel.tp=2", "parallel.sequence_parallel=true"}, "llama", kFp32Reordered, "sequence parallel"},
     // 4 query heads and 2 key/value heads over 4 ranks: each pair of ranks shares a key/value head.
     {"llama_tp4", 4, {"parallel.tp=4"}, "llama", kFp32Reordered, "key/value weights replicated"},
@@ -109,6 +118,10 @@ const std::vector<Row> kRows = {
     {"bf16_tp2", 2, {"parallel.tp=2"}, "gpt2_bf16", kBf16Reordered, "tensor parallel: tp 2"},
     {"bf16_tp2_sp_zero3", 4, kBf16Accumulating + Sets{"parallel.tp=2", "parallel.sequence_parallel=true", "zero_optimization.stage=3"},
      "gpt2_bf16", kBf16Reordered, "sequence parallel"},
+    // fp16's loss scaler decides from the norm of every tp rank's slices together.
+    {"fp16_tp2", 2, {"parallel.tp=2"}, "gpt2_fp16", kFp16Reordered, "tensor parallel: tp 2"},
+    {"fp16_tp2_sp", 2, {"parallel.tp=2", "parallel.sequence_parallel=true"}, "gpt2_fp16", kFp16Reordered, "sequence parallel"},
+    {"fp16_dp2_tp2_zero3", 4, k2Ranks + Sets{"parallel.tp=2", "zero_optimization.stage=3"}, "gpt2_fp16", kFp16Reordered, "ZeRO stage 3"},
 };
 
 const Row* row_named(const std::string& name) {

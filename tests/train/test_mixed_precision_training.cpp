@@ -109,16 +109,17 @@ TEST(MixedPrecision, Stage3GathersInBfloatLikeOneRankThatRoundsAlike) {
 // An overflow on rank 1 alone (rank 0 saves the checkpoints) skips the step on both: the parameters
 // after step 3 are those after step 2, and with hysteresis 1 the scale halves at once. Under ZeRO
 // stages 2 and 3 the overflow lands in one rank's gradient shard, and the norm summed over the
-// shards carries it to every rank.
+// shards carries it to every rank; under tensor parallelism rank 1 holds the other half of every
+// layer, and the norm summed over the tp slices does.
 TEST(MixedPrecision, AnOverflowOnOneRankSkipsTheStepOnEveryRank) {
-  for (const std::string stage : {"0", "2", "3"}) {
-    const std::vector<std::string> fp16 = {"fp16.enabled=true", "fp16.hysteresis=1", "zero_optimization.stage=" + stage};
+  for (const std::string layout : {"zero_optimization.stage=0", "zero_optimization.stage=2", "zero_optimization.stage=3", "parallel.tp=2"}) {
+    const std::vector<std::string> fp16 = {"fp16.enabled=true", "fp16.hysteresis=1", layout};
     const TrainingRun two = train(scratch_dir("fp16_two_steps"), 2, with(fp16, {"train.steps=2"}));
     const TrainingRun injected = train(scratch_dir("fp16_overflow"), 2, with(fp16, {"train.steps=3"}), {}, {"DTRAIN_INJECT_OVERFLOW=3:1"});
     ASSERT_EQ(two.result.exit_code, 0) << two.result.output;
     ASSERT_EQ(injected.result.exit_code, 0) << injected.result.output;
     ASSERT_EQ(injected.steps.size(), 3u);
-    EXPECT_EQ(injected.steps[2]["skipped"], "overflow") << "stage " << stage;
+    EXPECT_EQ(injected.steps[2]["skipped"], "overflow") << layout;
     EXPECT_EQ(injected.steps[2]["loss_scale"].get<double>(), 65536);
     EXPECT_FALSE(injected.steps[1].contains("skipped"));
     EXPECT_TRUE(contains(injected.result.output, "step 3: fp16 gradients overflowed at loss scale 65536; step skipped, loss scale now 32768"))

@@ -29,6 +29,13 @@ inline const std::vector<std::string> kBase = {
     "gradient_clipping=1.0", "optimizer.params={\"lr\":0.002,\"weight_decay\":0.1,\"eps\":1e-6}",
     "scheduler={\"type\":\"cosine\",\"params\":{\"warmup_steps\":1}}", "steps_per_print=1"};
 
+// Config overrides (`--set` arguments), and two lists of them one after the other.
+using Sets = std::vector<std::string>;
+inline Sets operator+(Sets a, const Sets& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
 struct TrainingRun {
   ProcessResult result;
   std::string dir;

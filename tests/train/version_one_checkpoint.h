@@ -12,31 +12,20 @@
 #include <string>
 
 #include "ckpt/safetensors.h"
-#include "ckpt/sharded_checkpoint.h"
-#include "training_run.h"
+#include "rewritten_checkpoint.h"
 
 namespace dtrain::test {
-
-// Every tensor of a checkpoint, whole and shaped, by its name in the index.
-using WholeTensors = std::map<std::string, at::Tensor>;
 
 // Rewrites the checkpoint `dir` in version 1's format, as `ranks` ranks wrote it (ZeRO's flat ranges,
 // the scalars by rank 0), its tensors first passed through `edit` when given, and reseals its
 // manifest to match.
 inline void rewrite_as_version_one(const std::string& dir, int ranks, const std::function<void(WholeTensors&)>& edit = {}) {
-  namespace fs = std::filesystem;
   using json = nlohmann::json;
-  WholeTensors whole;
-  json metadata;
-  {
-    ShardedCheckpointReader v2(dir);
-    ASSERT_EQ(v2.version(), 2);
-    metadata = v2.metadata();
-    for (const auto& [name, global] : v2.tensors()) whole[name] = v2.read(name);
-  }
+  StoredCheckpoint stored = read_whole_checkpoint(dir);
+  ASSERT_EQ(stored.version, 2);
+  WholeTensors& whole = stored.tensors;
   if (edit) edit(whole);
-  for (const auto& entry : fs::directory_iterator(dir))
-    if (entry.path().filename().string().rfind("shard-", 0) == 0) fs::remove(entry.path());
+  remove_shard_files(dir);
   std::vector<NamedTensors> files(static_cast<size_t>(ranks));
   json tensors = json::object();
   for (const auto& [name, t] : whole) {
@@ -58,10 +47,10 @@ inline void rewrite_as_version_one(const std::string& dir, int ranks, const std:
     }
   }
   write_file_atomically(dir + "/index.json",
-                        json{{"format", "dtrain sharded checkpoint"}, {"version", 1}, {"metadata", metadata}, {"tensors", tensors}}.dump(1));
-  const json manifest = json::parse(read_text_file(dir + "/manifest.json"));
-  for (auto it = manifest["files"].begin(); it != manifest["files"].end(); ++it) reseal(dir, it.key());
-  for (int r = 0; r < ranks; ++r) reseal(dir, shard_file_name(r));
+                        json{{"format", "dtrain sharded checkpoint"}, {"version", 1}, {"metadata", stored.metadata}, {"tensors", tensors}}.dump(1));
+  std::vector<std::string> written;
+  for (int r = 0; r < ranks; ++r) written.push_back(shard_file_name(r));
+  reseal_all(dir, written);
 }
 
 }  // namespace dtrain::test
