@@ -22,6 +22,7 @@ Usage: .venv/bin/python bench/tp_projection.py [--comm FILE] [--tokens-measured 
                                                 [--rank-memory-gib 32]"""
 import argparse
 import math
+import os
 import re
 import subprocess
 import sys
@@ -30,7 +31,8 @@ import time
 import torch
 import torch.nn.functional as F
 
-sys.path.insert(0, "bench")
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "bench"))
 from comm_table import parse as parse_comm_table  # noqa: E402
 
 LAYERS, D, HEADS, KV_HEADS, FF, VOCAB, SEQ = 16, 2048, 32, 8, 8192, 128256, 2048
@@ -135,6 +137,7 @@ def comm_table(path):
         text = subprocess.run(["build/dtrain", "launch", "--nproc-per-node", "2", "--", "build/dtrain", "bench-comm", "-b", "1048576",
                                "-e", "67108864", "-n", "5", "--ops", "all_reduce,all_gather,reduce_scatter"],
                               check=True, capture_output=True, text=True).stdout
+        os.makedirs("bench/out", exist_ok=True)
         path = "bench/out/tp_projection_comm.txt"
         with open(path, "w") as f:
             f.write("".join(line.removeprefix("[rank 0] ") + "\n" for line in text.splitlines() if line.startswith("[rank 0] ")))
@@ -246,6 +249,7 @@ def main():
     ap.add_argument("--reps", type=int, default=2, help="timed calls per measurement")
     ap.add_argument("--rank-memory-gib", type=float, default=32, help="memory one rank may use (a node's / 8)")
     a = ap.parse_args()
+    os.chdir(ROOT)  # the build's tools and bench/out are found from the project root
     torch.set_num_threads(1)
     psi, _ = parameters()
     print(f"Llama-1B shape: {psi / 1e9:.3f}B parameters; {RANKS} ranks of one thread; {GLOBAL_SEQUENCES} sequences of {SEQ} per step")
