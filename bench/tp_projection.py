@@ -249,6 +249,7 @@ def main():
     ap.add_argument("--reps", type=int, default=2, help="timed calls per measurement")
     ap.add_argument("--rank-memory-gib", type=float, default=32, help="memory one rank may use (a node's / 8)")
     a = ap.parse_args()
+    comm_path = os.path.abspath(a.comm) if a.comm else None
     os.chdir(ROOT)  # the build's tools and bench/out are found from the project root
     torch.set_num_threads(1)
     psi, _ = parameters()
@@ -261,7 +262,7 @@ def main():
         elementwise[t] = measure_elementwise(t, a.reps)
     norm_residual = measure_norm_residual(a.reps)
     adamw_s = measure_adamw_per_parameter()
-    comm = Collectives(comm_table(a.comm))
+    comm = Collectives(comm_table(comm_path))
     print("\nMeasured per sequence on one rank (seconds; GEMM: output / input gradient / weight gradient, GFLOP/s of the output):")
     print("| split | layer | out x in | output | input grad | weight grad | GFLOP/s |")
     print("|---:|---|---|---:|---:|---:|---:|")
