@@ -16,13 +16,15 @@ LAYOUTS = (("dp", "dp 2 (DDP)"), ("tp", "tp 2"), ("tp_sp", "tp 2 + SP"))
 
 
 def dtrain_comm_share(run_dir, warmup):
-    """The share of the timed steps' wall time dtrain's metrics put in communication (comm_ms), or
-    None where the run reports none."""
+    """The share of the timed steps' wall time dtrain's metrics put in communication, or None where
+    the run reports none: under dp the gradient reduction (comm_ms, hidden or not), under tp the time
+    the step waited for tp's collectives (model_parallel_wait_ms: what no computation hid)."""
     steps = [json.loads(line) for line in open(f"{run_dir}/metrics.jsonl") if '"loss"' in line]
     timed = [s for s in steps if s["step"] > warmup]
-    if not all("comm_ms" in s for s in timed):
-        return None
-    return sum(s["comm_ms"] for s in timed) / 1e3 / sum(s["step_s"] for s in timed)
+    for key in ("comm_ms", "model_parallel_wait_ms"):
+        if timed and all(key in s for s in timed):
+            return sum(s[key] for s in timed) / 1e3 / sum(s["step_s"] for s in timed)
+    return None
 
 
 def dtrain_best(out, layout, warmup):

@@ -20,8 +20,10 @@ void CommHandle::wait() {
   if (!state_ || state_->done) return;
   State& s = *state_;
   Group& g = *s.group;
+  const auto waiting = std::chrono::steady_clock::now();
   try {
     s.work->wait();
+    g.add_waited(std::chrono::steady_clock::now() - waiting);
   } catch (const std::exception& e) {
     s.done = true;
     g.log().set_state(g.key(), s.record.seq, s.record.op, OpState::Failed);
@@ -84,6 +86,9 @@ CommHandle start(Group& g, std::string op, const at::Tensor& t, const std::strin
   g.log().record(g.key(), s->record);
   try {
     s->work = launch();
+    // A backend that runs a collective the caller waits for at once on the caller's thread has
+    // finished it here: that time is waited for too.
+    g.add_waited(std::chrono::steady_clock::now() - s->start);
   } catch (const std::exception& e) {
     g.log().set_state(g.key(), s->record.seq, s->record.op, OpState::Failed);
     std::string what = e.what();

@@ -4,6 +4,7 @@
 #pragma once
 #include <torch/csrc/distributed/c10d/Backend.hpp>
 
+#include <atomic>
 #include <chrono>
 #include <memory>
 #include <string>
@@ -37,6 +38,11 @@ class Group {
   int64_t next_seq() { return ++seq_; }
   CollectiveLog& log() { return *log_; }
   HangDiagnosis& diagnosis() { return *diagnosis_; }
+  // Seconds callers have spent blocked in this group's collectives, starting them and waiting for
+  // them: a synchronous one's whole time, an asynchronous one's exposed part. Another thread may add
+  // while one reads.
+  void add_waited(std::chrono::nanoseconds waited) { waited_ns_ += waited.count(); }
+  double waited_s() const { return double(waited_ns_.load()) * 1e-9; }
 
  private:
   std::string name_;
@@ -48,6 +54,7 @@ class Group {
   int64_t seq_ = 0;  // collectives issued so far; every member issues the same sequence
   std::shared_ptr<CollectiveLog> log_;
   std::shared_ptr<HangDiagnosis> diagnosis_;
+  std::atomic<int64_t> waited_ns_{0};
 };
 
 }  // namespace dtrain

@@ -100,7 +100,10 @@ void Parallelizer::apply_tensor_parallel() {
   } catch (const std::invalid_argument& e) {
     throw ConfigError(e.what());
   }
-  if (tp.loss) plan_.loss = std::move(tp.loss);
+  if (tp.loss) {
+    plan_.loss = std::move(tp.loss);
+    plan_.model_parallel_groups.push_back(plan_.mesh->group("tp"));
+  }
   model_placements_ = std::move(tp.placements);
   for (auto& line : tp.setup_lines) plan_.setup_lines.push_back(std::move(line));
 }

@@ -51,6 +51,14 @@ struct ParallelPlan {
   std::vector<std::string> setup_lines;  // what was built, for the run's log
   LossFunction loss = next_token_loss;   // of the model's output: the vocab-parallel cross-entropy under tp
   SplitElements split_gradients;         // gradient elements of tensor-parallel slices, for the global norm
+  std::vector<std::shared_ptr<Group>> model_parallel_groups;  // the groups model parallelism communicates over (tp)
+
+  // Seconds this rank has waited for the model-parallel groups' collectives so far.
+  double model_parallel_waited_s() const {
+    double s = 0;
+    for (const auto& g : model_parallel_groups) s += g->waited_s();
+    return s;
+  }
 
   // The tensor the optimizer updates: the flat buffer, or the ZeRO-3 shard.
   at::Tensor& updated_parameters() { return sharded ? sharded->shard() : flat->data(); }

@@ -11,6 +11,7 @@ PassesResult AccumulationExecutor::run(std::optional<double> loss_scale) {
   BucketedGradSync& grad_sync = *plan_.grad_sync;
   grad_sync.zero_grad();
   PassesResult out;
+  const double waited_before = plan_.model_parallel_waited_s();
   double loss_sum = 0;
   for (int64_t k = 0; k < accumulation_; ++k) {
     const bool sync = k + 1 == accumulation_ || grad_sync.reduces_every_micro_batch();
@@ -29,6 +30,7 @@ PassesResult AccumulationExecutor::run(std::optional<double> loss_scale) {
     loss_sum += loss.item<double>();
   }
   out.loss = loss_sum / double(accumulation_);
+  out.model_parallel_wait_s = plan_.model_parallel_waited_s() - waited_before;
   return out;
 }
 

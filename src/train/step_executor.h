@@ -15,6 +15,7 @@ namespace dtrain {
 struct PassesResult {
   double loss = 0;                  // mean over the step's micro-batches, this rank's alone
   double comm_s = 0, hidden_s = 0;  // gradient reduction, over every synchronised micro-batch
+  double model_parallel_wait_s = 0;  // waited for the model-parallel groups' collectives (tp), forward and backward
 };
 
 class StepExecutor {

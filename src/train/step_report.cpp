@@ -69,6 +69,8 @@ void StepReport::write_metrics(int64_t step, const StepOutcome& out, const Paral
     m["comm_ms"] = out.passes.comm_s * 1e3;
     m["comm_hidden_ms"] = out.passes.hidden_s * 1e3;
   }
+  // The time the step waited for tensor-parallel collectives: what of them no computation hid.
+  if (!plan.model_parallel_groups.empty()) m["model_parallel_wait_ms"] = out.passes.model_parallel_wait_s * 1e3;
   if (c_.wall_clock_breakdown) {
     const auto& overlap = plan.grad_sync->last_overlap();
     m["first_bucket_launch_ms"] = overlap.first_launch_s * 1e3;

@@ -196,3 +196,21 @@ TEST(TensorParallelConfig, TheRunsFirstLinesShowTheMeshItsGroupsAndATpGroupAcros
   EXPECT_LT(out.find(warning), out.find("training steps")) << "not among the first lines:\n" << out;
   EXPECT_FALSE(contains(second.result.output, warning)) << second.result.output;
 }
+
+// The time a step waited for tp's collectives is in metrics.jsonl under tp, and only there: every
+// forward all-reduce is waited for at once, so it is never zero.
+TEST(TensorParallelConfig, AStepReportsTheTimeItWaitedForTensorParallelCollectives) {
+  const std::string dir = scratch_dir("tp_wait_metric");
+  const auto tp = dtrain::test::train(dir + "/tp", 2, {"parallel.tp=2", "train.steps=2"});
+  ASSERT_EQ(tp.result.exit_code, 0) << tp.result.output;
+  ASSERT_EQ(tp.steps.size(), 2u);
+  for (const auto& step : tp.steps) {
+    ASSERT_TRUE(step.contains("model_parallel_wait_ms")) << step.dump();
+    EXPECT_GT(step["model_parallel_wait_ms"].get<double>(), 0) << step.dump();
+    EXPECT_LT(step["model_parallel_wait_ms"].get<double>(), step["step_s"].get<double>() * 1e3) << step.dump();
+  }
+  const auto dp = dtrain::test::train(dir + "/dp", 2, {"train.steps=1"});
+  ASSERT_EQ(dp.result.exit_code, 0) << dp.result.output;
+  ASSERT_EQ(dp.steps.size(), 1u);
+  EXPECT_FALSE(dp.steps[0].contains("model_parallel_wait_ms")) << dp.steps[0].dump();
+}
