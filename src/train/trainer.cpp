@@ -21,7 +21,6 @@
 #include "train/host_memory.h"
 #include "train/evaluation.h"
 #include "train/injected_faults.h"
-#include "train/mesh_lines.h"
 #include "train/metrics_log.h"
 #include "train/optimizer_step.h"
 #include "train/parallelize.h"
@@ -30,10 +29,10 @@
 #include "train/replica_checks.h"
 #include "train/resume_choice.h"
 #include "train/run_directories.h"
+#include "train/run_mesh.h"
 #include "train/stability_guard.h"
 #include "train/step_executor.h"
 #include "train/step_report.h"
-#include "train/tensor_parallel_rules.h"
 #include "train/training_state.h"
 
 namespace dtrain {
@@ -321,13 +320,7 @@ int Trainer::train() {
     at::globalContext().setDeterministicAlgorithms(true, false);
   }
   // Inputs are checked before the run directory exists, so a bad start leaves nothing on disk.
-  // One mesh, whose groups every reduction names; a node's hybrid shard groups, and whether a tp
-  // group spans nodes, are known only now. The log opens with the mesh and its groups.
-  resolve_shard_group_per_node(c_, world_->env().local_world_size);
-  warn_if_tp_spans_nodes(c_, world_->env().local_world_size);
-  mesh_ = std::make_shared<DeviceMesh>(*world_, c_.parallel.mesh_dims());
-  const std::vector<std::string> layout = mesh_lines(c_.parallel);
-  setup_lines_.insert(setup_lines_.end(), layout.begin(), layout.end());
+  mesh_ = make_run_mesh(*world_, c_, setup_lines_);
   build_data();
   build_model();
   setup_run_dir();
