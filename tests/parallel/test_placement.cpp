@@ -9,6 +9,7 @@
 #include <stdexcept>
 
 #include "parallel/placement.h"
+#include "support/error_of.h"
 
 using namespace dtrain;
 
@@ -18,14 +19,7 @@ using Kind = Placement::Kind;
 
 bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const std::invalid_argument& e) {
-    return e.what();
-  }
-  return "no error";
-}
+using dtrain::test::error_of;
 
 // The global flat index of each element of `piece` of a tensor of `shape`, in the piece's own order.
 std::vector<int64_t> elements(const LocalPiece& piece, const std::vector<int64_t>& shape) {

@@ -8,20 +8,14 @@
 
 #include "parallel/tensor/vocab_range.h"
 #include "support/process.h"
+#include "support/error_of.h"
 
 namespace dtrain::test {
 namespace {
 
 using Range = std::pair<int64_t, int64_t>;
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const std::invalid_argument& e) {
-    return e.what();
-  }
-  return "no error";
-}
+using dtrain::test::error_of;
 
 std::vector<Range> ranges(int64_t vocab, int tp) {
   std::vector<Range> out;
