@@ -25,11 +25,11 @@ std::string product_text(const std::array<int, kDims>& sizes, size_t skip = kDim
   return s;
 }
 
-// "parallel.pp, parallel.dp, parallel.cp, parallel.tp": each key once, in mesh order.
-std::string keys_text() {
+// "parallel.pp, parallel.dp, parallel.cp, parallel.tp": each key once, in mesh order, less `skip`'s.
+std::string keys_text(const std::string& skip = "") {
   std::vector<std::string> keys;
   for (const char* key : kKeys)
-    if (std::find(keys.begin(), keys.end(), key) == keys.end()) keys.push_back(key);
+    if (key != skip && std::find(keys.begin(), keys.end(), key) == keys.end()) keys.push_back(key);
   std::string s;
   for (const auto& key : keys) s += (s.empty() ? "" : ", ") + key;
   return s;
@@ -58,8 +58,8 @@ ParallelDims ParallelDims::resolved(int world_size) const {
   if (inferred < kDims) {
     if (world_size % others != 0)
       throw std::invalid_argument(named(inferred) + " is inferred from the world size " + std::to_string(world_size) +
-                                  ", which the other dims (" + product_text(sizes, inferred) + " = " + std::to_string(others) +
-                                  ") do not divide");
+                                  ", which the other dims (" + keys_text(kKeys[inferred]) + ": " + product_text(sizes, inferred) +
+                                  " = " + std::to_string(others) + ") do not divide");
     const int size = int(world_size / others);
     int* dims[] = {&out.pp, &out.dp_replicate, &out.dp_shard, &out.cp, &out.tp};
     *dims[inferred] = size;

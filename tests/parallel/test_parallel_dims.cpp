@@ -55,8 +55,13 @@ TEST(ParallelDims, ErrorsNameTheDimsTheirConfigKeysAndTheWorldSize) {
   d = ParallelDims{};
   d.tp = 4;
   EXPECT_EQ(error_of(d, 6),
-            "dp_shard (parallel.dp) is inferred from the world size 6, which the other dims (pp 1 x dp_replicate 1 x cp 1 x tp 4 = 4) "
-            "do not divide");
+            "dp_shard (parallel.dp) is inferred from the world size 6, which the other dims (parallel.pp, parallel.cp, parallel.tp: "
+            "pp 1 x dp_replicate 1 x cp 1 x tp 4 = 4) do not divide");
+  d = ParallelDims{};
+  d.pp = 8;
+  EXPECT_EQ(error_of(d, 4),
+            "dp_shard (parallel.dp) is inferred from the world size 4, which the other dims (parallel.pp, parallel.cp, parallel.tp: "
+            "pp 8 x dp_replicate 1 x cp 1 x tp 1 = 8) do not divide");
   d = ParallelDims{};
   d.cp = 0;
   EXPECT_EQ(error_of(d, 4), "cp (parallel.cp) is 0; a parallel dim spans a whole number of ranks, at least 1");
