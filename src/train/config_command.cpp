@@ -8,11 +8,28 @@
 #include "common/parse_command_line.h"
 #include "launch/host_capacity.h"
 #include "optim/lr_schedule.h"
+#include "parallel/pipeline/stage_split.h"
 #include "train/config_preflight.h"
 #include "train/rank_memory.h"
 #include "train/train_config.h"
 
 namespace dtrain {
+
+namespace {
+
+// "  pipeline   1f1b, pp 2 x 1 virtual stage(s), 8 micro-batches per step; pipeline split (cost
+// model): ..." for a pipeline-parallel run, else nothing.
+std::string pipeline_line(const TrainConfig& c) {
+  const PipelineOptions& p = c.pipeline;
+  if (c.parallel.pp == 1 && p.virtual_stages == 1) return "";
+  const std::string split = p.measure_split ? "the split is timed at start-up (parallel.pipeline.split auto)"
+                                            : describe_split(p.split, model_layer_costs(c.model, c.micro_batch),
+                                                             c.json["parallel"]["pipeline"]["split"].is_null() ? "cost model" : "given");
+  return "  pipeline   " + schedule_name(p.schedule) + ", pp " + std::to_string(c.parallel.pp) + " x " + std::to_string(p.virtual_stages) +
+         " virtual stage(s), " + std::to_string(c.accumulation) + " micro-batches per step; " + split + "\n";
+}
+
+}  // namespace
 
 int config_command(int argc, char** argv) {
   std::string path;
@@ -41,10 +58,12 @@ int config_command(int argc, char** argv) {
   std::cout << "config OK: " << c.origin << "\n"
             << "  model      " << c.model.describe() << "\n"
             << "  data       " << c.data_source << " (validation fraction " << c.val_fraction << ")\n"
-            << "  layout     " << c.world_size << " rank(s): dp " << c.dp
+            << "  layout     " << c.world_size << " rank(s): " << (c.parallel.pp > 1 ? "pp " + std::to_string(c.parallel.pp) + " x " : "")
+            << "dp " << c.dp
             << (c.parallel.tp > 1 ? " x tp " + std::to_string(c.parallel.tp) : "") << (c.sequence_parallel ? ", sequence parallel" : "") << "\n"
             << "  batch      " << c.global_batch << " = micro " << c.micro_batch << " x accumulation " << c.accumulation
             << " x dp " << c.dp << " (" << tokens_per_step << " tokens per step)\n"
+            << pipeline_line(c)
             << "  steps      " << c.steps << " (" << double(c.steps) * tokens_per_step / 1e6 << "M tokens)\n"
             << "  optimizer  " << c.optimizer.dump() << "\n"
             << "  schedule   " << schedule.type() << ": lr " << schedule.lr(0) << " at step 1, " << schedule.lr(c.steps / 2)

@@ -9,6 +9,7 @@
 #include "common/printable_json.h"
 #include "common/range_words.h"
 #include "model/mixed_precision.h"
+#include "parallel/pipeline/schedule_kind.h"
 #include "train/config_reader.h"
 #include "train/config_schema.h"
 
@@ -38,13 +39,23 @@ void merge_checked(json& base, const json& user, const std::string& prefix, cons
   }
 }
 
+void drop_moved_keys(json& user, TrainConfig& c) {
+  // parallel.pipeline_schedule was reserved, taking "1f1b" alone, before pipelines had a section.
+  if (!user.contains("parallel") || !user["parallel"].is_object() || !user["parallel"].contains("pipeline_schedule")) return;
+  const json value = user["parallel"]["pipeline_schedule"];
+  if (value != "1f1b")
+    fail(c.origin, "'parallel.pipeline_schedule' is now 'parallel.pipeline.schedule' (" + schedule_names() + "), got " +
+                       printable_json(value) + "; rename the key");
+  user["parallel"].erase("pipeline_schedule");
+  c.warnings.push_back(c.origin + ": 'parallel.pipeline_schedule' is now 'parallel.pipeline.schedule'; its value \"1f1b\", the only one "
+                                  "it took, is the new key's default, and the old key is ignored: remove it");
+}
+
 // Keys for features not built yet: DeepSpeed configs carry some, and dtrain's own layout reserves
 // the others. Their default is the only value accepted; any other is refused, never silently ignored.
 void reject_unbuilt(const Reader& r) {
   static const std::pair<const char*, const char*> later[] = {
-      {"parallel.pp", "pipeline parallelism"},
       {"parallel.cp", "context parallelism"},
-      {"parallel.pipeline_schedule", "pipeline parallelism"},
       {"checkpoint.async", "asynchronous checkpointing"},
   };
   const Reader defaults(config_defaults(), "");
@@ -283,12 +294,24 @@ TransformerConfig resolve_model(const Reader& r) {
   return m;
 }
 
+// gradient_accumulation_steps, or parallel.micro_batches, its other name (a pipeline's micro-batches
+// per step): nullopt when both are "auto".
+std::optional<int64_t> accumulation_steps(const Reader& r) {
+  const std::optional<int64_t> steps = r.integer_or_auto("gradient_accumulation_steps", 1),
+                               micro_batches = r.integer_or_auto("parallel.micro_batches", 1);
+  if (steps && micro_batches && *steps != *micro_batches)
+    fail(r.origin(), "'gradient_accumulation_steps' (" + std::to_string(*steps) + ") and 'parallel.micro_batches' (" +
+                         std::to_string(*micro_batches) + ") are two names for the micro-batches of a step, and they differ; "
+                         "give one of them");
+  return steps ? steps : micro_batches;
+}
+
 // DeepSpeed's rule: train_batch_size = micro × accumulation × dp; any one may be "auto" (derived
 // from the others), and when all are given they must agree.
 void resolve_batch(const Reader& r, TrainConfig& c) {
   const std::optional<int64_t> given_b = r.integer_or_auto("train_batch_size", 1),
                                given_m = r.integer_or_auto("train_micro_batch_size_per_gpu", 1),
-                               given_a = r.integer_or_auto("gradient_accumulation_steps", 1);
+                               given_a = accumulation_steps(r);
   const bool has_b = given_b.has_value(), has_m = given_m.has_value(), has_a = given_a.has_value();
   int64_t b = given_b.value_or(0), m = given_m.value_or(0), a = given_a.value_or(0);
   const int64_t dp = c.dp;
@@ -321,7 +344,8 @@ void resolve_batch(const Reader& r, TrainConfig& c) {
     a = 1;
     b = times(m, dp);
   } else if (has_a) {
-    fail(r.origin(), "gradient_accumulation_steps alone does not fix the batch: set train_batch_size or train_micro_batch_size_per_gpu too");
+    fail(r.origin(), "gradient_accumulation_steps (or parallel.micro_batches) alone does not fix the batch: set train_batch_size or "
+                     "train_micro_batch_size_per_gpu too");
   } else {
     m = 8;
     a = 1;
@@ -334,6 +358,7 @@ void resolve_batch(const Reader& r, TrainConfig& c) {
   c.json["train_batch_size"] = b;
   c.json["train_micro_batch_size_per_gpu"] = m;
   c.json["gradient_accumulation_steps"] = a;
+  c.json["parallel"]["micro_batches"] = a;
 }
 
 // A run saves a checkpoint at its end (checkpoint.save_at_end), at train.stop_at_step, every

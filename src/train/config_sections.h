@@ -13,6 +13,11 @@ namespace dtrain {
 
 // Overlays `user` on `base`, rejecting keys the schema lacks.
 void merge_checked(nlohmann::json& base, const nlohmann::json& user, const std::string& prefix, const std::string& origin);
+// Keys an earlier version reserved and this one has moved: parallel.pipeline_schedule, now
+// parallel.pipeline.schedule. The one value it took ("1f1b"), which every earlier run's config.json
+// holds, is removed from `user` with a warning in c.warnings (c.origin names the config); another is
+// refused, naming the new key.
+void drop_moved_keys(nlohmann::json& user, TrainConfig& c);
 void reject_unbuilt(const Reader& r);
 void check_unused_deepspeed_keys(const Reader& r);
 void resolve_stage3_keys(const Reader& r, TrainConfig& c);
@@ -20,8 +25,8 @@ void resolve_stage3_keys(const Reader& r, TrainConfig& c);
 // train.activation_checkpointing, whose checkpointed blocks the buffer's slots default to.
 void resolve_activation_store(const Reader& r, TrainConfig& c);
 // The mesh's dims for c.world_size ranks: parallel.dp ("auto": what the other dims leave of the
-// world) as dp_shard, parallel.tp (which must divide the world size) and parallel.sequence_parallel;
-// pp and cp are 1 until they land (reject_unbuilt refuses other values).
+// world) as dp_shard, parallel.tp (which must divide the world size), parallel.pp and
+// parallel.sequence_parallel; cp is 1 until it lands (reject_unbuilt refuses other values).
 void resolve_parallel_dims(const Reader& r, TrainConfig& c);
 // After resolve_parallel_dims.
 void resolve_sharding(const Reader& r, TrainConfig& c);
@@ -31,6 +36,7 @@ void split_into_shard_groups(TrainConfig& c, int size);
 TrainConfig::Offload resolve_offload(const Reader& r, const std::string& key, int min_stage, int stage);
 void resolve_precision(const Reader& r, TrainConfig& c);
 TransformerConfig resolve_model(const Reader& r);
+// The batch arithmetic, with parallel.micro_batches as another name of gradient_accumulation_steps.
 void resolve_batch(const Reader& r, TrainConfig& c);
 void warn_if_no_checkpoint(TrainConfig& c);
 

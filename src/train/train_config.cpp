@@ -12,6 +12,7 @@
 #include "optim/lr_schedule.h"
 #include "train/config_schema.h"
 #include "train/config_sections.h"
+#include "train/pipeline_config.h"
 #include "train/tensor_parallel_rules.h"
 
 namespace dtrain {
@@ -22,7 +23,9 @@ TrainConfig resolve_config(const json& user, int world_size, const std::string& 
   TrainConfig c;
   c.origin = origin;
   c.json = config_defaults();
-  merge_checked(c.json, user, "", origin);
+  json given = user;
+  drop_moved_keys(given, c);
+  merge_checked(c.json, given, "", origin);
   const Reader r(c.json, origin);
   reject_unbuilt(r);
   check_unused_deepspeed_keys(r);
@@ -43,12 +46,6 @@ TrainConfig resolve_config(const json& user, int world_size, const std::string& 
   resolve_parallel_dims(r, c);
   check_tensor_parallel(c);
   resolve_batch(r, c);
-  // Without pipeline parallelism a step's micro-batches are its accumulation steps.
-  if (const auto micro_batches = r.integer_or_auto("parallel.micro_batches", 1); micro_batches && *micro_batches != c.accumulation)
-    fail(origin, "'parallel.micro_batches' is " + std::to_string(*micro_batches) + ", but pipeline parallelism, where a step's micro-batches "
-                 "could differ from its gradient_accumulation_steps (" + std::to_string(c.accumulation) + "), is not implemented yet in this "
-                 "version of dtrain; remove the key or set it to \"auto\"");
-  c.json["parallel"]["micro_batches"] = c.accumulation;
 
   c.steps = r.integer("train.steps", 1);
   c.stop_at_step = r.integer("train.stop_at_step", 0);
@@ -102,6 +99,7 @@ TrainConfig resolve_config(const json& user, int world_size, const std::string& 
   c.offload_param = resolve_offload(r, "zero_optimization.offload_param", 3, c.zero_stage);
   c.sub_group_size = r.integer("zero_optimization.sub_group_size", 1);
   resolve_stage3_keys(r, c);
+  resolve_pipeline(r, c);
   r.text("optimizer.type");  // read here so that a type that is no string is named, not a JSON type_error
   r.text("scheduler.type");
   c.optimizer = c.json["optimizer"];

@@ -15,6 +15,7 @@
 #include "model/transformer_config.h"
 #include "optim/loss_scaler.h"
 #include "parallel/parallel_dims.h"
+#include "parallel/pipeline/pipeline_options.h"
 #include "train/stability_guard.h"
 
 namespace dtrain {
@@ -43,12 +44,18 @@ struct TrainConfig {
   int world_size = 1, dp = 1;  // dp: parallel.dp()
   // The mesh's dims for world_size ranks (parallel/parallel_dims.h): dp_shard is every data-parallel
   // rank, or under hybrid sharding the ranks of one shard group, which dp_replicate replicates; tp
-  // (parallel.tp) splits layers (parallel/tensor); pp and cp are 1 until they land. Shard groups of a
+  // (parallel.tp) splits layers (parallel/tensor); pp (parallel.pp) cuts the blocks into pipeline
+  // stages (parallel/pipeline); cp is 1 until it lands. Shard groups of a
   // node's ranks (shard_groups_per_node) are known once the run starts; until then dp_shard is every
   // data-parallel rank.
   ParallelDims parallel;
   bool sequence_parallel = false;  // parallel.sequence_parallel: norms and residuals on sequence shards over tp
   bool tp_overlap_grad_reduce = true;  // parallel.tp_overlap_grad_reduce: input-gradient reductions behind the weight-gradient GEMMs
+  // parallel.pipeline.*: the schedule, virtual stages and split of the blocks into chunks (a split
+  // of one chunk, all n_layer blocks, without pipeline parallelism).
+  PipelineOptions pipeline;
+  // accumulation: gradient_accumulation_steps, also named parallel.micro_batches; under pp the
+  // micro-batches each step runs through the pipeline.
   int64_t global_batch = 0, micro_batch = 0, accumulation = 0;
   bool global_batch_given = false;  // train_batch_size was set, not derived: a resume at another dp keeps it
 

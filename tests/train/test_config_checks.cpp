@@ -145,10 +145,10 @@ TEST(TrainConfig, DeepSpeedKeysDtrainDoesNotUseAreCheckedAllTheSame) {
   EXPECT_EQ(error_of_sets({"optimizer.params={\"nesterov\": \"yes\"}", "optimizer.type=SGD"}),
             "cfg.json: optimizer.params.nesterov must be true or false, got \"yes\"");
   // A feature not built yet takes its default alone, and the message says so.
-  EXPECT_EQ(error_of_sets({"parallel.pipeline_schedule=gpipe"}),
-            "cfg.json: 'parallel.pipeline_schedule' is \"gpipe\", but pipeline parallelism is not implemented yet in this version of "
-            "dtrain; remove the key or set it to its default \"1f1b\"");
-  EXPECT_EQ(error_of_sets({"parallel.pipeline_schedule=1f1b", "zero_optimization.overlap_comm=false"}), "(no error)");
+  EXPECT_EQ(error_of_sets({"checkpoint.async=true"}),
+            "cfg.json: 'checkpoint.async' is true, but asynchronous checkpointing is not implemented yet in this version of dtrain; "
+            "remove the key or set it to its default false");
+  EXPECT_EQ(error_of_sets({"checkpoint.async=false", "zero_optimization.overlap_comm=false"}), "(no error)");
   EXPECT_EQ(error_of_sets({"data.shuffle_order=random"}),
             "cfg.json: 'data.shuffle_order' must be \"auto\", \"randperm\" or \"hashed\", got \"random\"");
   EXPECT_EQ(error_of_sets({"data.shuffle_order=hashed"}), "(no error)");
