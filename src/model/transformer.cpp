@@ -8,27 +8,48 @@
 
 namespace dtrain {
 
-TransformerParts TransformerParts::stage(int first, int end, int n_layer) {
+TransformerParts TransformerParts::stage(int first, int end, int n_layer) { return stages({{first, end}}, n_layer); }
+
+TransformerParts TransformerParts::stages(const std::vector<BlockRange>& chunks, int n_layer) {
   TransformerParts p;
-  p.embedding = first == 0;
-  p.first_block = first;
-  p.end_block = end;
-  p.head = end == n_layer;
+  p.chunks = chunks;
+  p.embedding = !chunks.empty() && chunks.front().first == 0;
+  p.head = !chunks.empty() && (chunks.back().end < 0 ? n_layer : chunks.back().end) == n_layer;
+  return p;
+}
+
+TransformerParts TransformerParts::blocks(int first, int end) {
+  TransformerParts p;
+  p.embedding = p.head = false;
+  p.chunks = {{first, end}};
   return p;
 }
 
 void TransformerParts::validate(int n_layer) const {
-  const int end = end_block < 0 ? n_layer : end_block;
-  if (first_block < 0 || first_block > end || end > n_layer)
-    throw std::invalid_argument("a model's blocks [" + std::to_string(first_block) + ", " + std::to_string(end) +
-                                ") are not a range of the " + std::to_string(n_layer) + " blocks of model.n_layer");
-  if (!embedding && !head && first_block == end) throw std::invalid_argument("a model must hold at least one of its parts");
+  int after = 0;  // where the next chunk may start
+  for (const BlockRange& r : chunks) {
+    const int end = r.end < 0 ? n_layer : r.end;
+    if (r.first < after || r.first > end || end > n_layer)
+      throw std::invalid_argument("a model's blocks [" + std::to_string(r.first) + ", " + std::to_string(end) +
+                                  ") are not a range of the " + std::to_string(n_layer) +
+                                  " blocks of model.n_layer after the chunks before them");
+    after = end;
+  }
+  if (!embedding && !head && block_indices(n_layer).empty()) throw std::invalid_argument("a model must hold at least one of its parts");
+}
+
+std::vector<int> TransformerParts::block_indices(int n_layer) const {
+  std::vector<int> out;
+  for (const BlockRange& r : chunks)
+    for (int i = r.first; i < (r.end < 0 ? n_layer : r.end); ++i) out.push_back(i);
+  return out;
 }
 
 TransformerImpl::TransformerImpl(const TransformerConfig& c, uint64_t seed, const TransformerParts& parts) : c_(c), parts_(parts) {
   c.validate();
   parts.validate(c.n_layer);
-  if (parts_.end_block < 0) parts_.end_block = c.n_layer;
+  for (BlockRange& r : parts_.chunks)
+    if (r.end < 0) r.end = c.n_layer;
   const bool gpt2 = !c.is_llama();
   // The whole model registers wte, wpe, the blocks, ln_f, lm_head. A head tied to the embedding on a
   // model without the embedding brings wte along, in lm_head's place.
@@ -37,8 +58,7 @@ TransformerImpl::TransformerImpl(const TransformerConfig& c, uint64_t seed, cons
     if (gpt2) wpe = register_module("wpe", Embedding(c.seq_len, c.d_model));
   }
   block_container_ = register_module("blocks", std::make_shared<torch::nn::Module>());
-  for (int i = parts_.first_block; i < parts_.end_block; ++i)
-    blocks_.push_back(block_container_->register_module(std::to_string(i), Block(c)));
+  for (int i : parts_.block_indices(c.n_layer)) blocks_.emplace(i, block_container_->register_module(std::to_string(i), Block(c)));
   if (parts_.head) {
     ln_f = register_module("ln_f", Norm(gpt2 ? NormImpl::Kind::LayerNorm : NormImpl::Kind::RmsNorm, c.d_model, c.norm_eps));
     if (!c.tie_embeddings) {
@@ -64,8 +84,7 @@ std::vector<ForwardPart> TransformerImpl::forward_parts() const {
     if (wpe) modules.emplace_back("wpe", wpe.get());
     parts.push_back(part(ForwardPart::Kind::Embeddings, 0, modules));
   }
-  for (int i = parts_.first_block; i < parts_.end_block; ++i)
-    parts.push_back(part(ForwardPart::Kind::Block, i + 1, {{"blocks." + std::to_string(i), block(i).get()}}));
+  for (const auto& [i, b] : blocks_) parts.push_back(part(ForwardPart::Kind::Block, i + 1, {{"blocks." + std::to_string(i), b.get()}}));
   if (parts_.head) {
     std::vector<std::pair<std::string, const torch::nn::Module*>> modules{{"ln_f", ln_f.get()}};
     if (lm_head) modules.emplace_back("lm_head", lm_head.get());
@@ -76,13 +95,13 @@ std::vector<ForwardPart> TransformerImpl::forward_parts() const {
 }
 
 void TransformerImpl::set_input_linears(const InputLinears& run) {
-  for (auto& b : blocks_) b->set_input_linears(run);
+  for (auto& [i, b] : blocks_) b->set_input_linears(run);
   head_input_ = run;
 }
 
 void TransformerImpl::set_activation_checkpointing(const ActivationCheckpointing& ac) {
   ac_ = ac;
-  for (auto& b : blocks_) b->recompute_attention_core(ac.attention_core());
+  for (auto& [i, b] : blocks_) b->recompute_attention_core(ac.attention_core());
   activation_store_ = ActivationStore::make(ac.store, activation_partition_group_);
 }
 
@@ -93,14 +112,14 @@ void TransformerImpl::set_activation_partition_group(std::shared_ptr<Group> grou
 
 void TransformerImpl::set_precision(const MixedPrecision& mp) {
   mp_ = mp;
-  for (auto& b : blocks_) b->set_precision(mp);
+  for (auto& [i, b] : blocks_) b->set_precision(mp);
   if (head_) head_->set_precision(mp);
 }
 
 std::vector<Linear> TransformerImpl::matmul_layers() const {
   std::vector<Linear> layers;
   if (head_) layers.push_back(head_);
-  for (const auto& b : blocks_)
+  for (const auto& [i, b] : blocks_)
     for (const auto& layer : b->matmul_layers()) layers.push_back(layer);
   return layers;
 }
@@ -127,11 +146,20 @@ void TransformerImpl::prepare_rope(int64_t T, const at::Device& device) {
 }
 
 at::Tensor TransformerImpl::forward(const at::Tensor& input) {
-  if (parts_.embedding) {
+  TORCH_CHECK(parts_.chunks.size() == 1, "forward() runs a model of one chunk; this one holds ", parts_.chunks.size(),
+              ": run each with forward_chunk()");
+  return forward_chunk(0, input);
+}
+
+at::Tensor TransformerImpl::forward_chunk(size_t k, const at::Tensor& input) {
+  TORCH_CHECK(k < parts_.chunks.size(), "chunk ", k, " of a model holding ", parts_.chunks.size());
+  const BlockRange& range = parts_.chunks[k];
+  const bool embed = parts_.embedding && range.first == 0, head = parts_.head && range.end == c_.n_layer;
+  if (embed) {
     TORCH_CHECK(input.dim() == 2 && input.scalar_type() == at::kLong, "a model holding the embedding takes tokens [batch, T] (int64), got ",
                 input.scalar_type(), " ", input.sizes());
   } else {
-    TORCH_CHECK(input.dim() == 3 && input.size(2) == c_.d_model, "a model without the embedding takes hidden states [batch, T, ",
+    TORCH_CHECK(input.dim() == 3 && input.size(2) == c_.d_model, "a chunk without the embedding takes hidden states [batch, T, ",
                 c_.d_model, "], got ", input.sizes());
   }
   const int64_t T = input.size(1);
@@ -145,20 +173,20 @@ at::Tensor TransformerImpl::forward(const at::Tensor& input) {
     return out;
   };
   at::Tensor x = input;
-  if (parts_.embedding) {
+  if (embed) {
     x = part(0, [&] {
       auto e = wte(input);
       if (wpe) e = e + wpe->weight.narrow(0, 0, T);
       return after_embedding_ ? after_embedding_(e) : e;
     });
   }
-  for (int i = parts_.first_block; i < parts_.end_block; ++i) {
+  for (int i = range.first; i < range.end; ++i) {
     auto whole = [b = block(i).ptr(), cos = rope_cos_, sin = rope_sin_](const std::vector<at::Tensor>& in) {
       return b->forward(in[0], cos, sin);
     };
     x = part(i + 1, [&] { return ac_.whole_block(i) ? checkpoint(whole, {x}, activation_store_) : whole({x}); });
   }
-  if (parts_.head) {
+  if (head) {
     x = part(c_.n_layer + 1, [&] {
       const at::Tensor h = ln_f(x);
       return head_input_ ? head_input_(h, {head_.get()})[0] : head_(h);

@@ -1,14 +1,15 @@
-// The decoder-only transformer both architectures share, or a range of it. Parameter names follow
+// The decoder-only transformer both architectures share, or some chunks of it. Parameter names follow
 // Hugging Face's GPT-2 and Llama where that is natural: wte, wpe (GPT-2), blocks.N.{ln1, q_proj,
 // k_proj, v_proj, o_proj, ln2, gate_proj (Llama), up_proj, down_proj}, ln_f, lm_head (untied), each
 // with .weight and, for GPT-2, .bias. A model may hold only some parts (a pipeline stage): the
-// embeddings, blocks [first, end) and the final norm with the head, each optional; blocks keep their
-// global index in their names (blocks.N on any stage) and every parameter is initialised from
-// (seed, name) alone, so a part holds the same weights in any model that holds it.
+// embeddings, chunks of consecutive blocks and the final norm with the head, each optional; blocks
+// keep their global index in their names (blocks.N on any stage) and every parameter is initialised
+// from (seed, name) alone, so a part holds the same weights in any model that holds it.
 #pragma once
 #include <torch/nn/module.h>
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <vector>
 
@@ -23,18 +24,31 @@
 
 namespace dtrain {
 
-// Which parts of the whole model a model holds; the default is all of them.
-struct TransformerParts {
-  bool embedding = true;  // wte (and GPT-2's wpe): the model takes tokens, else hidden states
-  int first_block = 0;    // blocks [first_block, end_block)
-  int end_block = -1;     // -1: n_layer
-  bool head = true;       // ln_f and the output head: the model returns logits, else hidden states
+// Blocks [first, end) of the whole model; end -1 is n_layer.
+struct BlockRange {
+  int first = 0, end = -1;
+};
 
-  // Blocks [first, end) of a model, with the embedding when first is 0 and the head when end is
+// Which parts of the whole model a model holds; the default is all of them, as one chunk. A pipeline
+// rank holds one chunk of consecutive blocks per virtual stage, the chunks apart from each other.
+struct TransformerParts {
+  bool embedding = true;                  // wte (and GPT-2's wpe): the model takes tokens, else hidden states
+  std::vector<BlockRange> chunks{BlockRange{}};  // increasing and disjoint; a chunk may be empty
+  bool head = true;                       // ln_f and the output head: the model returns logits, else hidden states
+
+  // One chunk of blocks [first, end), with the embedding when first is 0 and the head when end is
   // n_layer (what a pipeline stage holds).
   static TransformerParts stage(int first, int end, int n_layer);
-  // Throws std::invalid_argument unless 0 ≤ first_block ≤ end_block ≤ n_layer and some part is held.
+  // These chunks, with the embedding when one starts at block 0 and the head when one ends at n_layer
+  // (what a pipeline rank holds under virtual stages).
+  static TransformerParts stages(const std::vector<BlockRange>& chunks, int n_layer);
+  // Blocks [first, end) alone: hidden states in, hidden states out.
+  static TransformerParts blocks(int first, int end);
+  // Throws std::invalid_argument unless the chunks are increasing, disjoint ranges of the n_layer
+  // blocks and some part is held.
   void validate(int n_layer) const;
+  // The blocks held, in increasing order.
+  std::vector<int> block_indices(int n_layer) const;
 };
 
 class TransformerImpl : public torch::nn::Module {
@@ -46,8 +60,11 @@ class TransformerImpl : public torch::nn::Module {
 
   // With the embedding: tokens [batch, T] (int64, T ≤ seq_len); else hidden states [batch, T, d_model].
   // With the head: logits [batch, T, vocab]; else hidden states [batch, T, d_model].
-  // The loss is a separate function (loss.h).
+  // The loss is a separate function (loss.h). A model of one chunk only.
   at::Tensor forward(const at::Tensor& input);
+  // Chunk `k` of parts().chunks: its blocks, after the embedding when the chunk starts at block 0 and
+  // the model holds it, and before the head when it ends at n_layer and the model holds that.
+  at::Tensor forward_chunk(size_t k, const at::Tensor& input);
 
   const TransformerConfig& config() const { return c_; }
   const TransformerParts& parts() const { return parts_; }
@@ -81,13 +98,13 @@ class TransformerImpl : public torch::nn::Module {
 
  private:
   void prepare_rope(int64_t T, const at::Device& device);
-  const Block& block(int index) const { return blocks_[size_t(index - parts_.first_block)]; }
+  const Block& block(int index) const { return blocks_.at(index); }
 
   TransformerConfig c_;
-  TransformerParts parts_;  // end_block resolved
+  TransformerParts parts_;  // every chunk's end resolved
   Embedding wte{nullptr}, wpe{nullptr};  // wte also when only a head tied to it is held
   std::shared_ptr<torch::nn::Module> block_container_;  // children named by their global index
-  std::vector<Block> blocks_;                            // blocks_[i] is block first_block + i
+  std::map<int, Block> blocks_;                          // by global index
   Norm ln_f{nullptr};
   Linear lm_head{nullptr};  // untied head
   Linear head_{nullptr};    // the head used: lm_head, or a layer over wte's weight (not registered)

@@ -38,11 +38,12 @@ std::vector<std::string> apply_activation_store(Transformer& model, const TrainC
                                     : key + "cpu_checkpointing: checkpointed block inputs kept in pinned host memory, copied back to the " +
                                           device.str() + " for their recomputation");
   if (s.contiguous) {
-    const TransformerParts& parts = model->parts();
+    int checkpointed = 0;
+    for (const BlockRange& r : model->parts().chunks) checkpointed += c.activation_checkpointing.whole_blocks(r.first, r.end);
     lines.push_back(key + "contiguous_memory_optimization: checkpointed block inputs copied into one buffer " +
                     (s.host_memory && !device.is_cpu() ? "in host memory" : "on the " + device.str()) + " of " + std::to_string(s.slots) +
                     " slots (" + key + "number_checkpoints; this model checkpoints " +
-                    std::to_string(c.activation_checkpointing.whole_blocks(parts.first_block, parts.end_block)) +
+                    std::to_string(checkpointed) +
                     " block inputs per forward pass), allocated at the first checkpoint");
   }
   return lines;

@@ -27,13 +27,7 @@ at::Tensor tokens(const TransformerConfig& c) {
   return at::randint(c.vocab_size, {2, c.seq_len}, gen, at::kLong);
 }
 
-TransformerParts blocks_only(int first, int end) {
-  TransformerParts p;
-  p.embedding = p.head = false;
-  p.first_block = first;
-  p.end_block = end;
-  return p;
-}
+TransformerParts blocks_only(int first, int end) { return TransformerParts::blocks(first, end); }
 
 }  // namespace
 
@@ -75,6 +69,24 @@ TEST(ModelParts, TwoStagesChainedGiveTheWholeModelsLogitsBitForBit) {
     }
 }
 
+// Interleaved stages: two models of two chunks each ([0,1) and [2,3) with the embedding, [1,2) and
+// [3,5) with the head), their chunks run in turn, give the whole model's logits bit for bit; a model
+// of several chunks refuses forward(), which would not know where one chunk ends.
+TEST(ModelParts, ChunksRunInTurnGiveTheWholeModelsLogitsBitForBit) {
+  for (const bool tied : {true, false}) {
+    const TransformerConfig c = config("llama", tied);
+    ASSERT_EQ(c.n_layer, 5);
+    Transformer whole(c, 9), even(c, 9, TransformerParts::stages({{0, 1}, {2, 3}}, c.n_layer)),
+        odd(c, 9, TransformerParts::stages({{1, 2}, {3, 5}}, c.n_layer));
+    EXPECT_TRUE(even->parts().embedding && !even->parts().head && odd->parts().head && !odd->parts().embedding);
+    const at::Tensor x = tokens(c);
+    const at::Tensor out = odd->forward_chunk(1, even->forward_chunk(1, odd->forward_chunk(0, even->forward_chunk(0, x))));
+    EXPECT_TRUE(at::equal(out, whole->forward(x))) << (tied ? "tied" : "untied");
+    EXPECT_THROW(even->forward(x), c10::Error);
+  }
+  EXPECT_THROW(TransformerParts::stages({{2, 3}, {0, 1}}, 4).validate(4), std::invalid_argument);
+}
+
 TEST(ModelParts, ForwardNamesWhatAStageTakes) {
   const TransformerConfig c = config("gpt2", true);
   Transformer middle(c, 1, blocks_only(1, 2)), whole(c, 1);
@@ -82,7 +94,7 @@ TEST(ModelParts, ForwardNamesWhatAStageTakes) {
     middle->forward(tokens(c));
     FAIL() << "tokens were taken for hidden states";
   } catch (const c10::Error& e) {
-    EXPECT_NE(std::string(e.what()).find("a model without the embedding takes hidden states [batch, T, 32]"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("a chunk without the embedding takes hidden states [batch, T, 32]"), std::string::npos) << e.what();
   }
   EXPECT_THROW(whole->forward(at::zeros({2, 4, c.d_model})), c10::Error);
   EXPECT_THROW(Transformer(c, 1, blocks_only(3, 2)), std::invalid_argument);
@@ -116,7 +128,7 @@ TEST(ModelParts, TheModelListsItsPartsWithEveryParameterOnce) {
       std::sort(expected.begin(), expected.end());
       EXPECT_EQ(listed, expected);
       if (m->parts().embedding) expected_indices.push_back(0);
-      for (int i = m->parts().first_block; i < m->parts().end_block; ++i) expected_indices.push_back(i + 1);
+      for (int i : m->parts().block_indices(c.n_layer)) expected_indices.push_back(i + 1);
       if (m->parts().head) expected_indices.push_back(c.n_layer + 1);
       EXPECT_EQ(indices, expected_indices);
     }

@@ -214,10 +214,7 @@ TEST(ParameterUnits, EachBlockIsAUnitAndTheRestRunsWhereTheyLie) {
 TEST(ParameterUnits, APartIsWhatTheModelListsNotWhatTheNameSays) {
   TransformerConfig c = model_preset("tiny");
   c.n_layer = 4;
-  TransformerParts middle;
-  middle.embedding = middle.head = false;
-  middle.first_block = 2;
-  middle.end_block = 4;
+  const TransformerParts middle = TransformerParts::blocks(2, 4);
   const ParameterParts parts(Transformer(c, 1, middle)->forward_parts());
   EXPECT_EQ(parts.of("blocks.2.q_proj.weight"), 3);
   EXPECT_EQ(parts.of("blocks.3.down_proj.bias"), 4);

@@ -99,7 +99,7 @@ LayerCosts measure_layer_costs(const TransformerConfig& c, int64_t micro_batch, 
       else out.backward(upstream);
     });
   };
-  TransformerParts embedding{true, 0, 0, false}, block{false, 0, 1, false}, head{false, c.n_layer, c.n_layer, true};
+  const TransformerParts embedding{true, {{0, 0}}, false}, block = TransformerParts::blocks(0, 1), head{false, {{c.n_layer, c.n_layer}}, true};
   return {time_part(embedding), time_part(block), time_part(head)};
 }
 
