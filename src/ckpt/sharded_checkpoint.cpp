@@ -120,7 +120,7 @@ std::optional<std::vector<int64_t>> sizes(const nlohmann::json& j) {
 // A placement's name in the index, and back.
 const std::vector<std::pair<Placement::Kind, std::string>> kPlacementNames = {
     {Placement::Kind::Replicate, "replicate"}, {Placement::Kind::Shard, "shard"}, {Placement::Kind::FlatShard, "flat_shard"},
-    {Placement::Kind::Absent, "absent"}};
+    {Placement::Kind::Stages, "stages"}};
 
 // {"mesh_dim": "tp", "ranks": 2, "placement": "shard", "dim": 0}: "sharded on dim 0 over tp's 2 ranks".
 nlohmann::json placement_json(const SavedPlacement& p) {
@@ -128,6 +128,7 @@ nlohmann::json placement_json(const SavedPlacement& p) {
   for (const auto& [kind, name] : kPlacementNames)
     if (kind == p.placement.kind) out["placement"] = name;
   if (p.placement.kind == Placement::Kind::Shard) out["dim"] = p.placement.dim;
+  if (p.placement.kind == Placement::Kind::Stages) out["stages"] = p.placement.stages;
   return out;
 }
 
@@ -140,12 +141,17 @@ SavedPlacement parse_placement(const nlohmann::json& j, size_t dims) {
     throw bad("needs mesh_dim, ranks (at least 1) and placement");
   SavedPlacement out{j["mesh_dim"].get<std::string>(), j["ranks"].get<int>(), {}};
   const auto known = std::find_if(kPlacementNames.begin(), kPlacementNames.end(), [&](const auto& n) { return n.second == j["placement"]; });
-  if (known == kPlacementNames.end()) throw bad("is none of replicate, shard, flat_shard, absent");
+  if (known == kPlacementNames.end()) throw bad("is none of replicate, shard, flat_shard, stages");
   out.placement.kind = known->first;
   if (out.placement.kind == Placement::Kind::Shard) {
     if (!j.contains("dim") || !j["dim"].is_number_unsigned() || j["dim"].get<uint64_t>() >= dims)
       throw bad("needs the dim it shards, one of the tensor's " + std::to_string(dims));
     out.placement.dim = j["dim"].get<int>();
+  }
+  if (out.placement.kind == Placement::Kind::Stages) {
+    const auto stages = sizes(j.value("stages", nlohmann::json()));
+    if (!stages || stages->empty()) throw bad("needs the stages that hold the tensor, a list of coordinates along its mesh dim");
+    out.placement.stages.assign(stages->begin(), stages->end());
   }
   return out;
 }

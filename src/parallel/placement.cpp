@@ -44,8 +44,9 @@ std::optional<LocalPiece> apply_placements(const ParamSpec& spec, const std::vec
     switch (p.kind) {
       case Placement::Kind::Replicate:
         break;
-      case Placement::Kind::Absent:
-        return std::nullopt;
+      case Placement::Kind::Stages:
+        if (std::find(p.stages.begin(), p.stages.end(), coord) == p.stages.end()) return std::nullopt;
+        break;
       case Placement::Kind::Shard: {
         if (p.dim < 0 || size_t(p.dim) >= spec.shape.size())
           throw bad("shards tensor dim " + std::to_string(p.dim) + ", which a " + std::to_string(spec.shape.size()) + "-d tensor lacks");
@@ -135,8 +136,8 @@ std::optional<LocalPiece> local_box(const ParamSpec& spec, const std::vector<Mes
 
 bool writes_piece(const ParamSpec& spec, const std::vector<MeshCoordinate>& coords) {
   for (const auto& [dim, p] : spec.placements) {
-    if (p.kind == Placement::Kind::Absent) return false;
     const MeshCoordinate* at = find_coordinate(coords, dim);
+    if (p.kind == Placement::Kind::Stages && (p.stages.empty() || p.stages.front() != (at ? at->coord : 0))) return false;
     if (p.kind == Placement::Kind::Replicate && at && at->coord != 0) return false;
   }
   return true;

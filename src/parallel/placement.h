@@ -2,8 +2,8 @@
 // and optimizer state a rank holds, whatever parallelism cut it. A parameter keeps its global
 // identity (ParamSpec: its name in the unsharded model, global shape and dtype) and says, per mesh
 // dim, how that dim's ranks share it: replicated, sharded along one tensor dim (tensor
-// parallelism), sharded as flat ranges of its elements (ZeRO/FSDP), or absent (another pipeline
-// stage holds it). What a rank then holds is a LocalPiece: a box of the global tensor (an offset and a
+// parallelism), sharded as flat ranges of its elements (ZeRO/FSDP), or held by some of the dim's
+// ranks alone (pipeline stages: a block lives on one, a tied embedding on the first and the last). What a rank then holds is a LocalPiece: a box of the global tensor (an offset and a
 // size per dim), optionally narrowed to a flat range of the box's elements in row-major order — the
 // shape of Megatron's ShardedTensor with `flattened_range`. ZeRO over a tensor-parallel piece is a
 // flat range of a box that is not contiguous in the global tensor; that is why both parts exist.
@@ -23,21 +23,24 @@
 namespace dtrain {
 
 struct Placement {
-  enum class Kind { Replicate, Shard, FlatShard, Absent } kind = Kind::Replicate;
+  enum class Kind { Replicate, Shard, FlatShard, Stages } kind = Kind::Replicate;
   int dim = -1;  // Shard: the tensor dim cut into parts, one per rank of the mesh dim (chunk_range)
+  // Stages: the coordinates along the mesh dim that hold the tensor whole, increasing; the others
+  // hold nothing of it, and the first writes it.
+  std::vector<int> stages;
 
-  static Placement replicate() { return {Kind::Replicate, -1}; }
-  static Placement shard(int dim) { return {Kind::Shard, dim}; }
-  static Placement flat_shard() { return {Kind::FlatShard, -1}; }
-  static Placement absent() { return {Kind::Absent, -1}; }
+  static Placement replicate() { return {Kind::Replicate, -1, {}}; }
+  static Placement shard(int dim) { return {Kind::Shard, dim, {}}; }
+  static Placement flat_shard() { return {Kind::FlatShard, -1, {}}; }
+  static Placement held_by(std::vector<int> stages) { return {Kind::Stages, -1, std::move(stages)}; }
 };
 
 // A tensor's global identity and how the mesh's dims share it. Placements apply in the list's order
 // (outermost mesh dim first): each Shard narrows the box the previous ones left, each FlatShard the
 // flat range; no Shard may follow a FlatShard (a flat range cannot be cut along a tensor dim). A mesh
 // dim the list does not name changes neither the piece nor who writes it, so every dim the tensor is
-// replicated over must be named; a pipeline stage leaves out pp, whose other coordinates hold other
-// stages' tensors, and names it Absent in the specs of those.
+// replicated over must be named; under pipeline parallelism every parameter names pp as Stages: the
+// stages that hold it.
 struct ParamSpec {
   std::string name;
   std::vector<int64_t> shape;
@@ -88,7 +91,7 @@ std::pair<int64_t, int64_t> even_flat_range(int64_t numel, int coord, int size);
 std::string describe(const LocalPiece& piece);
 
 // The piece of `spec` a rank at `coords` holds (a dim `coords` does not name has one rank); nullopt
-// when a placement makes it Absent there. Throws std::invalid_argument naming the parameter and the
+// when a Stages placement leaves it to other coordinates. Throws std::invalid_argument naming the parameter and the
 // dim when a Shard names a dim the tensor lacks or follows a FlatShard.
 std::optional<LocalPiece> local_piece(const ParamSpec& spec, const std::vector<MeshCoordinate>& coords);
 // The same with every FlatShard left out: the box a rank's flat ranges are cut from. ZeRO takes

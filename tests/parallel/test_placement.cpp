@@ -141,11 +141,19 @@ TEST(Placement, TheWriterIsTheRankAtCoordinateZeroOfEveryReplicatedDim) {
   const ParamSpec frozen = spec({4}, {{"dp_replicate", Placement::replicate()}, {"dp_shard", Placement::replicate()}});
   EXPECT_TRUE(writes_piece(frozen, {{"dp_replicate", 0, 1}, {"dp_shard", 0, 4}}));
   EXPECT_FALSE(writes_piece(frozen, {{"dp_replicate", 0, 1}, {"dp_shard", 2, 4}}));
-  // Another pipeline stage's block: held and written by none of this stage's ranks.
-  const ParamSpec elsewhere = spec({4}, {{"pp", Placement::absent()}, {"dp_shard", Placement::replicate()}});
-  EXPECT_FALSE(local_piece(elsewhere, {{"pp", 0, 2}}));
-  EXPECT_FALSE(writes_piece(elsewhere, {{"pp", 0, 2}, {"dp_shard", 0, 1}}));
-  // A dim the spec does not name (the pipeline dim of the stage that holds the block) leaves the writing alone.
+  // A pipeline stage's block: held and written by its stage alone.
+  const ParamSpec block = spec({4}, {{"pp", Placement::held_by({1})}, {"dp_shard", Placement::replicate()}});
+  EXPECT_FALSE(local_piece(block, {{"pp", 0, 2}}));
+  EXPECT_FALSE(writes_piece(block, {{"pp", 0, 2}, {"dp_shard", 0, 1}}));
+  EXPECT_TRUE(local_piece(block, {{"pp", 1, 2}}));
+  EXPECT_TRUE(writes_piece(block, {{"pp", 1, 2}, {"dp_shard", 0, 1}}));
+  // A tied embedding on the first and the last of 4 stages: both hold it whole, the first writes it.
+  const ParamSpec tied = spec({4}, {{"pp", Placement::held_by({0, 3})}});
+  for (int stage : {0, 3}) EXPECT_EQ(numel(*local_piece(tied, {{"pp", stage, 4}})), 4);
+  EXPECT_FALSE(local_piece(tied, {{"pp", 1, 4}}));
+  EXPECT_TRUE(writes_piece(tied, {{"pp", 0, 4}}));
+  EXPECT_FALSE(writes_piece(tied, {{"pp", 3, 4}}));
+  // A dim the spec does not name leaves the writing alone.
   EXPECT_TRUE(writes_piece(spec({4}, {{"dp_shard", Placement::replicate()}}), {{"pp", 1, 2}, {"dp_shard", 0, 2}}));
 }
 
