@@ -49,6 +49,16 @@ void CollectiveLog::set_state(const std::string& group_key, int64_t seq, const s
   }
 }
 
+void CollectiveLog::set_trace(std::shared_ptr<ChromeTrace> trace) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  trace_ = std::move(trace);
+}
+
+std::shared_ptr<ChromeTrace> CollectiveLog::trace() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return trace_;
+}
+
 nlohmann::json CollectiveLog::to_json() const {
   std::lock_guard<std::mutex> lock(mutex_);
   nlohmann::json out = nlohmann::json::object();

@@ -8,11 +8,14 @@
 #include <cstdint>
 #include <deque>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
 
 namespace dtrain {
+
+class ChromeTrace;
 
 enum class OpState { Entered, Completed, Failed };
 
@@ -40,6 +43,10 @@ class CollectiveLog {
   // {"<group key>": {"name":..., "ranks":[...], "entries":[...oldest first...]}}
   nlohmann::json to_json() const;
 
+  // Where the rank's ops also go as timeline slices (train.trace; comm/chrome_trace.h), or null.
+  void set_trace(std::shared_ptr<ChromeTrace> trace);
+  std::shared_ptr<ChromeTrace> trace() const;
+
  private:
   struct History {
     std::string name;
@@ -49,6 +56,7 @@ class CollectiveLog {
   size_t capacity_;
   mutable std::mutex mutex_;  // recording threads (main, DDP hooks) vs the diagnosis responder
   std::map<std::string, History> groups_;
+  std::shared_ptr<ChromeTrace> trace_;
 };
 
 CollectiveRecord record_from_json(const nlohmann::json& j);

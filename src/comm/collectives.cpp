@@ -5,6 +5,8 @@
 #include <chrono>
 #include <stdexcept>
 
+#include "comm/chrome_trace.h"
+
 namespace dtrain {
 
 struct CommHandle::State {
@@ -13,8 +15,24 @@ struct CommHandle::State {
   c10::intrusive_ptr<c10d::Work> work;
   std::function<void()> finish;  // runs after the backend is done: averaging, local reductions
   std::chrono::steady_clock::time_point start;
+  std::chrono::steady_clock::duration blocked{};  // in starting and waiting: the timeline slice's args
   bool done = false;
 };
+
+namespace {
+
+// The op's slice on the rank's timeline (comm/chrome_trace.h), from its start to now.
+void trace_op(Group& g, const CommHandle::State& s) {
+  const std::shared_ptr<ChromeTrace> trace = g.log().trace();
+  if (!trace) return;
+  nlohmann::json args = {{"group", g.name()}, {"blocked_us", std::chrono::duration<double, std::micro>(s.blocked).count()}};
+  if (!s.record.label.empty()) args["label"] = s.record.label;
+  if (s.record.seq > 0) args["seq"] = s.record.seq;
+  trace->record(s.record.label.empty() ? s.record.op : s.record.op + " " + s.record.label, "comm", s.start,
+                std::chrono::steady_clock::now(), std::move(args));
+}
+
+}  // namespace
 
 void CommHandle::wait() {
   if (!state_ || state_->done) return;
@@ -23,6 +41,7 @@ void CommHandle::wait() {
   const auto waiting = std::chrono::steady_clock::now();
   try {
     s.work->wait();
+    s.blocked += std::chrono::steady_clock::now() - waiting;
     g.add_waited(std::chrono::steady_clock::now() - waiting);
   } catch (const std::exception& e) {
     s.done = true;
@@ -40,6 +59,7 @@ void CommHandle::wait() {
   s.done = true;
   g.log().set_state(g.key(), s.record.seq, s.record.op, OpState::Completed);
   if (s.finish) s.finish();
+  trace_op(g, s);
 }
 
 bool CommHandle::completed() const { return !state_ || state_->done || state_->work->isCompleted(); }
@@ -88,7 +108,8 @@ CommHandle start(Group& g, std::string op, const at::Tensor& t, const std::strin
     s->work = launch();
     // A backend that runs a collective the caller waits for at once on the caller's thread has
     // finished it here: that time is waited for too.
-    g.add_waited(std::chrono::steady_clock::now() - s->start);
+    s->blocked = std::chrono::steady_clock::now() - s->start;
+    g.add_waited(s->blocked);
   } catch (const std::exception& e) {
     g.log().set_state(g.key(), s->record.seq, s->record.op, OpState::Failed);
     std::string what = e.what();

@@ -42,6 +42,12 @@ int usable_cores() {
   return online > 0 ? int(online) : 1;
 }
 
+int rank_threads(int configured, int local_ranks) {
+  if (configured > 0) return configured;
+  if (const char* omp = std::getenv("OMP_NUM_THREADS"); omp && std::atoi(omp) > 0) return std::atoi(omp);
+  return std::max(1, usable_cores() / std::max(1, local_ranks));
+}
+
 HostResources HostResources::of_this_host() { return {usable_cores(), mem_available_bytes()}; }
 
 std::string check_threads_per_rank(int threads, const std::string& from, const HostResources& host) {

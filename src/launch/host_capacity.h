@@ -46,6 +46,10 @@ std::string check_threads_per_rank(int threads, const std::string& from, const H
 // prints the warning, if any, once, and returns true.
 bool admit_on_this_host(const std::string& command, const RanksOnHost& job);
 
+// The intra-op threads of one of `local_ranks` ranks on this host: `configured` (train.threads) when
+// positive, else OMP_NUM_THREADS when set, else its share of the usable cores.
+int rank_threads(int configured, int local_ranks);
+
 // OMP_NUM_THREADS as the launcher hands it to each worker: the environment's when set, else 1.
 int worker_omp_threads();
 

@@ -6,6 +6,8 @@
 #include <optional>
 #include <string_view>
 
+#include "model/weight_grad_store.h"
+
 namespace dtrain {
 
 namespace {
@@ -33,6 +35,7 @@ struct LinearFp32 : public torch::autograd::Function<LinearFp32> {
     const at::Tensor &x = inputs[0], &weight = inputs[1];
     ctx->save_for_backward({weight.requires_grad() ? x : at::Tensor(), x.requires_grad() ? weight : at::Tensor()});
     ctx->saved_data["bias"] = inputs.size() == 3;
+    ctx->saved_data["weight"] = weight;  // the parameter a deferred gradient is added to
     return matmul_nt(x, weight, inputs.size() == 3 ? inputs[2] : at::Tensor());
   }
 
@@ -43,7 +46,14 @@ struct LinearFp32 : public torch::autograd::Function<LinearFp32> {
     variable_list grads(has_bias ? 3 : 2);
     if (ctx->needs_input_grad(0)) grads[0] = matmul_nt(g, weight.t());
     const at::Tensor g2 = g.reshape({-1, g.size(-1)});
-    if (ctx->needs_input_grad(1)) grads[1] = matmul_nt(g2.t(), x.reshape({-1, x.size(-1)}).t());
+    auto weight_grad = [g2, x] { return matmul_nt(g2.t(), x.reshape({-1, x.size(-1)}).t()); };
+    if (ctx->needs_input_grad(1)) {
+      if (WeightGradStore* store = deferred_weight_grads()) {
+        store->defer(ctx->saved_data["weight"].toTensor(), weight_grad);
+      } else {
+        grads[1] = weight_grad();
+      }
+    }
     if (has_bias && ctx->needs_input_grad(2)) grads[2] = g2.sum(0);
     return grads;
   }
@@ -68,7 +78,9 @@ at::Tensor matmul_nt(const at::Tensor& a, const at::Tensor& b, const at::Tensor&
 }
 
 at::Tensor linear_fp32(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias) {
-  if (!matmul_nt_uses_onednn(x)) return at::linear(x, weight, bias);
+  // at::linear's own backward cannot leave its weight gradient for later: under a guard, forward
+  // takes the function that can (the same products through ATen's kernels).
+  if (!matmul_nt_uses_onednn(x) && !deferred_weight_grads()) return at::linear(x, weight, bias);
   std::vector<at::Tensor> inputs{x, weight};
   if (bias.defined()) inputs.push_back(bias);
   return LinearFp32::apply(at::TensorList(inputs));

@@ -27,6 +27,9 @@ at::Tensor onednn_matmul_nt(const at::Tensor& a, const at::Tensor& b, const at::
 
 // at::linear(x, weight, bias) with autograd whose three products go through matmul_nt. Keeps x only
 // when weight needs a gradient and weight only when x does, as at::linear's own backward does.
+// While a DeferWeightGrads guard is alive (weight_grad_store.h), backward leaves the weight gradient
+// to the guard's store, and forward takes that autograd function on every device, so that the
+// backward of a forward run under a guard can be deferred.
 at::Tensor linear_fp32(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias);
 
 }  // namespace dtrain

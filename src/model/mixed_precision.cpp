@@ -3,6 +3,7 @@
 #include <torch/csrc/autograd/custom_function.h>
 
 #include "model/linear_gemm.h"
+#include "model/weight_grad_store.h"
 
 namespace dtrain {
 
@@ -45,6 +46,7 @@ struct MixedLinear : public torch::autograd::Function<MixedLinear> {
     ctx->saved_data["compute"] = int64_t(mp.compute);
     ctx->saved_data["round"] = mp.round_gradients;
     ctx->saved_data["bias"] = has_bias;
+    ctx->saved_data["weight"] = inputs[2];  // the parameter a deferred gradient is added to
     at::Tensor y = gemm_nt(mp, x, working, mp.native_gemm ? mp.compute : at::kFloat);
     if (has_bias) y = y + (mp.native_gemm ? inputs[3].to(mp.compute) : inputs[3]);
     return y.to(mp.compute);
@@ -64,9 +66,16 @@ struct MixedLinear : public torch::autograd::Function<MixedLinear> {
     variable_list grads(has_bias ? 5 : 4);
     if (ctx->needs_input_grad(0)) grads[1] = gemm_nt(mp, g, working.t(), mp.compute);
     // A weight gradient is a sum over every token: fp32 keeps what 16 bits would round away.
-    auto fp32_grad = [&](at::Tensor t) { return mp.round_gradients ? t.to(mp.compute).to(at::kFloat) : t; };
+    auto fp32_grad = [mp](at::Tensor t) { return mp.round_gradients ? t.to(mp.compute).to(at::kFloat) : t; };
     const at::Tensor g2 = g.reshape({-1, g.size(-1)});
-    if (ctx->needs_input_grad(2)) grads[3] = fp32_grad(gemm_nt(mp, g2.t(), x.reshape({-1, x.size(-1)}).t(), at::kFloat));
+    auto weight_grad = [mp, g2, x, fp32_grad] { return fp32_grad(gemm_nt(mp, g2.t(), x.reshape({-1, x.size(-1)}).t(), at::kFloat)); };
+    if (ctx->needs_input_grad(2)) {
+      if (WeightGradStore* store = deferred_weight_grads()) {
+        store->defer(ctx->saved_data["weight"].toTensor(), weight_grad);
+      } else {
+        grads[3] = weight_grad();
+      }
+    }
     if (has_bias && ctx->needs_input_grad(3)) grads[4] = fp32_grad(g2.to(at::kFloat).sum(0));
     return grads;
   }

@@ -18,8 +18,16 @@ PassesResult AccumulationExecutor::run(std::optional<double> loss_scale) {
     grad_sync.set_sync(sync, k + 1 == accumulation_);
     if (sync) grad_sync.begin_backward();
     auto [x, y] = stream_.next();
-    auto loss = plan_.loss(model_->forward(x.to(device_)), y.to(device_));
-    (loss_scale ? loss * (*loss_scale / double(accumulation_)) : loss / double(accumulation_)).backward();
+    const nlohmann::json slice_args = {{"mb", k}, {"chunk", 0}};
+    at::Tensor loss;
+    {
+      TraceSlice forward(trace_, "F", "compute", slice_args);
+      loss = plan_.loss(model_->forward(x.to(device_)), y.to(device_));
+    }
+    {
+      TraceSlice backward(trace_, "B", "compute", slice_args);
+      (loss_scale ? loss * (*loss_scale / double(accumulation_)) : loss / double(accumulation_)).backward();
+    }
     // 16-bit accumulation rounds the running sum after every micro-batch; the all-reduce rounds the last.
     if (round_ && !sync) plan_.flat->grad().copy_(plan_.flat->grad().to(*round_));
     if (sync) {

@@ -5,6 +5,7 @@
 #pragma once
 #include <optional>
 
+#include "comm/chrome_trace.h"
 #include "data/micro_batch_stream.h"
 #include "model/transformer.h"
 #include "train/parallelize.h"
@@ -28,11 +29,14 @@ class StepExecutor {
 
 // Gradient accumulation: `accumulation` micro-batches one after another, the gradients reduced once
 // after the last (or after each, where the gradient sync keeps nothing whole to accumulate in).
+// With a trace (train.trace) each micro-batch's forward and backward are its slices "F" and "B",
+// {"mb": k, "chunk": 0}, as a pipeline's actions are.
 class AccumulationExecutor : public StepExecutor {
  public:
   AccumulationExecutor(Transformer& model, ParallelPlan& plan, MicroBatchStream& stream, int64_t accumulation, at::Device device,
-                       std::optional<at::ScalarType> round_accumulation)
-      : model_(model), plan_(plan), stream_(stream), accumulation_(accumulation), device_(device), round_(round_accumulation) {}
+                       std::optional<at::ScalarType> round_accumulation, ChromeTrace* trace = nullptr)
+      : model_(model), plan_(plan), stream_(stream), accumulation_(accumulation), device_(device), round_(round_accumulation),
+        trace_(trace) {}
   PassesResult run(std::optional<double> loss_scale) override;
 
  private:
@@ -42,6 +46,7 @@ class AccumulationExecutor : public StepExecutor {
   int64_t accumulation_;
   at::Device device_;
   std::optional<at::ScalarType> round_;  // 16-bit accumulation: the running sum is rounded to this type
+  ChromeTrace* trace_;                    // null: not traced
 };
 
 }  // namespace dtrain

@@ -63,6 +63,7 @@ struct TrainConfig {
   int64_t stop_at_step = 0;  // stop early (with a checkpoint) after this step, as a time-limited job does
   uint64_t seed = 0;
   bool deterministic = false;
+  bool trace = false;  // train.trace: trace.json in the run directory (train/run_trace.h)
   std::string resume;  // auto | never | PATH, on a job's first start (a restart continues what the job wrote)
   bool start_over = false;  // train.start_over: remove what an earlier run left in the way instead of refusing
   std::vector<std::string> freeze;

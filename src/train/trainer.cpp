@@ -29,6 +29,7 @@
 #include "train/replica_checks.h"
 #include "train/resume_choice.h"
 #include "train/run_directories.h"
+#include "train/run_trace.h"
 #include "train/run_mesh.h"
 #include "train/stability_guard.h"
 #include "train/step_executor.h"
@@ -73,7 +74,6 @@ class Trainer {
   bool recover_from_divergence(int64_t step, const std::string& why);
   std::optional<CheckpointInfo> last_good_checkpoint(const std::string& why);
   void save(int64_t step);
-  int threads() const;
 
   TrainConfig c_;
   std::shared_ptr<World> world_;
@@ -86,6 +86,7 @@ class Trainer {
   Transformer model_{nullptr};
   ParallelPlan plan_;
   std::unique_ptr<StepExecutor> executor_;
+  std::unique_ptr<RunTrace> trace_;  // train.trace
   std::unique_ptr<LrSchedule> schedule_;
   std::unique_ptr<StabilityGuard> guard_;
   std::unique_ptr<CheckpointManager> checkpoints_;
@@ -96,21 +97,14 @@ class Trainer {
   Clock::time_point start_ = Clock::now();
 };
 
-int Trainer::threads() const {
-  if (c_.threads > 0) return c_.threads;
-  if (const char* omp = std::getenv("OMP_NUM_THREADS"); omp && std::atoi(omp) > 0) return std::atoi(omp);
-  return std::max(1, usable_cores() / std::max(1, world_->env().local_world_size));
-}
-
 void Trainer::setup_run_dir() {
   c_.run_dir = agree("trainer/setup", [this] {
     claimed_ = claim_run_directories(c_, world_->env().restart_count);
     setup_lines_.insert(setup_lines_.end(), claimed_.notes.begin(), claimed_.notes.end());
     return c_.run_dir;
   });
-  if (world_->rank() == 0) {  // for the launcher, which names the run directory in its failure report
-    world_->store()->set("trainer/run_dir", as_bytes(c_.run_dir));
-  }
+  // For the launcher, which names the run directory in its failure report.
+  if (world_->rank() == 0) world_->store()->set("trainer/run_dir", as_bytes(c_.run_dir));
   c_.checkpoint.dir = c_.checkpoint_dir();
   c_.json["train"]["run_dir"] = c_.run_dir;
   c_.json["checkpoint"]["dir"] = c_.checkpoint.dir;
@@ -298,7 +292,9 @@ std::optional<CheckpointInfo> Trainer::last_good_checkpoint(const std::string& w
 
 int Trainer::run() {
   try {
-    return train();
+    const int code = train();
+    if (trace_) trace_->write(c_.run_dir);  // every end a rank returns from, all ranks alike
+    return code;
   } catch (const c10::Error& e) {
     log_.fatal(e.what_without_backtrace());
     throw;
@@ -311,7 +307,7 @@ int Trainer::run() {
 int Trainer::train() {
   // ATen, MKL and oneDNN share LibTorch's one OpenMP pool (MKL uses its GNU OpenMP layer): this
   // sizes all three, so nothing oversubscribes the cores.
-  at::set_num_threads(threads());
+  at::set_num_threads(rank_threads(c_.threads, world_->env().local_world_size));
   setup_lines_.push_back(keep_freed_host_memory());
   if (c_.deterministic) {
     // cuBLAS is deterministic only with a fixed workspace, read when its first handle is made;
@@ -332,7 +328,8 @@ int Trainer::train() {
   resume_or_start();
   // After the resume, which may change the accumulation to keep the checkpoint's global batch.
   const auto round = c_.grad_accum_16bit ? std::optional<at::ScalarType>(c_.precision) : std::nullopt;
-  executor_ = std::make_unique<AccumulationExecutor>(model_, plan_, *stream_, c_.accumulation, world_->device(), round);
+  if (c_.trace) trace_ = std::make_unique<RunTrace>(*world_);
+  executor_ = std::make_unique<AccumulationExecutor>(model_, plan_, *stream_, c_.accumulation, world_->device(), round, trace_ ? trace_->trace() : nullptr);
 
   report_->measure_peak(*world_);
   if (progress_.step >= c_.steps) {

@@ -111,6 +111,11 @@ struct ColumnParallelFunction : public torch::autograd::Function<ColumnParallelF
       reduce = all_reduce_async(group, gx_out, ReduceOp::Sum, label);
     }
     if (!call->overlap) reduce.wait();
+    // The weight gradients are computed here even while a DeferWeightGrads guard is alive
+    // (model/weight_grad_store.h): these GEMMs are what the input gradient's reduction overlaps, and
+    // deferring them would leave it nothing to hide behind but the next stage's wait for it; under
+    // sequence parallelism they also read the input gathered again just above, which a deferred
+    // closure would have to keep whole (tp times this rank's shard) until the schedule's W.
     const at::Tensor x = gather ? gather->wait() : shard;
     const at::Tensor x2 = x.reshape({-1, x.size(-1)});
     auto fp32_grad = [&](at::Tensor t) { return mp.round_gradients ? t.to(mp.compute).to(at::kFloat) : t; };
