@@ -5,18 +5,20 @@
 #include <limits>
 #include <stdexcept>
 
+#include "common/number_text.h"
+
 namespace dtrain {
 
 using Kind = PipelineAction::Kind;
 
 void PipelineCosts::validate() const {
   auto bad = [](double x) { return !std::isfinite(x); };
-  if (bad(forward) || forward <= 0) throw std::invalid_argument("F must be a number above 0, got " + std::to_string(forward));
-  if (bad(backward) || backward <= 0) throw std::invalid_argument("B must be a number above 0, got " + std::to_string(backward));
+  if (bad(forward) || forward <= 0) throw std::invalid_argument("F must be a number above 0, got " + plain(forward));
+  if (bad(backward) || backward <= 0) throw std::invalid_argument("B must be a number above 0, got " + plain(backward));
   if (bad(weight) || weight < 0 || weight >= backward)
-    throw std::invalid_argument("W must be at least 0 and below B (" + std::to_string(backward) + "), since I = B - W; got " +
-                                std::to_string(weight));
-  if (bad(comm) || comm < 0) throw std::invalid_argument("the communication cost must be at least 0, got " + std::to_string(comm));
+    throw std::invalid_argument("W must be at least 0 and below B (" + plain(backward) + "), since I = B - W; got " +
+                                plain(weight));
+  if (bad(comm) || comm < 0) throw std::invalid_argument("the communication cost must be at least 0, got " + plain(comm));
 }
 
 double PipelineCosts::of(Kind kind) const {
