@@ -30,6 +30,7 @@ std::optional<double> number_of(const std::string& text) {
 
 PipelineCosts parse_costs(const std::string& text, PipelineCosts costs) {
   std::optional<double> input;
+  bool weight_given = false, backward_given = false;
   std::istringstream entries(text);
   for (std::string entry; std::getline(entries, entry, ',');) {
     const auto eq = entry.find('=');
@@ -37,13 +38,14 @@ PipelineCosts parse_costs(const std::string& text, PipelineCosts costs) {
     const auto value = eq == std::string::npos ? std::nullopt : number_of(entry.substr(eq + 1));
     if (!value) throw std::invalid_argument("--costs: '" + printable(entry) + "' is not NAME=NUMBER (as in F=1,B=2,W=1)");
     if (name == "F") costs.forward = *value;
-    else if (name == "B") costs.backward = *value;
-    else if (name == "W") costs.weight = *value;
+    else if (name == "B") costs.backward = *value, backward_given = true;
+    else if (name == "W") costs.weight = *value, weight_given = true;
     else if (name == "I") input = *value;
     else if (name == "comm") costs.comm = *value;
     else throw std::invalid_argument("--costs: unknown action '" + printable(name) + "' (known: F, B, I, W, comm)");
   }
   if (input) costs.backward = *input + costs.weight;
+  else if (backward_given && !weight_given) costs.weight = costs.backward / 2;  // the defaults' share, as a trace without W gets
   try {
     costs.validate();
   } catch (const std::invalid_argument& e) {

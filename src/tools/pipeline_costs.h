@@ -7,7 +7,8 @@
 
 namespace dtrain {
 
-// `base` with the entries of "F=1,B=2,W=1" (F, B, I, W, comm; I sets B to I + W) in its place.
+// `base` with the entries of "F=1,B=2,W=1" (F, B, I, W, comm; I sets B to I + W, and a B given
+// without W or I gets W = B/2, the defaults' share) in their place.
 // Throws std::invalid_argument naming --costs and the entry at fault.
 PipelineCosts parse_costs(const std::string& text, PipelineCosts base);
 
