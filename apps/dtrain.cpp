@@ -8,6 +8,7 @@
 #include "launch/worker_process.h"
 #include "tools/bench_comm_command.h"
 #include "tools/generate_command.h"
+#include "tools/pipeline_show_command.h"
 #include "train/config_command.h"
 #include "train/run_command.h"
 #include "train/train_command.h"
@@ -27,6 +28,7 @@ const Command kCommands[] = {
     {"generate", dtrain::generate_command, "sample text from a checkpoint"},
     {"config", dtrain::config_command, "config check: resolve and validate a config"},
     {"bench-comm", dtrain::bench_comm_command, "collective bandwidth table (run under launch)"},
+    {"pipeline", dtrain::pipeline_command, "pipeline show: a schedule's timeline, bubble and activations per rank"},
 };
 
 void print_usage(std::ostream& out) {
