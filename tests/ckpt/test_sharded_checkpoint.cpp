@@ -232,7 +232,9 @@ TEST(ShardedCheckpoint, PlacementsMayBeAbsentAndAMalformedOneIsNamed) {
   EXPECT_TRUE(contains(beyond, "index.json' has a malformed entry for 'weight': placement")) << beyond;
   EXPECT_TRUE(contains(beyond, "needs the dim it shards, one of the tensor's 2")) << beyond;
   const std::string unknown = open_edited(nlohmann::json::parse(R"([{"mesh_dim": "tp", "ranks": 2, "placement": "stripe"}])"));
-  EXPECT_TRUE(contains(unknown, "is none of replicate, shard, flat_shard, absent")) << unknown;
+  EXPECT_TRUE(contains(unknown, "is none of replicate, shard, flat_shard, stages")) << unknown;
+  const std::string no_stages = open_edited(nlohmann::json::parse(R"([{"mesh_dim": "pp", "ranks": 2, "placement": "stages"}])"));
+  EXPECT_TRUE(contains(no_stages, "needs the stages that hold the tensor")) << no_stages;
 }
 
 // A read goes to the chunks that overlap its piece alone: with the files of the other chunks gone
