@@ -1,5 +1,6 @@
 #include "optim/grad_clip.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "comm/collectives.h"
@@ -8,16 +9,30 @@ namespace dtrain {
 
 namespace {
 
-at::Tensor squares(const at::Tensor& grads, int64_t from, int64_t to) {
-  return grads.narrow(0, from, to - from).norm().to(at::kDouble).pow(2).reshape({1});
+// The squares of elements [from, to), leaving out those of `excluded` (sorted, disjoint).
+at::Tensor squares(const at::Tensor& grads, int64_t from, int64_t to, const Spans& excluded = {}) {
+  at::Tensor sum = at::zeros({1}, grads.options().dtype(at::kDouble));
+  int64_t next = from;
+  auto add = [&](int64_t a, int64_t b) {
+    if (b > a) sum += grads.narrow(0, a, b - a).norm().to(at::kDouble).pow(2).reshape({1});
+  };
+  for (const Span& e : excluded) {
+    if (e.offset + e.numel <= next) continue;
+    if (e.offset >= to) break;
+    add(next, e.offset);
+    next = std::max(next, e.offset + e.numel);
+  }
+  add(next, to);
+  return sum;
 }
 
 }  // namespace
 
-double global_grad_norm(const at::Tensor& grads, Group* shard_group, const SplitElements& split) {
+double global_grad_norm(const at::Tensor& grads, Group* shard_group, const SplitElements& split, const StageElements& stages) {
+  const Spans& left_out = stages.duplicated;
   at::Tensor sq;
   if (!split.group) {
-    sq = squares(grads, 0, grads.numel());
+    sq = squares(grads, 0, grads.numel(), left_out);
   } else {
     // The elements between the split spans are the same on every rank of the group, and so is what
     // is computed from them; the spans' squares are summed over it, the same on every rank too, so
@@ -25,15 +40,16 @@ double global_grad_norm(const at::Tensor& grads, Group* shard_group, const Split
     at::Tensor replicated = at::zeros({1}, grads.options().dtype(at::kDouble)), sliced = at::zeros_like(replicated);
     int64_t next = 0;
     for (const Span& s : split.spans) {
-      if (s.offset > next) replicated += squares(grads, next, s.offset);
-      sliced += squares(grads, s.offset, s.offset + s.numel);
+      if (s.offset > next) replicated += squares(grads, next, s.offset, left_out);
+      sliced += squares(grads, s.offset, s.offset + s.numel, left_out);
       next = s.offset + s.numel;
     }
-    if (next < grads.numel()) replicated += squares(grads, next, grads.numel());
+    if (next < grads.numel()) replicated += squares(grads, next, grads.numel(), left_out);
     all_reduce(*split.group, sliced, ReduceOp::Sum, "grad_norm over tensor-parallel slices");
     sq = replicated + sliced;
   }
   if (shard_group) all_reduce(*shard_group, sq, ReduceOp::Sum, "grad_norm");
+  if (stages.group) all_reduce(*stages.group, sq, ReduceOp::Sum, "grad_norm over pipeline stages");
   return std::sqrt(sq.item<double>());
 }
 

@@ -15,10 +15,17 @@ struct SplitElements {
   Group* group = nullptr;
 };
 
+// Pipeline stages: each holds other parameters, so the squares are summed over `group` (pp); the
+// `duplicated` elements are a copy another stage counts (a tied embedding's second copy), left out.
+struct StageElements {
+  Spans duplicated;  // sorted, disjoint
+  Group* group = nullptr;
+};
+
 // The L2 norm of all gradients, each element counted once. `grads` may be this rank's shard of them:
 // with a `shard_group` the squared norms are summed across it, so every rank gets the norm of the
 // whole model; the squares of `split` elements are summed across its group first.
-double global_grad_norm(const at::Tensor& grads, Group* shard_group = nullptr, const SplitElements& split = {});
+double global_grad_norm(const at::Tensor& grads, Group* shard_group = nullptr, const SplitElements& split = {}, const StageElements& stages = {});
 
 // Scales `grads` by max_norm / (norm + 1e-6) when norm exceeds max_norm (> 0). Returns the factor.
 double clip_grads(at::Tensor& grads, double norm, double max_norm);
