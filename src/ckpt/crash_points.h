@@ -3,7 +3,8 @@
 // an entry kills itself with SIGKILL when it reaches that point at that step, exactly as a kill -9
 // from outside would land there. Points: "step" (a training step finished), "save" (this rank's
 // checkpoint files written, nothing committed), "manifest" (manifest written, directory not yet
-// renamed), "commit" (renamed into place, `latest` not yet rewritten). Unset, a call costs a getenv
+// renamed), "commit" (renamed into place, `latest` not yet rewritten), "pipeline" (mid-step: this
+// pipeline stage's first action of the step done, its neighbours waiting on it). Unset, a call costs a getenv
 // and one short string.
 #pragma once
 #include <cstdint>

@@ -4,8 +4,8 @@
 
 namespace dtrain {
 
-std::optional<double> validation_loss(Transformer& model, ParallelPlan& plan, const TokenDataset& dataset, const TrainConfig& c,
-                                      World& world) {
+std::optional<double> validation_loss(Transformer& model, ParallelPlan& plan, StepExecutor& executor, const TokenDataset& dataset,
+                                      const TrainConfig& c, World& world) {
   const int64_t available = std::min<int64_t>(dataset.size(Split::Validation), c.eval_samples);
   if (available == 0) return std::nullopt;
   at::NoGradGuard no_grad;
@@ -16,14 +16,14 @@ std::optional<double> validation_loss(Transformer& model, ParallelPlan& plan, co
   double sum = 0;
   int64_t count = 0;
   // Dealt by data-parallel coordinate: the ranks of one dp coordinate (tensor or pipeline parallel
-  // peers) evaluate the same samples.
+  // peers) evaluate the same samples, together.
   const DeviceMesh& mesh = *plan.mesh;
   std::vector<int64_t> mine;
   for (int64_t i = mesh.coord("dp"); i < available; i += mesh.size("dp")) mine.push_back(i);
   for (size_t from = 0; from < mine.size(); from += size_t(c.micro_batch)) {
     std::vector<int64_t> chunk(mine.begin() + from, mine.begin() + std::min(mine.size(), from + size_t(c.micro_batch)));
     auto [x, y] = dataset.batch(Split::Validation, chunk);
-    sum += plan.loss(model->forward(x.to(world.device())), y.to(world.device())).item<double>() * double(chunk.size());
+    sum += executor.loss_of(x, y) * double(chunk.size());
     count += int64_t(chunk.size());
   }
   auto totals = at::tensor({sum, double(count)}, at::kDouble).to(world.device());

@@ -7,12 +7,14 @@
 #include "data/token_dataset.h"
 #include "model/transformer.h"
 #include "train/parallelize.h"
+#include "train/step_executor.h"
 #include "train/train_config.h"
 
 namespace dtrain {
 
-// nullopt when the dataset holds no validation samples.
-std::optional<double> validation_loss(Transformer& model, ParallelPlan& plan, const TokenDataset& dataset, const TrainConfig& config,
-                                      World& world);
+// Each batch's loss comes from `executor` (a pipeline's runs through its stages). nullopt when the
+// dataset holds no validation samples.
+std::optional<double> validation_loss(Transformer& model, ParallelPlan& plan, StepExecutor& executor, const TokenDataset& dataset,
+                                      const TrainConfig& config, World& world);
 
 }  // namespace dtrain

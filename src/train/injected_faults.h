@@ -7,6 +7,10 @@
 // - DTRAIN_INJECT_SAVE_FAILURE: the step's checkpoint cannot be written on that rank, as on a full disk.
 // - DTRAIN_INJECT_LOAD_FAILURE: the step's checkpoint cannot be read on that rank (not rank 0, which
 //   chose it), as when its file system fails there.
+// - DTRAIN_INJECT_DROP_MICRO_BATCH: that rank's pipeline leaves the step's last micro-batch out of
+//   the gradient, as a schedule that lost one would (the equivalence tests must catch it).
+// - DTRAIN_INJECT_DROP_TIED_GRADIENT: that rank's pipeline does not sum the tied embedding's
+//   gradient with the other stage's copy.
 #pragma once
 #include <cstdint>
 
@@ -16,5 +20,7 @@ bool overflow_injected(int64_t step);
 bool replica_drift_injected(int64_t step);
 bool save_failure_injected(int64_t step);
 bool load_failure_injected(int64_t step);
+bool micro_batch_drop_injected(int64_t step);
+bool tied_gradient_drop_injected(int64_t step);
 
 }  // namespace dtrain

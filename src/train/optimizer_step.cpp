@@ -10,12 +10,12 @@ UpdateOutcome apply_optimizer_step(ParallelPlan& plan, StabilityGuard& guard, do
   // This rank's reduced gradients: the whole of them, or its ZeRO-2/3 shard. Clipping, the guard and
   // the norm in the metrics all see the true gradients. Each piece counts once: whole gradients are
   // the same on every rank and are not summed, shards are summed over the group they split over
-  // (the mesh's dp_shard_cp), never across the replicas of hybrid sharding (dp_replicate), and the
-  // slices of tensor-parallel layers over tp.
+  // (the mesh's dp_shard_cp), never across the replicas of hybrid sharding (dp_replicate), the
+  // slices of tensor-parallel layers over tp, and the pipeline stages' parameters over pp.
   at::Tensor& grads = plan.grad_sync->grads();
   if (plan.scaler) grads.div_(loss_scale);
   UpdateOutcome out;
-  out.grad_norm = global_grad_norm(grads, plan.grad_sync->shard_group(), plan.split_gradients);
+  out.grad_norm = global_grad_norm(grads, plan.grad_sync->shard_group(), plan.split_gradients, plan.stage_gradients);
   out.overflow = plan.scaler && !std::isfinite(out.grad_norm);
   if (plan.scaler) plan.scaler->update(out.overflow);
   if (!out.overflow) out.verdict = guard.check(loss, out.grad_norm, &out.reason);

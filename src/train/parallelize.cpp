@@ -1,11 +1,14 @@
 #include "train/parallelize.h"
 
 #include <algorithm>
+#include <functional>
 
 #include "comm/collectives.h"
 #include "common/number_text.h"
 #include "common/printable.h"
+#include "model/parameter_shapes.h"
 #include "parallel/ddp/data_parallel.h"
+#include "parallel/pipeline/stage_split.h"
 #include "parallel/tensor/apply_tp.h"
 #include "parallel/zero/host_offload_optimizer.h"
 #include "parallel/zero/nvme_optimizer.h"
@@ -39,6 +42,7 @@ class Parallelizer {
   }
 
   ParallelPlan run() {
+    build_stage_model();
     auto named = apply_freeze();
     apply_tensor_parallel();
     model_->to(world_.device());  // keeps each parameter's identity, so `named` and the frozen list stay valid
@@ -50,8 +54,12 @@ class Parallelizer {
   }
 
  private:
+  void build_stage_model();
+  std::vector<int> pipeline_split();
   std::vector<std::pair<std::string, at::Tensor>> apply_freeze();
   void apply_tensor_parallel();
+  void find_stage_gradients();
+  Spans gradient_spans(const std::function<bool(const HeldParameter&)>& which) const;
   void find_split_gradients();
   void apply_precision();
   void apply_data_parallel(std::vector<std::pair<std::string, at::Tensor>> named);
@@ -75,6 +83,45 @@ class Parallelizer {
   ModelPlacements model_placements_;       // what model parallelism cut, by parameter name
 };
 
+// Without pp the whole model; with it the chunks of this rank's stage, so no rank ever holds the
+// whole model.
+void Parallelizer::build_stage_model() {
+  const DeviceMesh& mesh = *plan_.mesh;
+  if (mesh.size("pp") == 1) {
+    model_ = Transformer(c_.model, c_.seed);
+    return;
+  }
+  std::shared_ptr<PipelineStages> stages;
+  try {
+    stages = std::make_shared<PipelineStages>(make_pipeline_stages(world_, mesh, c_.model, pipeline_split(), c_.pipeline.schedule,
+                                                                   c_.pipeline.virtual_stages, int(c_.accumulation)));
+  } catch (const std::invalid_argument& e) {
+    throw ConfigError(e.what());
+  }
+  model_ = Transformer(c_.model, c_.seed, stage_parts(stages->chunks, mesh.size("pp"), mesh.coord("pp"), c_.model.n_layer));
+  for (auto& line : stages->setup_lines) plan_.setup_lines.push_back(std::move(line));
+  model_placements_ = stages->placements;
+  plan_.model_parallel_groups.push_back(stages->pp);
+  plan_.pipeline = std::move(stages);
+}
+
+// The blocks per chunk: the config's, or balanced by costs measured here (parallel.pipeline.split
+// "auto"), averaged over every rank so that all cut the model alike.
+std::vector<int> Parallelizer::pipeline_split() {
+  if (!c_.pipeline.measure_split) return c_.pipeline.split;
+  const LayerCosts mine = measure_layer_costs(c_.model, c_.micro_batch, world_.device(), c_.seed);
+  at::Tensor costs = at::tensor({mine.embedding, mine.block, mine.head}, at::kDouble).to(world_.device());
+  all_reduce(*world_.world_group(), costs, ReduceOp::Avg, "pipeline split costs");
+  costs = costs.cpu();
+  const LayerCosts measured{costs[0].item<double>(), costs[1].item<double>(), costs[2].item<double>()};
+  const int chunks = plan_.mesh->size("pp") * c_.pipeline.virtual_stages;
+  std::vector<int> split = balance_split(measured, c_.model.n_layer, chunks);
+  plan_.setup_lines.push_back("pipeline split measured: embedding " + fixed(measured.embedding * 1e3, 2) + " ms, block " +
+                              fixed(measured.block * 1e3, 2) + " ms, head and loss " + fixed(measured.head * 1e3, 2) +
+                              " ms per micro-batch, forward and backward");
+  return split;
+}
+
 // Every parameter by name in registration order; those train.freeze names no longer need gradients.
 std::vector<std::pair<std::string, at::Tensor>> Parallelizer::apply_freeze() {
   std::vector<std::pair<std::string, at::Tensor>> named;
@@ -87,8 +134,9 @@ std::vector<std::pair<std::string, at::Tensor>> Parallelizer::apply_freeze() {
       plan_.frozen_numel += item.value().numel();
     }
     named.emplace_back(item.key(), item.value());
-    names.push_back(item.key());
   }
+  // Against the whole model's names: a glob may name what another pipeline stage holds.
+  for (const ParameterShape& s : parameter_shapes(c_.model)) names.push_back(s.name);
   require_freeze_globs_match(c_.freeze, names);
   return named;
 }
@@ -104,22 +152,46 @@ void Parallelizer::apply_tensor_parallel() {
     plan_.loss = std::move(tp.loss);
     plan_.model_parallel_groups.push_back(plan_.mesh->group("tp"));
   }
-  model_placements_ = std::move(tp.placements);
+  for (auto& [name, placements] : tp.placements) {  // after the stage's: pp is the outer dim
+    auto& all = model_placements_[name];
+    all.insert(all.end(), placements.begin(), placements.end());
+  }
   for (auto& line : tp.setup_lines) plan_.setup_lines.push_back(std::move(line));
 }
 
 // The gradient elements of parameters cut over tp, where this rank's gradients hold them: each
 // rank's slice counts in the global norm, while the replicated parameters count once.
 void Parallelizer::find_split_gradients() {
-  if (model_placements_.empty()) return;
+  if (plan_.mesh->size("tp") == 1) return;
+  plan_.split_gradients.spans = gradient_spans([](const HeldParameter& p) {
+    return std::any_of(p.spec.placements.begin(), p.spec.placements.end(),
+                       [](const auto& dim) { return dim.first == "tp" && dim.second.kind == Placement::Kind::Shard; });
+  });
+  plan_.split_gradients.group = plan_.mesh->group("tp").get();
+}
+
+// Pipeline stages hold different parameters, whose squares the global norm sums over pp; a tied
+// embedding's second copy (on the stage that does not write it) is the same gradient, counted once.
+void Parallelizer::find_stage_gradients() {
+  if (!plan_.pipeline) return;
+  plan_.stage_gradients.duplicated = gradient_spans([&](const HeldParameter& p) {
+    return std::any_of(p.spec.placements.begin(), p.spec.placements.end(), [&](const auto& dim) {
+      return dim.first == "pp" && dim.second.kind == Placement::Kind::Stages && dim.second.stages.front() != plan_.mesh->coord("pp");
+    });
+  });
+  plan_.stage_gradients.group = plan_.pipeline->pp.get();
+}
+
+// Where this rank's gradients hold the trained parameters `which` picks, sorted.
+Spans Parallelizer::gradient_spans(const std::function<bool(const HeldParameter&)>& which) const {
   const bool grads_sharded = plan_.grad_sync->shard_group() != nullptr;
-  Spans& spans = plan_.split_gradients.spans;
+  Spans spans;
   for (const HeldParameter& p : plan_.layout.parameters) {
-    if (!p.trained || !model_placements_.count(p.spec.name)) continue;
+    if (!p.trained || !which(p)) continue;
     for (const PlacedPiece& piece : grads_sharded ? p.state_pieces : p.pieces) spans.push_back({piece.local_offset, numel(piece.piece)});
   }
   std::sort(spans.begin(), spans.end(), [](const Span& a, const Span& b) { return a.offset < b.offset; });
-  plan_.split_gradients.group = plan_.mesh->group("tp").get();
+  return spans;
 }
 
 void Parallelizer::apply_precision() {
@@ -169,8 +241,13 @@ void Parallelizer::apply_data_parallel(std::vector<std::pair<std::string, at::Te
                                                          : BucketShards(plan_.grad_sync->buckets(), group_->size(), group_->rank()));
   std::vector<MeshCoordinate> coords;
   for (const MeshDim& dim : mesh.dims()) coords.push_back({dim.name, mesh.coord(dim.name), dim.size});
-  plan_.layout = data_parallel_layout(c_.model, model_, flat, plan_.updated_parameters(), *shards_, c_.zero_stage, coords, model_placements_);
+  plan_.layout = data_parallel_layout(c_.model, model_, flat, plan_.updated_parameters(), *shards_, c_.zero_stage, coords, model_placements_,
+                                      [this](const std::string& name) {
+                                        return std::any_of(c_.freeze.begin(), c_.freeze.end(),
+                                                           [&](const std::string& glob) { return freeze_glob_matches(glob, name); });
+                                      });
   find_split_gradients();
+  find_stage_gradients();
 }
 
 // ZeRO stage 3: the parameters live in per-unit shards, gathered around each part of the model.

@@ -1,11 +1,13 @@
 // How a model is laid out over the ranks, as one function: parallelize() applies the run's
 // transformations to the model in a fixed order and returns the plan the step, the checkpoints and
 // the checks use. The order (docs/decisions.md):
+//   0. build        this rank's model: the chunks of blocks pipeline parallelism gives its stage
+//                    (parallel/pipeline/pipeline_stages.h), all of them without pp;
 //   1. freeze        parameters named by train.freeze stop needing gradients;
 //   2. model parallelism, each a transformation of its own: tensor (and sequence) parallelism
-//                    slices the layers over tp (parallel/tensor/apply_tp.h); context and pipeline
-//                    parallelism will join here. It runs on the CPU copy the model was built as, so
-//                    the device never holds more than this rank's slices;
+//                    slices the layers over tp (parallel/tensor/apply_tp.h); context parallelism
+//                    will join here. It runs on the CPU copy the model was built as, so the device
+//                    never holds more than this rank's slices;
 //   3. place         the model moves to the run's device;
 //   4. precision     matmuls compute in the mixed-precision type, with working copies of the slices;
 //   5. data parallelism: the trainable parameters are packed into flat buffers and their gradients
@@ -30,6 +32,7 @@
 #include "optim/flat_parameters.h"
 #include "optim/loss_scaler.h"
 #include "parallel/ddp/bucketed_grad_sync.h"
+#include "parallel/pipeline/pipeline_stages.h"
 #include "parallel/zero/fully_sharded_parameters.h"
 #include "parallel/zero/parameter_all_gather.h"
 #include "train/train_config.h"
@@ -51,7 +54,9 @@ struct ParallelPlan {
   std::vector<std::string> setup_lines;  // what was built, for the run's log
   LossFunction loss = next_token_loss;   // of the model's output: the vocab-parallel cross-entropy under tp
   SplitElements split_gradients;         // gradient elements of tensor-parallel slices, for the global norm
-  std::vector<std::shared_ptr<Group>> model_parallel_groups;  // the groups model parallelism communicates over (tp)
+  std::vector<std::shared_ptr<Group>> model_parallel_groups;  // the groups model parallelism communicates over (tp, pp)
+  std::shared_ptr<PipelineStages> pipeline;  // pp > 1: the stages, their groups and schedule; null without
+  StageElements stage_gradients;            // pp > 1: what the global gradient norm sums over the stages
 
   // Seconds this rank has waited for the model-parallel groups' collectives so far.
   double model_parallel_waited_s() const {
@@ -79,8 +84,8 @@ struct ParallelPlan {
   }
 };
 
-// Applies the transformations above to `model` (built, on the CPU) for this rank, laid out by `mesh`
-// (built from config.parallel). Throws ConfigError naming the key at fault.
+// Builds this rank's `model` and applies the transformations above to it, laid out by `mesh` (built
+// from config.parallel). Throws ConfigError naming the key at fault.
 ParallelPlan parallelize(Transformer& model, World& world, std::shared_ptr<DeviceMesh> mesh, const TrainConfig& config);
 
 }  // namespace dtrain

@@ -65,8 +65,10 @@ void check_replicas_agree(ParallelPlan& plan, World& world, int64_t step, bool i
 
 bool parameters_finite(ParallelPlan& plan, World& world) {
   plan.optimizer->finish_parameter_updates();
-  if (!plan.sharded) return plan.flat->data().isfinite().all().item<bool>();
-  auto finite = at::scalar_tensor(plan.sharded->shard().isfinite().all().item<bool>() ? 1.0 : 0.0, at::kDouble).reshape({1}).to(world.device());
+  // Whole parameters are the same on every rank that holds them, but pipeline stages hold different ones.
+  if (!plan.sharded && !plan.pipeline) return plan.flat->data().isfinite().all().item<bool>();
+  const at::Tensor& mine = plan.sharded ? plan.sharded->shard() : plan.flat->data();
+  auto finite = at::scalar_tensor(mine.isfinite().all().item<bool>() ? 1.0 : 0.0, at::kDouble).reshape({1}).to(world.device());
   all_reduce(*world.world_group(), finite, ReduceOp::Min, "parameters finite");
   return finite.item<double>() == 1.0;
 }

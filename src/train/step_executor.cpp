@@ -1,9 +1,13 @@
 #include "train/step_executor.h"
 
+#include "ckpt/crash_points.h"
+#include "comm/collectives.h"
+#include "parallel/placement.h"
+#include "train/injected_faults.h"
 
 namespace dtrain {
 
-PassesResult AccumulationExecutor::run(std::optional<double> loss_scale) {
+PassesResult AccumulationExecutor::run(int64_t /*step*/, std::optional<double> loss_scale) {
   if (!plan_.sharded) {  // stage 3 rounds each unit as it gathers it
     if (model_->precision().enabled()) plan_.optimizer->finish_parameter_updates();  // the working copies read every weight
     model_->refresh_working_copy();
@@ -40,6 +44,78 @@ PassesResult AccumulationExecutor::run(std::optional<double> loss_scale) {
   out.loss = loss_sum / double(accumulation_);
   out.model_parallel_wait_s = plan_.model_parallel_waited_s() - waited_before;
   return out;
+}
+
+double AccumulationExecutor::loss_of(const at::Tensor& x, const at::Tensor& y) {
+  return plan_.loss(model_->forward(x.to(device_)), y.to(device_)).item<double>();
+}
+
+PipelineExecutor::PipelineExecutor(Transformer& model, ParallelPlan& plan, MicroBatchStream& stream, at::Device device,
+                                   std::vector<int64_t> boundary, ChromeTrace* trace)
+    : model_(model), plan_(plan), stream_(stream), device_(device),
+      runner_(model, *plan.pipeline, std::move(boundary), at::TensorOptions().dtype(at::kFloat).device(device), trace) {
+  if (plan.pipeline->embedding)
+    for (const auto& item : model->named_parameters())
+      if (item.key() == "wte.weight") tied_weight_ = item.value();
+}
+
+double PipelineExecutor::over_pipeline(double last_stage_value) {
+  at::Tensor t = at::tensor({last_stage_value}, at::kDouble).to(device_);
+  all_reduce(*plan_.pipeline->pp, t, ReduceOp::Sum, "loss from the last stage");
+  return t.item<double>();
+}
+
+PassesResult PipelineExecutor::run(int64_t step, std::optional<double> loss_scale) {
+  if (model_->precision().enabled()) plan_.optimizer->finish_parameter_updates();
+  model_->refresh_working_copy();
+  BucketedGradSync& grad_sync = *plan_.grad_sync;
+  grad_sync.zero_grad();
+  grad_sync.set_sync(false, false);
+  const int m = plan_.pipeline->schedule.micro_batches;
+  std::vector<MicroBatch> batches;
+  for (int k = 0; k < m; ++k) {
+    auto [x, y] = stream_.next();
+    batches.push_back({x.to(device_), y.to(device_)});
+  }
+  PassesResult out;
+  const double waited_before = plan_.model_parallel_waited_s();
+  std::vector<double> factors(size_t(m), (loss_scale ? *loss_scale : 1.0) / double(m));
+  if (micro_batch_drop_injected(step)) factors.back() = 0;
+  const double loss_sum = runner_.train(batches, plan_.loss, factors, [step] { crash_point("pipeline", step); });
+  out.model_parallel_wait_s = plan_.model_parallel_waited_s() - waited_before;
+  if (tied_weight_.defined() && tied_weight_.grad().defined() && !tied_gradient_drop_injected(step)) {
+    at::Tensor grad = tied_weight_.grad();
+    all_reduce(*plan_.pipeline->embedding, grad, ReduceOp::Sum, "tied embedding gradient");
+  }
+  grad_sync.set_sync(true, true);
+  grad_sync.begin_backward();
+  grad_sync.finish_gradient_sync();
+  out.comm_s = grad_sync.last_overlap().comm_s;
+  out.hidden_s = grad_sync.last_overlap().hidden_s;
+  out.loss = over_pipeline(loss_sum) / double(m);
+  return out;
+}
+
+double PipelineExecutor::loss_of(const at::Tensor& x, const at::Tensor& y) {
+  return over_pipeline(runner_.evaluate({x.to(device_), y.to(device_)}, plan_.loss));
+}
+
+std::unique_ptr<StepExecutor> make_step_executor(Transformer& model, ParallelPlan& plan, MicroBatchStream& stream, const TrainConfig& config,
+                                                 at::Device device, ChromeTrace* trace) {
+  if (plan.pipeline) {
+    // A resume at another dp may have changed the number of micro-batches, to keep the global batch.
+    PipelineSchedule& schedule = plan.pipeline->schedule;
+    if (schedule.micro_batches != config.accumulation)
+      schedule = make_schedule(schedule.kind, schedule.pp, schedule.virtual_stages, int(config.accumulation));
+    // Under sequence parallelism the stages hand on this tp rank's part of the sequence.
+    const DeviceMesh& mesh = *plan.mesh;
+    const auto [first, end] = config.sequence_parallel ? chunk_range(config.model.seq_len, mesh.coord("tp"), mesh.size("tp"))
+                                                       : std::pair<int64_t, int64_t>{0, config.model.seq_len};
+    return std::make_unique<PipelineExecutor>(model, plan, stream, device, std::vector<int64_t>{config.micro_batch, end - first, config.model.d_model},
+                                              trace);
+  }
+  const auto round = config.grad_accum_16bit ? std::optional<at::ScalarType>(config.precision) : std::nullopt;
+  return std::make_unique<AccumulationExecutor>(model, plan, stream, config.accumulation, device, round, trace);
 }
 
 }  // namespace dtrain

@@ -3,11 +3,14 @@
 // across stages instead. Either leaves the plan's gradient sync holding the reduced gradients that
 // the optimizer step (train/optimizer_step.h) then applies.
 #pragma once
+#include <memory>
 #include <optional>
+#include <vector>
 
 #include "comm/chrome_trace.h"
 #include "data/micro_batch_stream.h"
 #include "model/transformer.h"
+#include "parallel/pipeline/pipeline_runner.h"
 #include "train/parallelize.h"
 
 namespace dtrain {
@@ -22,9 +25,11 @@ struct PassesResult {
 class StepExecutor {
  public:
   virtual ~StepExecutor() = default;
-  // Runs the step's micro-batches forward and backward. With `loss_scale` (fp16) the gradients are
-  // those of the loss times that scale.
-  virtual PassesResult run(std::optional<double> loss_scale) = 0;
+  // Runs the micro-batches of step `step` (counted from 1) forward and backward. With `loss_scale`
+  // (fp16) the gradients are those of the loss times that scale.
+  virtual PassesResult run(int64_t step, std::optional<double> loss_scale) = 0;
+  // The loss of one batch, forward only (validation): the same on every rank of a data-parallel coordinate.
+  virtual double loss_of(const at::Tensor& x, const at::Tensor& y) = 0;
 };
 
 // Gradient accumulation: `accumulation` micro-batches one after another, the gradients reduced once
@@ -37,7 +42,8 @@ class AccumulationExecutor : public StepExecutor {
                        std::optional<at::ScalarType> round_accumulation, ChromeTrace* trace = nullptr)
       : model_(model), plan_(plan), stream_(stream), accumulation_(accumulation), device_(device), round_(round_accumulation),
         trace_(trace) {}
-  PassesResult run(std::optional<double> loss_scale) override;
+  PassesResult run(int64_t step, std::optional<double> loss_scale) override;
+  double loss_of(const at::Tensor& x, const at::Tensor& y) override;
 
  private:
   Transformer& model_;
@@ -48,5 +54,34 @@ class AccumulationExecutor : public StepExecutor {
   std::optional<at::ScalarType> round_;  // 16-bit accumulation: the running sum is rounded to this type
   ChromeTrace* trace_;                    // null: not traced
 };
+
+// Pipeline parallelism: the step's micro-batches run through the stages as the plan's schedule
+// says (parallel/pipeline/pipeline_runner.h), their gradients accumulating whole; after the last, a
+// tied embedding's copies sum their gradients over the embedding group and the data-parallel
+// reduction runs once. The loss, computed on the last stage, is shared over the pipeline.
+class PipelineExecutor : public StepExecutor {
+ public:
+  // `boundary`: what one chunk hands the next, for a micro-batch.
+  PipelineExecutor(Transformer& model, ParallelPlan& plan, MicroBatchStream& stream, at::Device device, std::vector<int64_t> boundary,
+                   ChromeTrace* trace);
+  PassesResult run(int64_t step, std::optional<double> loss_scale) override;
+  double loss_of(const at::Tensor& x, const at::Tensor& y) override;
+
+ private:
+  double over_pipeline(double last_stage_value);
+
+  Transformer& model_;
+  ParallelPlan& plan_;
+  MicroBatchStream& stream_;
+  at::Device device_;
+  PipelineRunner runner_;
+  at::Tensor tied_weight_;  // the tied embedding's copy on this rank, when the embedding group sums its gradient
+};
+
+// The executor the plan calls for: a pipeline's with pp, else gradient accumulation over
+// config.accumulation micro-batches.
+// Either records its passes in `trace` (null: none).
+std::unique_ptr<StepExecutor> make_step_executor(Transformer& model, ParallelPlan& plan, MicroBatchStream& stream, const TrainConfig& config,
+                                                 at::Device device, ChromeTrace* trace);
 
 }  // namespace dtrain

@@ -127,7 +127,6 @@ void Trainer::build_data() {
 }
 
 void Trainer::build_model() {
-  model_ = Transformer(c_.model, c_.seed);
   plan_ = parallelize(model_, *world_, mesh_, c_);
   setup_lines_.insert(setup_lines_.end(), plan_.setup_lines.begin(), plan_.setup_lines.end());
   schedule_ = std::make_unique<LrSchedule>(c_.scheduler, plan_.optimizer->base_lr(), c_.steps);
@@ -205,7 +204,7 @@ void Trainer::train_step(int64_t step) {
   StepOutcome out;
   const bool inject = plan_.scaler && overflow_injected(step + 1);
   out.loss_scale = plan_.scaler ? plan_.scaler->scale() : 0;
-  out.passes = executor_->run(plan_.scaler ? std::optional<double>(inject ? INFINITY : out.loss_scale) : std::nullopt);
+  out.passes = executor_->run(step + 1, plan_.scaler ? std::optional<double>(inject ? INFINITY : out.loss_scale) : std::nullopt);
   auto loss = at::tensor({out.passes.loss}, at::kDouble).to(world_->device());
   all_reduce(*mesh_->group("dp_cp"), loss, ReduceOp::Avg, "loss");
   out.loss = loss.item<double>();
@@ -327,9 +326,8 @@ int Trainer::train() {
     for (const auto& warning : c_.warnings) log_.warn(warning);
   resume_or_start();
   // After the resume, which may change the accumulation to keep the checkpoint's global batch.
-  const auto round = c_.grad_accum_16bit ? std::optional<at::ScalarType>(c_.precision) : std::nullopt;
   if (c_.trace) trace_ = std::make_unique<RunTrace>(*world_);
-  executor_ = std::make_unique<AccumulationExecutor>(model_, plan_, *stream_, c_.accumulation, world_->device(), round, trace_ ? trace_->trace() : nullptr);
+  executor_ = make_step_executor(model_, plan_, *stream_, c_, world_->device(), trace_ ? trace_->trace() : nullptr);
 
   report_->measure_peak(*world_);
   if (progress_.step >= c_.steps) {
@@ -349,7 +347,7 @@ int Trainer::train() {
     crash_point("step", step + 1);
     const bool last = step + 1 == c_.steps;
     if (c_.eval_every > 0 && ((step + 1) % c_.eval_every == 0 || last)) {
-      if (const auto val = validation_loss(model_, plan_, *dataset_, c_, *world_)) {
+      if (const auto val = validation_loss(model_, plan_, *executor_, *dataset_, c_, *world_)) {
         log_.info("step " + std::to_string(step + 1) + " | validation loss " + fixed(*val, 4));
         if (metrics_) metrics_->write({{"step", step + 1}, {"val_loss", *val}});
       }

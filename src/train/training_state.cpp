@@ -1,7 +1,9 @@
 #include "train/training_state.h"
 
 #include <algorithm>
+#include <functional>
 #include <map>
+#include <optional>
 #include <stdexcept>
 
 #include "model/parameter_shapes.h"
@@ -63,24 +65,30 @@ HeldParameter held_as_is(const ParamSpec& spec, const at::Tensor& parameter, con
 std::string shape_text(const std::vector<int64_t>& shape) { return c10::str(at::IntArrayRef(shape)); }
 
 // The model's parameters by name, each checked against what parameter_shapes(config) says of it, cut
-// as `model_placements` say for a rank at `coords`.
+// as `model_placements` say for a rank at `coords`; those the placements leave to other pipeline
+// stages the model must not hold.
 std::map<std::string, at::Tensor> parameters_as_configured(const TransformerConfig& config, Transformer& model,
                                                            const ModelPlacements& model_placements = {},
                                                            const std::vector<MeshCoordinate>& coords = {}) {
   std::map<std::string, at::Tensor> out;
   for (auto& item : model->named_parameters()) out[item.key()] = item.value();
-  const std::vector<ParameterShape> shapes = parameter_shapes(config);
-  for (const ParameterShape& s : shapes) {
-    auto it = out.find(s.name);
-    if (it == out.end()) throw std::logic_error("the model lacks parameter '" + s.name + "', which its config describes");
+  size_t held = 0;
+  for (const ParameterShape& s : parameter_shapes(config)) {
     const auto placed = model_placements.find(s.name);
     const ParamSpec spec{s.name, s.shape, at::kFloat, placed == model_placements.end() ? Placements{} : placed->second};
-    const std::vector<int64_t> expected = local_box(spec, coords)->box.size;
-    if (it->second.sizes().vec() != expected)
+    const std::optional<LocalPiece> box = local_box(spec, coords);
+    auto it = out.find(s.name);
+    if (!box) {
+      if (it != out.end()) throw std::logic_error("the model holds parameter '" + s.name + "', which its placements leave to another stage");
+      continue;
+    }
+    if (it == out.end()) throw std::logic_error("the model lacks parameter '" + s.name + "', which its config describes");
+    ++held;
+    if (it->second.sizes().vec() != box->box.size)
       throw std::logic_error("parameter '" + s.name + "' has shape " + shape_text(it->second.sizes().vec()) + ", its config and placements say " +
-                             shape_text(expected));
+                             shape_text(box->box.size));
   }
-  if (shapes.size() != out.size()) throw std::logic_error("the model holds parameters its config does not describe");
+  if (held != out.size()) throw std::logic_error("the model holds parameters its config does not describe");
   return out;
 }
 
@@ -88,17 +96,26 @@ std::map<std::string, at::Tensor> parameters_as_configured(const TransformerConf
 
 TrainingLayout data_parallel_layout(const TransformerConfig& config, Transformer& model, const FlatParameters& flat, const at::Tensor& params,
                                     const BucketShards& shards, int zero_stage, const std::vector<MeshCoordinate>& coords,
-                                    const ModelPlacements& model_placements) {
+                                    const ModelPlacements& model_placements, const std::function<bool(const std::string&)>& frozen) {
   const std::map<std::string, at::Tensor> parameters = parameters_as_configured(config, model, model_placements, coords);
   std::map<std::string, const FlatEntry*> trained;
   for (const FlatEntry& e : flat.entries()) trained[e.name] = &e;
   std::map<std::string, LocalPiece> boxes;  // each trained parameter's local box: what its flat ranges are cut from
   TrainingLayout layout{coords, {}};
   for (const ParameterShape& s : parameter_shapes(config)) {
-    const at::Tensor& tensor = parameters.at(s.name);
-    const auto entry = trained.find(s.name);
     const auto placed = model_placements.find(s.name);
     const Placements& model_placed = placed == model_placements.end() ? Placements{} : placed->second;
+    const auto held = parameters.find(s.name);
+    if (held == parameters.end()) {  // another stage's: described, with no piece here
+      HeldParameter p;
+      p.trained = !frozen || !frozen(s.name);
+      p.spec = ParamSpec{s.name, s.shape, at::kFloat, data_parallel(p.trained && zero_stage == 3, model_placed)};
+      if (p.trained) p.state_placements = data_parallel(zero_stage >= 1, model_placed);
+      layout.parameters.push_back(std::move(p));
+      continue;
+    }
+    const at::Tensor& tensor = held->second;
+    const auto entry = trained.find(s.name);
     ParamSpec spec{s.name, s.shape, tensor.scalar_type(), data_parallel(entry != trained.end() && zero_stage == 3, model_placed)};
     if (entry == trained.end()) {
       layout.parameters.push_back(held_as_is(spec, tensor, coords));

@@ -7,6 +7,7 @@
 #pragma once
 #include <nlohmann/json.hpp>
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -29,11 +30,14 @@ namespace dtrain {
 // - A frozen parameter is replicated, whole, where the model keeps it.
 // - Model parallelism's placements (`model`: a tensor-parallel slice) come first: data parallelism
 //   replicates or flat-shards the box they leave this rank.
+// - A parameter the placements leave to other pipeline stages is described, with no piece here, and
+//   trained unless `frozen` says so of its name (every rank must know the whole model's state).
 // Every parameter of `config`'s model (parameter_shapes) in that order; throws std::logic_error naming
 // a parameter `model` does not hold as the config and the placements say.
 TrainingLayout data_parallel_layout(const TransformerConfig& config, Transformer& model, const FlatParameters& flat, const at::Tensor& params,
                                     const BucketShards& shards, int zero_stage, const std::vector<MeshCoordinate>& coords,
-                                    const ModelPlacements& model_placements = {});
+                                    const ModelPlacements& model_placements = {},
+                                    const std::function<bool(const std::string&)>& frozen = nullptr);
 
 // Every rank writes its pieces of the model and the optimizer state into `dir`; the rank at
 // coordinate 0 writes what is replicated. Then, once all have written, rank 0 calls

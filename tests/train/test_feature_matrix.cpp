@@ -26,6 +26,12 @@ const std::map<std::string, Sets> kReferences = {
     {"llama", {"model.arch=llama", "model.n_head=4", "model.n_kv_head=2"}},
     {"gpt2_bf16", {"model.arch=gpt2", "bf16.enabled=true"}},
     {"gpt2_fp16", {"model.arch=gpt2", "fp16.enabled=true"}},
+    // Pipeline rows, their rows apart so that each test stays short: 8 blocks cut into up to 8
+    // chunks, with the embedding tied to the head across the first and the last stage.
+    {"gpt2_pp", {"model.arch=gpt2", "model.n_layer=8"}},
+    {"gpt2_pp_3d", {"model.arch=gpt2", "model.n_layer=4"}},
+    {"llama_pp", {"model.arch=llama", "model.n_head=4", "model.n_kv_head=2", "model.n_layer=4", "model.tie_embeddings=false"}},
+    {"gpt2_bf16_pp", {"model.arch=gpt2", "model.n_layer=4", "bf16.enabled=true"}},
 };
 
 // Layouts used by several rows: micro-batches per rank that keep the batch of 12.
@@ -38,6 +44,12 @@ const Sets k3RanksBuckets = {"train_micro_batch_size_per_gpu=2", "zero_optimizat
 const Sets kHybrid = {"train_micro_batch_size_per_gpu=1", "zero_optimization.reduce_bucket_size=5000",
                       "parallel.fsdp.sharding_strategy=hybrid_shard", "parallel.fsdp.shard_group_size=2"};
 const Sets kBf16Accumulating = {"train_micro_batch_size_per_gpu=3", "data_types.grad_accum_dtype=bf16"};
+// Pipelines: micro-batches of 3, so 4 per step on one pipeline and 2 on each of two.
+const Sets kPp2 = {"parallel.pp=2", "train_micro_batch_size_per_gpu=3"};
+const Sets kPp4 = {"parallel.pp=4", "train_micro_batch_size_per_gpu=3"};
+Sets schedule(const std::string& name, int virtual_stages = 1) {
+  return {"parallel.pipeline.schedule=" + name, "parallel.pipeline.virtual_stages=" + std::to_string(virtual_stages)};
+}
 // DeepSpeed's activation_checkpointing section: block inputs split over tp, in host memory, in one buffer.
 const std::string kDeepSpeedActivationKeys =
     "activation_checkpointing={\"partition_activations\": true, \"cpu_checkpointing\": true, \"contiguous_memory_optimization\": true}";
@@ -122,6 +134,31 @@ const std::vector<Row> kRows = {
     {"fp16_tp2", 2, {"parallel.tp=2"}, "gpt2_fp16", kFp16Reordered, "tensor parallel: tp 2"},
     {"fp16_tp2_sp", 2, {"parallel.tp=2", "parallel.sequence_parallel=true"}, "gpt2_fp16", kFp16Reordered, "sequence parallel"},
     {"fp16_dp2_tp2_zero3", 4, k2Ranks + Sets{"parallel.tp=2", "zero_optimization.stage=3"}, "gpt2_fp16", kFp16Reordered, "ZeRO stage 3"},
+
+    // Pipeline parallelism: the micro-batches of a step run through the stages and their gradients
+    // accumulate, as one rank accumulates them; the tied embedding's copies sum theirs.
+    {"pp2_gpipe", 2, kPp2 + schedule("gpipe"), "gpt2_pp", kFp32Reordered, "pipeline parallel: pp 2 x 1 virtual stage(s), 2 chunks of 4, 4"},
+    {"pp2_1f1b", 2, kPp2 + schedule("1f1b"), "gpt2_pp", kFp32Reordered, "schedule 1f1b, 4 micro-batches per step"},
+    {"pp4_1f1b", 4, kPp4 + schedule("1f1b"), "gpt2_pp", kFp32Reordered, "4 chunks of 2, 2, 2, 2 blocks"},
+    {"pp2_interleaved", 2, kPp2 + schedule("interleaved_1f1b", 2), "gpt2_pp", kFp32Reordered, "pp 2 x 2 virtual stage(s)"},
+    {"pp4_interleaved", 4, kPp4 + schedule("interleaved_1f1b", 2), "gpt2_pp", kFp32Reordered, "pp 4 x 2 virtual stage(s)"},
+    {"pp2_zero_bubble", 2, kPp2 + schedule("zero_bubble"), "gpt2_pp", kFp32Reordered, "schedule zero_bubble"},
+    {"pp4_zero_bubble", 4, kPp4 + schedule("zero_bubble"), "gpt2_pp", kFp32Reordered, "schedule zero_bubble"},
+    // An explicit cut; the global norm sums the stages' squares in other groups.
+    {"pp2_split", 2, kPp2 + Sets{"parallel.pipeline.split=[3,5]"}, "gpt2_pp", kFp32Reordered, "2 chunks of 3, 5 blocks"},
+
+    {"pp2_dp2_zero1", 4, kPp2 + Sets{"zero_optimization.stage=1"}, "gpt2_pp_3d", kFp32Reordered, "batch: 12 = micro 3 x accumulation 2 x dp 2"},
+    {"pp2_dp2_zero2", 4, kPp2 + Sets{"zero_optimization.stage=2"}, "gpt2_pp_3d", kFp32Reordered, "ZeRO stage 2"},
+    {"pp2_tp2", 4, kPp2 + Sets{"parallel.tp=2"}, "gpt2_pp_3d", kFp32Reordered, "tensor parallel: tp 2"},
+    {"pp2_dp2_tp2", 8, kPp2 + Sets{"parallel.tp=2"}, "gpt2_pp_3d", kFp32Reordered, "batch: 12 = micro 3 x accumulation 2 x dp 2"},
+    {"pp2_ac_full", 2, kPp2 + Sets{"train.activation_checkpointing=full"}, "gpt2_pp_3d", kFp32Reordered, "activation checkpointing full"},
+
+    {"llama_pp2_gpipe", 2, kPp2 + schedule("gpipe"), "llama_pp", kFp32Reordered, "schedule gpipe"},
+    {"llama_pp2_interleaved", 2, kPp2 + schedule("interleaved_1f1b", 2), "llama_pp", kFp32Reordered, "schedule interleaved_1f1b"},
+    {"llama_pp4_zero_bubble", 4, kPp4 + schedule("zero_bubble"), "llama_pp", kFp32Reordered, "schedule zero_bubble"},
+    {"llama_pp2_dp2_zero1", 4, kPp2 + Sets{"zero_optimization.stage=1"}, "llama_pp", kFp32Reordered, "ZeRO stage 1"},
+
+    {"bf16_pp2", 2, kPp2, "gpt2_bf16_pp", kBf16Reordered, "pipeline parallel: pp 2"},
 };
 
 const Row* row_named(const std::string& name) {

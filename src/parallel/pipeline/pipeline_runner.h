@@ -1,0 +1,77 @@
+// Runs this rank's part of a pipeline schedule (pipeline_schedule.h) over one step's micro-batches:
+// the forward and backward passes of its chunks, with activations and their gradients moving between
+// stages by point-to-point messages. Every receive of the step is posted at its start, in the order
+// the schedule gives each channel, so a transfer lands while the rank computes; sends go out
+// asynchronously as soon as what they carry is computed, and are waited at the end of the step.
+// Message shapes come from the config (the boundary shape), never from a message. Under zero_bubble
+// a backward is split: I computes the input gradient the previous stage waits for, leaving the
+// linear layers' weight-gradient GEMMs in a store (model/weight_grad_store.h) that W runs later.
+#pragma once
+#include <ATen/ATen.h>
+
+#include <functional>
+#include <map>
+#include <utility>
+#include <vector>
+
+#include "comm/chrome_trace.h"
+#include "comm/collectives.h"
+#include "model/loss.h"
+#include "model/transformer.h"
+#include "model/weight_grad_store.h"
+#include "parallel/pipeline/pipeline_stages.h"
+
+namespace dtrain {
+
+struct MicroBatch {
+  at::Tensor input, target;  // tokens [batch, T] and next tokens [batch, T], on the run's device
+};
+
+class PipelineRunner {
+ public:
+  // `boundary`: the shape of what a chunk hands the next ([micro-batch, this rank's sequence, d_model]),
+  // in `options`' dtype and device. Each compute action is a slice of `trace` (null: none).
+  PipelineRunner(Transformer& model, const PipelineStages& stages, std::vector<int64_t> boundary, at::TensorOptions options,
+                 ChromeTrace* trace = nullptr);
+
+  // Forward and backward of every micro-batch of `batches` (the schedule's count), the gradient of
+  // micro-batch k's loss times `loss_factors[k]` accumulating into the parameters' gradients;
+  // `after_first_compute` (if set) runs once this rank's first action is done (a fault-injection
+  // point: ckpt/crash_points.h). Returns the sum of the losses on the rank that holds the last
+  // chunk, 0 elsewhere.
+  double train(const std::vector<MicroBatch>& batches, const LossFunction& loss, const std::vector<double>& loss_factors,
+               const std::function<void()>& after_first_compute = nullptr);
+  // The loss of one micro-batch, forward only, through the chunks in order: on the rank that holds
+  // the last chunk, 0 elsewhere.
+  double evaluate(const MicroBatch& batch, const LossFunction& loss);
+
+ private:
+  struct Slot {
+    at::Tensor input;   // what the chunk took, when it needs its gradient (every chunk but the first)
+    at::Tensor output;  // what it handed on, with its graph (the loss, for the last chunk)
+  };
+  using Key = std::pair<int, int>;  // (micro-batch, chunk)
+
+  void post_receives();
+  at::Tensor received(PipelineAction::Kind kind, int mb, int chunk);
+  at::Tensor chunk_input(const std::vector<MicroBatch>& batches, int mb, int chunk);
+  void forward(const std::vector<MicroBatch>& batches, const LossFunction& loss, int mb, int chunk, double& loss_sum);
+  void backward(int mb, int chunk, double loss_factor);
+  void compute(const PipelineAction& a, const std::vector<MicroBatch>& batches, const LossFunction& loss,
+               const std::vector<double>& loss_factors, double& loss_sum);
+  void send(const at::Tensor& t, int peer, const std::string& label);
+  bool local(int chunk) const { return chunk >= 0 && chunk < int(stages_.chunks.size()) && stages_.schedule.rank_of(chunk) == me_; }
+
+  Transformer& model_;
+  const PipelineStages& stages_;
+  std::vector<int64_t> boundary_;
+  at::TensorOptions options_;
+  int me_ = 0, last_ = 0;
+  std::map<Key, Slot> slots_;
+  std::map<std::pair<int, Key>, std::pair<at::Tensor, CommHandle>> receives_;  // (kind, key) -> buffer, its receive
+  std::vector<std::pair<at::Tensor, CommHandle>> sends_;
+  std::map<Key, WeightGradStore> deferred_;  // zero_bubble: each I's weight gradients, until its W
+  ChromeTrace* trace_;
+};
+
+}  // namespace dtrain
