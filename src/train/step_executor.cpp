@@ -57,6 +57,11 @@ PipelineExecutor::PipelineExecutor(Transformer& model, ParallelPlan& plan, Micro
   if (plan.pipeline->embedding)
     for (const auto& item : model->named_parameters())
       if (item.key() == "wte.weight") tied_weight_ = item.value();
+  // With one chunk per rank, the last backward of 1f1b and gpipe runs through every parameter the
+  // rank holds; zero_bubble's last action is a W, whose deferred gradients no autograd hook sees.
+  const PipelineSchedule& schedule = plan.pipeline->schedule;
+  reduce_in_cool_down_ = schedule.virtual_stages == 1 && schedule.kind != ScheduleKind::ZeroBubble &&
+                         plan.grad_sync->shard_group() == nullptr && !plan.grad_sync->reduces_every_micro_batch();
 }
 
 double PipelineExecutor::over_pipeline(double last_stage_value) {
@@ -81,19 +86,34 @@ PassesResult PipelineExecutor::run(int64_t step, std::optional<double> loss_scal
   const double waited_before = plan_.model_parallel_waited_s();
   std::vector<double> factors(size_t(m), (loss_scale ? *loss_scale : 1.0) / double(m));
   if (micro_batch_drop_injected(step)) factors.back() = 0;
-  const double loss_sum = runner_.train(batches, plan_.loss, factors, [step] { crash_point("pipeline", step); });
+  StepHooks hooks;
+  hooks.after_first_compute = [step] { crash_point("pipeline", step); };
+  auto start_reduction = [&grad_sync] {
+    grad_sync.set_sync(true, true);
+    grad_sync.begin_backward();
+  };
+  if (reduce_in_cool_down_) hooks.before_last_backward = start_reduction;
+  const double loss_sum = runner_.train(batches, plan_.loss, factors, hooks);
   out.model_parallel_wait_s = plan_.model_parallel_waited_s() - waited_before;
-  if (tied_weight_.defined() && tied_weight_.grad().defined() && !tied_gradient_drop_injected(step)) {
-    at::Tensor grad = tied_weight_.grad();
-    all_reduce(*plan_.pipeline->embedding, grad, ReduceOp::Sum, "tied embedding gradient");
+  // Whole gradients reduced during the last backward are averaged over dp on both stages that hold
+  // the tied embedding, and summed after; shards of it would lie at other places of the two stages'
+  // shards, so they are summed before the reduction.
+  if (!reduce_in_cool_down_) {
+    sum_tied_embedding(step);
+    start_reduction();
   }
-  grad_sync.set_sync(true, true);
-  grad_sync.begin_backward();
   grad_sync.finish_gradient_sync();
+  if (reduce_in_cool_down_) sum_tied_embedding(step);
   out.comm_s = grad_sync.last_overlap().comm_s;
   out.hidden_s = grad_sync.last_overlap().hidden_s;
   out.loss = over_pipeline(loss_sum) / double(m);
   return out;
+}
+
+void PipelineExecutor::sum_tied_embedding(int64_t step) {
+  if (!tied_weight_.defined() || !tied_weight_.grad().defined() || tied_gradient_drop_injected(step)) return;
+  at::Tensor grad = tied_weight_.grad();
+  all_reduce(*plan_.pipeline->embedding, grad, ReduceOp::Sum, "tied embedding gradient");
 }
 
 double PipelineExecutor::loss_of(const at::Tensor& x, const at::Tensor& y) {

@@ -56,9 +56,11 @@ class AccumulationExecutor : public StepExecutor {
 };
 
 // Pipeline parallelism: the step's micro-batches run through the stages as the plan's schedule
-// says (parallel/pipeline/pipeline_runner.h), their gradients accumulating whole; after the last, a
-// tied embedding's copies sum their gradients over the embedding group and the data-parallel
-// reduction runs once. The loss, computed on the last stage, is shared over the pipeline.
+// says (parallel/pipeline/pipeline_runner.h), their gradients accumulating whole; the data-parallel
+// reduction runs once, beside the rank's last backward where that backward covers all it holds
+// (one chunk per rank, 1f1b or gpipe, whole gradients), else after it; a tied embedding's copies sum
+// their gradients over the embedding group. The loss, computed on the last stage, is shared over
+// the pipeline.
 class PipelineExecutor : public StepExecutor {
  public:
   // `boundary`: what one chunk hands the next, for a micro-batch.
@@ -69,6 +71,7 @@ class PipelineExecutor : public StepExecutor {
 
  private:
   double over_pipeline(double last_stage_value);
+  void sum_tied_embedding(int64_t step);
 
   Transformer& model_;
   ParallelPlan& plan_;
@@ -76,6 +79,7 @@ class PipelineExecutor : public StepExecutor {
   at::Device device_;
   PipelineRunner runner_;
   at::Tensor tied_weight_;  // the tied embedding's copy on this rank, when the embedding group sums its gradient
+  bool reduce_in_cool_down_ = false;
 };
 
 // The executor the plan calls for: a pipeline's with pp, else gradient accumulation over

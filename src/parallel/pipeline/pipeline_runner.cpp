@@ -112,16 +112,21 @@ void PipelineRunner::compute(const PipelineAction& a, const std::vector<MicroBat
 }
 
 double PipelineRunner::train(const std::vector<MicroBatch>& batches, const LossFunction& loss, const std::vector<double>& loss_factors,
-                             const std::function<void()>& after_first_compute) {
+                             const StepHooks& hooks) {
   TORCH_CHECK(int(batches.size()) == stages_.schedule.micro_batches, "the pipeline schedule runs ", stages_.schedule.micro_batches,
               " micro-batches per step, given ", batches.size());
   post_receives();
+  const std::vector<PipelineAction>& actions = stages_.schedule.actions[size_t(me_)];
+  const PipelineAction* last_compute = nullptr;
+  for (const PipelineAction& a : actions)
+    if (a.is_compute()) last_compute = &a;
   double loss_sum = 0;
   bool first = true;
-  for (const PipelineAction& a : stages_.schedule.actions[size_t(me_)]) {
+  for (const PipelineAction& a : actions) {
     if (a.is_compute()) {
+      if (&a == last_compute && a.kind == Kind::Backward && hooks.before_last_backward) hooks.before_last_backward();
       compute(a, batches, loss, loss_factors, loss_sum);
-      if (first && after_first_compute) after_first_compute();
+      if (first && hooks.after_first_compute) hooks.after_first_compute();
       first = false;
       continue;
     }

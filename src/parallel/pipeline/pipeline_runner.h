@@ -27,6 +27,15 @@ struct MicroBatch {
   at::Tensor input, target;  // tokens [batch, T] and next tokens [batch, T], on the run's device
 };
 
+// What a step's caller runs at two points of this rank's actions (either may be empty).
+struct StepHooks {
+  std::function<void()> after_first_compute;  // the rank's first action is done (a fault-injection point: ckpt/crash_points.h)
+  // The rank's last action is a whole backward, about to start: with one chunk per rank it is the
+  // last micro-batch's through every parameter the rank holds, so a data-parallel reduction can run
+  // beside it (the cool-down's overlap).
+  std::function<void()> before_last_backward;
+};
+
 class PipelineRunner {
  public:
   // `boundary`: the shape of what a chunk hands the next ([micro-batch, this rank's sequence, d_model]),
@@ -35,12 +44,10 @@ class PipelineRunner {
                  ChromeTrace* trace = nullptr);
 
   // Forward and backward of every micro-batch of `batches` (the schedule's count), the gradient of
-  // micro-batch k's loss times `loss_factors[k]` accumulating into the parameters' gradients;
-  // `after_first_compute` (if set) runs once this rank's first action is done (a fault-injection
-  // point: ckpt/crash_points.h). Returns the sum of the losses on the rank that holds the last
-  // chunk, 0 elsewhere.
+  // micro-batch k's loss times `loss_factors[k]` accumulating into the parameters' gradients.
+  // Returns the sum of the losses on the rank that holds the last chunk, 0 elsewhere.
   double train(const std::vector<MicroBatch>& batches, const LossFunction& loss, const std::vector<double>& loss_factors,
-               const std::function<void()>& after_first_compute = nullptr);
+               const StepHooks& hooks = {});
   // The loss of one micro-batch, forward only, through the chunks in order: on the rank that holds
   // the last chunk, 0 elsewhere.
   double evaluate(const MicroBatch& batch, const LossFunction& loss);
