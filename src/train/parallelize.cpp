@@ -373,8 +373,10 @@ void Parallelizer::describe() {
                        (plan_.mesh->size("dp_replicate") > 1 ? " and replicated over " + std::to_string(plan_.mesh->size("dp_replicate")) + " such groups (hybrid)" : "") +
                        ", this rank owns " + std::to_string(owned_numel_) + " of " + std::to_string(plan_.flat->numel()) + " parameters";
     if (plan_.sharded)
-      line += "; " + std::to_string(grad_sync.buckets().size()) + " units gathered one at a time with the next prefetched, " +
-              (c_.reshard_after_forward ? "blocks freed between forward and backward" : "kept whole from forward to backward") +
+      line += "; " + std::to_string(grad_sync.buckets().size()) +
+              (plan_.pipeline ? " units gathered once per step and held through the pipeline's micro-batches"
+                              : std::string(" units gathered one at a time with the next prefetched, ") +
+                                    (c_.reshard_after_forward ? "blocks freed between forward and backward" : "kept whole from forward to backward")) +
               (!precision_.enabled() ? ""
                : c_.gather_16bit     ? "; every unit with matmul weights gathered in " + precision_name(c_.precision)
                                      : "; matmul weights gathered in " + precision_name(c_.precision) + ", norms, biases and embeddings in fp32");

@@ -99,9 +99,6 @@ void resolve_pipeline(const Reader& r, TrainConfig& c) {
                          "): every chunk holds at least one block");
   resolve_split(r, c, int(chunks));
   check_micro_batches(r, c);
-  if (c.zero_stage == 3 && pp > 1)
-    fail(r.origin(), "'zero_optimization.stage' 3 with 'parallel.pp' " + std::to_string(pp) + " is not supported yet: use stage 1 or 2 "
-                     "(a pipeline stage does not gather stage 3's sharded parameters yet)");
   if (c.grad_accum_16bit && pp > 1)
     c.warnings.push_back(r.origin() + ": data_types.grad_accum_dtype " + c.json["data_types"]["grad_accum_dtype"].get<std::string>() +
                          " with parallel.pp " + std::to_string(pp) + ": a pipeline's micro-batches interleave, so their gradients "

@@ -71,8 +71,12 @@ double PipelineExecutor::over_pipeline(double last_stage_value) {
 }
 
 PassesResult PipelineExecutor::run(int64_t step, std::optional<double> loss_scale) {
-  if (model_->precision().enabled()) plan_.optimizer->finish_parameter_updates();
-  model_->refresh_working_copy();
+  if (plan_.sharded) {
+    plan_.sharded->hold_whole();  // once per step: the schedule uses each part once per micro-batch, in its own order
+  } else {
+    if (model_->precision().enabled()) plan_.optimizer->finish_parameter_updates();
+    model_->refresh_working_copy();
+  }
   BucketedGradSync& grad_sync = *plan_.grad_sync;
   grad_sync.zero_grad();
   grad_sync.set_sync(false, false);
@@ -104,6 +108,7 @@ PassesResult PipelineExecutor::run(int64_t step, std::optional<double> loss_scal
   }
   grad_sync.finish_gradient_sync();
   if (reduce_in_cool_down_) sum_tied_embedding(step);
+  if (plan_.sharded) plan_.sharded->stop_holding();
   out.comm_s = grad_sync.last_overlap().comm_s;
   out.hidden_s = grad_sync.last_overlap().hidden_s;
   out.loss = over_pipeline(loss_sum) / double(m);

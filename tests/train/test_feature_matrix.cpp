@@ -149,6 +149,8 @@ const std::vector<Row> kRows = {
 
     {"pp2_dp2_zero1", 4, kPp2 + Sets{"zero_optimization.stage=1"}, "gpt2_pp_3d", kFp32Reordered, "batch: 12 = micro 3 x accumulation 2 x dp 2"},
     {"pp2_dp2_zero2", 4, kPp2 + Sets{"zero_optimization.stage=2"}, "gpt2_pp_3d", kFp32Reordered, "ZeRO stage 2"},
+    {"pp2_dp2_zero3", 4, kPp2 + Sets{"zero_optimization.stage=3"}, "gpt2_pp_3d", kFp32Reordered,
+     "units gathered once per step and held through the pipeline's micro-batches"},
     {"pp2_tp2", 4, kPp2 + Sets{"parallel.tp=2"}, "gpt2_pp_3d", kFp32Reordered, "tensor parallel: tp 2"},
     {"pp2_dp2_tp2", 8, kPp2 + Sets{"parallel.tp=2"}, "gpt2_pp_3d", kFp32Reordered, "batch: 12 = micro 3 x accumulation 2 x dp 2"},
     {"pp2_ac_full", 2, kPp2 + Sets{"train.activation_checkpointing=full"}, "gpt2_pp_3d", kFp32Reordered, "activation checkpointing full"},
@@ -157,6 +159,8 @@ const std::vector<Row> kRows = {
     {"llama_pp2_interleaved", 2, kPp2 + schedule("interleaved_1f1b", 2), "llama_pp", kFp32Reordered, "schedule interleaved_1f1b"},
     {"llama_pp4_zero_bubble", 4, kPp4 + schedule("zero_bubble"), "llama_pp", kFp32Reordered, "schedule zero_bubble"},
     {"llama_pp2_dp2_zero1", 4, kPp2 + Sets{"zero_optimization.stage=1"}, "llama_pp", kFp32Reordered, "ZeRO stage 1"},
+    {"llama_pp2_tp2_zero3", 8, kPp2 + Sets{"parallel.tp=2", "zero_optimization.stage=3", "parallel.pipeline.schedule=zero_bubble"}, "llama_pp",
+     kFp32Reordered, "ZeRO stage 3"},
 
     {"bf16_pp2", 2, kPp2, "gpt2_bf16_pp", kBf16Reordered, "pipeline parallel: pp 2"},
 };

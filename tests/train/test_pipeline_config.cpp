@@ -76,9 +76,6 @@ const std::vector<BadInput>& bad_inputs() {
       {{"parallel.pp=2", "gradient_accumulation_steps=4", "parallel.micro_batches=8"}, 2,
        "'gradient_accumulation_steps' (4) and 'parallel.micro_batches' (8) are two names for the micro-batches of a step, and they "
        "differ; give one of them"},
-      {{"parallel.pp=2", "zero_optimization.stage=3"}, 4,
-       "'zero_optimization.stage' 3 with 'parallel.pp' 2 is not supported yet: use stage 1 or 2 (a pipeline stage does not gather "
-       "stage 3's sharded parameters yet)"},
       {{"parallel.pipeline_schedule=gpipe"}, 1,
        "'parallel.pipeline_schedule' is now 'parallel.pipeline.schedule' (gpipe, 1f1b, interleaved_1f1b, zero_bubble), got \"gpipe\"; "
        "rename the key"},

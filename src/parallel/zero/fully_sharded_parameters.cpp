@@ -261,6 +261,13 @@ void FullyShardedParameters::release_all() {
   for (int u = 0; u < int(units_.size()); ++u) release(u);
 }
 
+void FullyShardedParameters::hold_whole() {
+  holding_ = true;
+  drop_reads();
+  for (int u = 0; u < int(units_.size()); ++u) gather(u);
+  for (int u = 0; u < int(units_.size()); ++u) wait(u);
+}
+
 void FullyShardedParameters::before_part(int part) {
   // The shard changes only between passes (the optimizer's step, a resume): what was read ahead in
   // the last one may be stale.
@@ -274,6 +281,7 @@ void FullyShardedParameters::before_part(int part) {
 
 void FullyShardedParameters::after_part(int part, const at::Tensor& output) {
   note("end", part);
+  if (holding_) return;
   const bool backward_follows = at::GradMode::is_enabled() && output.requires_grad();
   if (!backward_follows) {
     // Nothing will need the part again: a block goes now, the rest once the pass is over.

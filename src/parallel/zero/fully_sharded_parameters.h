@@ -85,6 +85,13 @@ class FullyShardedParameters : public ForwardPartHooks {
   // Frees every unit without reading it.
   void release_all();
 
+  // Pipeline parallelism runs a step's micro-batches through the stage's parts in its schedule's
+  // order, not as passes: every unit is gathered once for the whole step and held, whatever the
+  // parts' hooks say, until ReduceScatterGrads takes its gradients after the step's last backward;
+  // stop_holding() then gives the hooks their say again (validation's passes).
+  void hold_whole();
+  void stop_holding() { holding_ = false; }
+
   void before_part(int part) override;
   void after_part(int part, const at::Tensor& output) override;
   // ReduceScatterGrads has taken `unit`'s gradients: its backward is over.
@@ -130,6 +137,7 @@ class FullyShardedParameters : public ForwardPartHooks {
   int last_part_ = -1;          // the highest part index: the forward pass ends with it
   int last_block_ = -1;         // the highest block's part index: its backward comes first
   bool reshard_after_forward_;
+  bool holding_ = false;  // hold_whole(): no part frees its units
   at::Tensor shard_;
   int shard_fd_ = -1;
   std::string shard_file_name_;
