@@ -130,8 +130,15 @@ std::unique_ptr<StepExecutor> make_step_executor(Transformer& model, ParallelPla
   if (plan.pipeline) {
     // A resume at another dp may have changed the number of micro-batches, to keep the global batch.
     PipelineSchedule& schedule = plan.pipeline->schedule;
-    if (schedule.micro_batches != config.accumulation)
-      schedule = make_schedule(schedule.kind, schedule.pp, schedule.virtual_stages, int(config.accumulation));
+    if (schedule.micro_batches != config.accumulation) {
+      try {
+        schedule = make_schedule(schedule.kind, schedule.pp, schedule.virtual_stages, int(config.accumulation));
+      } catch (const std::invalid_argument& e) {
+        throw ConfigError("resuming keeps the checkpoint's global batch with " + std::to_string(config.accumulation) +
+                          " micro-batches per step, which the pipeline cannot run: " + e.what() +
+                          "; set train_batch_size so that gradient_accumulation_steps suits parallel.pipeline.schedule");
+      }
+    }
     // Under sequence parallelism the stages hand on this tp rank's part of the sequence.
     const DeviceMesh& mesh = *plan.mesh;
     const auto [first, end] = config.sequence_parallel ? chunk_range(config.model.seq_len, mesh.coord("tp"), mesh.size("tp"))

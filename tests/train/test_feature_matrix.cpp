@@ -154,6 +154,11 @@ const std::vector<Row> kRows = {
     {"pp2_tp2", 4, kPp2 + Sets{"parallel.tp=2"}, "gpt2_pp_3d", kFp32Reordered, "tensor parallel: tp 2"},
     {"pp2_dp2_tp2", 8, kPp2 + Sets{"parallel.tp=2"}, "gpt2_pp_3d", kFp32Reordered, "batch: 12 = micro 3 x accumulation 2 x dp 2"},
     {"pp2_ac_full", 2, kPp2 + Sets{"train.activation_checkpointing=full"}, "gpt2_pp_3d", kFp32Reordered, "activation checkpointing full"},
+    // Sequence parallelism hands the next stage this tp rank's part of the sequence.
+    {"pp2_tp2_sp", 4, kPp2 + Sets{"parallel.tp=2", "parallel.sequence_parallel=true"}, "gpt2_pp_3d", kFp32Reordered, "sequence parallel"},
+    // Recomputed blocks leave their weight gradients to W like the others.
+    {"pp2_zero_bubble_ac_full", 2, kPp2 + schedule("zero_bubble") + Sets{"train.activation_checkpointing=full"}, "gpt2_pp_3d",
+     kFp32Reordered, "schedule zero_bubble"},
 
     {"llama_pp2_gpipe", 2, kPp2 + schedule("gpipe"), "llama_pp", kFp32Reordered, "schedule gpipe"},
     {"llama_pp2_interleaved", 2, kPp2 + schedule("interleaved_1f1b", 2), "llama_pp", kFp32Reordered, "schedule interleaved_1f1b"},
@@ -163,6 +168,8 @@ const std::vector<Row> kRows = {
      kFp32Reordered, "ZeRO stage 3"},
 
     {"bf16_pp2", 2, kPp2, "gpt2_bf16_pp", kBf16Reordered, "pipeline parallel: pp 2"},
+    // The loss scaler decides from the norm over both stages.
+    {"fp16_pp2", 2, kPp2, "gpt2_fp16", kFp16Reordered, "pipeline parallel: pp 2"},
 };
 
 const Row* row_named(const std::string& name) {
