@@ -106,19 +106,22 @@ void Parallelizer::build_stage_model() {
 }
 
 // The blocks per chunk: the config's, or balanced by costs measured here (parallel.pipeline.split
-// "auto"), averaged over every rank so that all cut the model alike.
+// "auto"), averaged over every rank so that all cut the model alike. The log says each chunk's share.
 std::vector<int> Parallelizer::pipeline_split() {
-  if (!c_.pipeline.measure_split) return c_.pipeline.split;
+  if (!c_.pipeline.measure_split) {
+    const bool given = !c_.json["parallel"]["pipeline"]["split"].is_null();
+    plan_.setup_lines.push_back(describe_split(c_.pipeline.split, model_layer_costs(c_.model, c_.micro_batch), given ? "given" : "cost model"));
+    return c_.pipeline.split;
+  }
   const LayerCosts mine = measure_layer_costs(c_.model, c_.micro_batch, world_.device(), c_.seed);
   at::Tensor costs = at::tensor({mine.embedding, mine.block, mine.head}, at::kDouble).to(world_.device());
   all_reduce(*world_.world_group(), costs, ReduceOp::Avg, "pipeline split costs");
   costs = costs.cpu();
   const LayerCosts measured{costs[0].item<double>(), costs[1].item<double>(), costs[2].item<double>()};
-  const int chunks = plan_.mesh->size("pp") * c_.pipeline.virtual_stages;
-  std::vector<int> split = balance_split(measured, c_.model.n_layer, chunks);
-  plan_.setup_lines.push_back("pipeline split measured: embedding " + fixed(measured.embedding * 1e3, 2) + " ms, block " +
-                              fixed(measured.block * 1e3, 2) + " ms, head and loss " + fixed(measured.head * 1e3, 2) +
-                              " ms per micro-batch, forward and backward");
+  const std::vector<int> split = balance_split(measured, c_.model.n_layer, plan_.mesh->size("pp") * c_.pipeline.virtual_stages);
+  plan_.setup_lines.push_back(describe_split(split, measured, "measured: embedding " + fixed(measured.embedding * 1e3, 2) + " ms, block " +
+                                                                  fixed(measured.block * 1e3, 2) + " ms, head and loss " +
+                                                                  fixed(measured.head * 1e3, 2) + " ms per micro-batch"));
   return split;
 }
 

@@ -145,7 +145,9 @@ const std::vector<Row> kRows = {
     {"pp2_zero_bubble", 2, kPp2 + schedule("zero_bubble"), "gpt2_pp", kFp32Reordered, "schedule zero_bubble"},
     {"pp4_zero_bubble", 4, kPp4 + schedule("zero_bubble"), "gpt2_pp", kFp32Reordered, "schedule zero_bubble"},
     // An explicit cut; the global norm sums the stages' squares in other groups.
-    {"pp2_split", 2, kPp2 + Sets{"parallel.pipeline.split=[3,5]"}, "gpt2_pp", kFp32Reordered, "2 chunks of 3, 5 blocks"},
+    {"pp2_split", 2, kPp2 + Sets{"parallel.pipeline.split=[3,5]"}, "gpt2_pp", kFp32Reordered, "pipeline split (given): chunks of 3, 5 blocks"},
+    // A cut from costs timed at start-up: whichever it is, the arithmetic is the pipeline's.
+    {"pp2_split_measured", 2, kPp2 + Sets{"parallel.pipeline.split=\"auto\""}, "gpt2_pp", kFp32Reordered, "pipeline split (measured: "},
 
     {"pp2_dp2_zero1", 4, kPp2 + Sets{"zero_optimization.stage=1"}, "gpt2_pp_3d", kFp32Reordered, "batch: 12 = micro 3 x accumulation 2 x dp 2"},
     {"pp2_dp2_zero2", 4, kPp2 + Sets{"zero_optimization.stage=2"}, "gpt2_pp_3d", kFp32Reordered, "ZeRO stage 2"},
