@@ -1,10 +1,12 @@
 // `dtrain pipeline show`: a pipeline schedule simulated for given per-action costs, printed as a text
 // Gantt chart with its bubble beside the closed form, and per rank the peak micro-batches whose
-// activations it holds (with their bytes for a config's model).
+// activations it holds (with their bytes for a config's model). A config also gives the pipeline
+// the flags leave out.
 #include "tools/pipeline_show_command.h"
 
 #include <CLI/CLI.hpp>
 
+#include <climits>
 #include <cmath>
 #include <iomanip>
 #include <iostream>
@@ -17,11 +19,13 @@
 #include "model/activation_bytes.h"
 #include "parallel/pipeline/pipeline_schedule.h"
 #include "parallel/pipeline/pipeline_simulator.h"
+#include "parallel/pipeline/stage_split.h"
 #include "tools/gantt_chart.h"
 #include "tools/pipeline_costs.h"
 #include "train/config_reader.h"
 #include "train/config_schema.h"
 #include "train/config_sections.h"
+#include "train/train_config.h"
 
 namespace dtrain {
 
@@ -33,43 +37,58 @@ struct PipelineShowOptions {
   std::string costs, config, trace;
 };
 
-// What --config contributes: the model and the micro-batch whose activations a rank holds.
-struct ModelActivations {
-  TransformerConfig model;
-  int64_t micro_batch = 0;
+// What --config contributes: the pipeline, its micro-batches and the activations of its chunks.
+struct ConfigPipeline {
+  int pp = 1, micro_batches = 1, virtual_stages = 1;
+  std::string schedule, split;   // split: describe_split's line
+  std::vector<int64_t> bytes;    // each chunk's activations for one micro-batch
 };
 
-// The model and train_micro_batch_size_per_gpu of a dtrain config, read as `dtrain run` reads them
-// (merged over the defaults, unknown keys refused) but without resolving the layout, which the
-// pipeline flags give here. Throws ConfigError naming the file and the key.
-ModelActivations read_model(const std::string& path) {
-  const std::string origin = printable(path);
+// The config resolved as `dtrain run` resolves it, with `sets` (the pipeline flags given, which
+// win) written over its keys as --set writes them, for the smallest world that holds its layout:
+// pp × cp × tp × parallel.dp, a dp of "auto" taken as 1 (one pipeline). Throws ConfigError naming
+// the file and the key.
+TrainConfig resolve_for_show(const std::string& path, const std::vector<std::string>& sets) {
+  const std::string origin = printable(path) + (sets.empty() ? "" : " with the pipeline flags");
+  nlohmann::json user = read_config_file(path);
+  apply_overrides(user, sets);
+  TrainConfig moved;
+  nlohmann::json dims = user;
+  drop_moved_keys(dims, moved);
   nlohmann::json merged = config_defaults();
-  merge_checked(merged, read_config_file(path), "", origin);
+  merge_checked(merged, dims, "", origin);
   const Reader r(merged, origin);
-  ModelActivations out{resolve_model(r), 0};
-  const auto micro = r.integer_or_auto("train_micro_batch_size_per_gpu", 1);
-  if (!micro)
-    fail(origin, "'train_micro_batch_size_per_gpu' is \"auto\"; the activations' bytes need the micro-batch size, so give it");
-  out.micro_batch = *micro;
-  return out;
+  const long long world = (long long)r.small_integer("parallel.pp", 1) * r.small_integer("parallel.cp", 1) *
+                          r.small_integer("parallel.tp", 1) * r.integer_or_auto("parallel.dp", 1, INT_MAX).value_or(1);
+  if (world > INT_MAX) fail(origin, "parallel.pp x parallel.cp x parallel.tp x parallel.dp is " + std::to_string(world) + " ranks, too many");
+  return resolve_config(user, int(world), origin);
 }
 
-// Each chunk's activations for one micro-batch, in bytes, with the blocks cut as evenly as they go
-// (the first chunks take one more), the head's on the last chunk. A run balances its split by cost,
-// which moves blocks off the last chunk; the chart's figure is the even split's.
-std::vector<int64_t> chunk_activation_bytes(const ModelActivations& m, int chunks, const std::string& path) {
-  const int n = m.model.n_layer;
-  if (n < chunks)
-    throw ConfigError(printable(path) + ": 'model.n_layer' (" + std::to_string(n) + ") cannot give each of pp x virtual stages = " +
-                      std::to_string(chunks) + " chunks a block");
+// Each chunk's activations for one micro-batch, in bytes, its blocks as the split gives them, the
+// head's on the last chunk.
+std::vector<int64_t> chunk_activation_bytes(const TransformerConfig& model, int64_t micro_batch, const std::vector<int>& split) {
   std::vector<int64_t> bytes;
-  for (int c = 0; c < chunks; ++c) {
-    const int blocks = n / chunks + (c < n % chunks ? 1 : 0);
-    bytes.push_back(blocks * block_activation_bytes(m.model, m.micro_batch) +
-                    (c == chunks - 1 ? head_activation_bytes(m.model, m.micro_batch) : 0));
-  }
+  for (size_t c = 0; c < split.size(); ++c)
+    bytes.push_back(split[c] * block_activation_bytes(model, micro_batch) +
+                    (c + 1 == split.size() ? head_activation_bytes(model, micro_batch) : 0));
   return bytes;
+}
+
+// The config's pipeline: parallel.pp, parallel.pipeline.{schedule, virtual_stages, split} and
+// gradient_accumulation_steps, each flag in `sets` in place of its key. The chunks' blocks are the
+// config's split: the cost model's, or the one it gives; a split "auto", timed when a run starts,
+// is the cost model's here.
+ConfigPipeline read_config_pipeline(const std::string& path, const std::vector<std::string>& sets) {
+  const TrainConfig c = resolve_for_show(path, sets);
+  const PipelineOptions& p = c.pipeline;
+  const LayerCosts costs = model_layer_costs(c.model, c.micro_batch);
+  const int chunks = c.parallel.pp * p.virtual_stages;
+  const std::vector<int> split = p.measure_split ? balance_split(costs, c.model.n_layer, chunks) : p.split;
+  const std::string source = p.measure_split ? "cost model; \"auto\" times it when a run starts"
+                             : c.json["parallel"]["pipeline"]["split"].is_null() ? "cost model"
+                                                                                 : "parallel.pipeline.split";
+  return {c.parallel.pp, int(c.accumulation), p.virtual_stages, schedule_name(p.schedule), describe_split(split, costs, source),
+          chunk_activation_bytes(c.model, c.micro_batch, split)};
 }
 
 std::string costs_text(const PipelineCosts& c, ScheduleKind kind) {
@@ -88,18 +107,40 @@ int pipeline_command(int argc, char** argv) {
   auto* show = app.add_subcommand(
       "show", "simulate a schedule for per-action costs: each rank's timeline as a text Gantt chart, the bubble beside its closed "
               "form, and the peak micro-batches whose activations each rank holds");
-  show->add_option("--pp", o.pp, "pipeline ranks")->check(whole_number(1, 64))->capture_default_str();
-  show->add_option("--micro-batches", o.micro_batches, "micro-batches per step")->check(whole_number(1, 1024))->capture_default_str();
-  show->add_option("--schedule", o.schedule, schedule_names())->capture_default_str();
-  show->add_option("--virtual-stages", o.virtual_stages, "chunks per rank (interleaved_1f1b)")->check(whole_number(1, 16))->capture_default_str();
+  show->add_option("--pp", o.pp, "pipeline ranks (default: --config's parallel.pp, else 4)")->check(whole_number(1, 64));
+  show->add_option("--micro-batches", o.micro_batches, "micro-batches per step (default: --config's gradient_accumulation_steps, else 8)")
+      ->check(whole_number(1, 1024));
+  show->add_option("--schedule", o.schedule, schedule_names() + " (default: --config's parallel.pipeline.schedule, else 1f1b)");
+  show->add_option("--virtual-stages", o.virtual_stages,
+                   "chunks per rank, interleaved_1f1b (default: --config's parallel.pipeline.virtual_stages, else 1)")
+      ->check(whole_number(1, 16));
   show->add_option("--costs", o.costs, "per-chunk action costs, F=1,B=2,W=1 by default (F, B, I, W, comm; zero_bubble's I is B - W)");
-  show->add_option("--config", o.config, "a dtrain config: the activations' bytes for its model and micro-batch");
+  show->add_option("--config", o.config,
+                   "a dtrain config: its pipeline (parallel.pp, parallel.pipeline.*, gradient_accumulation_steps) where no flag gives "
+                   "one, and the activations' bytes for its model, micro-batch and split");
   show->add_option("--trace", o.trace, "a run's trace.json: the mean traced F, B, I and W as the costs (in us)");
   app.require_subcommand(1);
   if (const auto code = parse_command_line(app, argc, argv)) return *code;
 
+  if (!schedule_kind(o.schedule))
+    throw std::invalid_argument("--schedule '" + printable(o.schedule) + "' is not one of " + schedule_names());
+  ConfigPipeline from_config;
+  if (!o.config.empty()) {
+    std::vector<std::string> flags_given;
+    if (show->count("--pp")) flags_given.push_back("parallel.pp=" + std::to_string(o.pp));
+    if (show->count("--schedule")) flags_given.push_back("parallel.pipeline.schedule=" + o.schedule);
+    if (show->count("--virtual-stages")) flags_given.push_back("parallel.pipeline.virtual_stages=" + std::to_string(o.virtual_stages));
+    // The micro-batches per step, under either of their names, and the global batch they make.
+    if (show->count("--micro-batches"))
+      flags_given.insert(flags_given.end(), {"gradient_accumulation_steps=" + std::to_string(o.micro_batches), "parallel.micro_batches=auto",
+                                             "train_batch_size=auto"});
+    from_config = read_config_pipeline(o.config, flags_given);
+    o.pp = from_config.pp;
+    o.micro_batches = from_config.micro_batches;
+    o.virtual_stages = from_config.virtual_stages;
+    o.schedule = from_config.schedule;
+  }
   const auto kind = schedule_kind(o.schedule);
-  if (!kind) throw std::invalid_argument("--schedule '" + printable(o.schedule) + "' is not one of " + schedule_names());
   PipelineCosts costs;
   std::string cost_source = "the defaults", unit = "time unit(s)";
   if (!o.trace.empty()) {
@@ -119,13 +160,13 @@ int pipeline_command(int argc, char** argv) {
     throw std::invalid_argument("--pp " + std::to_string(o.pp) + " --virtual-stages " + std::to_string(o.virtual_stages) +
                                 " --micro-batches " + std::to_string(o.micro_batches) + ": " + e.what());
   }
-  std::vector<int64_t> bytes;
-  if (!o.config.empty()) bytes = peak_in_flight(schedule, chunk_activation_bytes(read_model(o.config), schedule.chunks(), o.config));
+  const std::vector<int64_t> bytes = o.config.empty() ? std::vector<int64_t>{} : peak_in_flight(schedule, from_config.bytes);
 
   const PipelineTimeline timeline = simulate_pipeline(schedule, costs);
   const GanttChart chart = gantt_chart(timeline);
   std::cout << o.schedule << ": pp " << o.pp << ", " << o.micro_batches << " micro-batches, " << o.virtual_stages
             << " chunk(s) per rank; costs " << costs_text(costs, *kind) << " (" << cost_source << ")\n"
+            << (o.config.empty() ? "" : printable(o.config) + ": " + from_config.split + "\n")
             << "one column = " << plain(chart.column_time) << " " << unit << "\n\n";
   for (int r = 0; r < o.pp; ++r) std::cout << "rank " << r << (r < 10 ? "  " : " ") << chart.rows[r] << "\n";
   std::cout << gantt_legend() << "\n\n"

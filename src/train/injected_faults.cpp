@@ -20,5 +20,6 @@ bool save_failure_injected(int64_t step) { return injected("DTRAIN_INJECT_SAVE_F
 bool load_failure_injected(int64_t step) { return injected("DTRAIN_INJECT_LOAD_FAILURE", step); }
 bool micro_batch_drop_injected(int64_t step) { return injected("DTRAIN_INJECT_DROP_MICRO_BATCH", step); }
 bool tied_gradient_drop_injected(int64_t step) { return injected("DTRAIN_INJECT_DROP_TIED_GRADIENT", step); }
+bool unaveraged_micro_batches_injected(int64_t step) { return injected("DTRAIN_INJECT_UNAVERAGED_MICRO_BATCHES", step); }
 
 }  // namespace dtrain

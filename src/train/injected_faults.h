@@ -11,6 +11,8 @@
 //   the gradient, as a schedule that lost one would (the equivalence tests must catch it).
 // - DTRAIN_INJECT_DROP_TIED_GRADIENT: that rank's pipeline does not sum the tied embedding's
 //   gradient with the other stage's copy.
+// - DTRAIN_INJECT_UNAVERAGED_MICRO_BATCHES: that rank's pipeline sums the step's micro-batch
+//   gradients without the 1/m that averages them.
 #pragma once
 #include <cstdint>
 
@@ -22,5 +24,6 @@ bool save_failure_injected(int64_t step);
 bool load_failure_injected(int64_t step);
 bool micro_batch_drop_injected(int64_t step);
 bool tied_gradient_drop_injected(int64_t step);
+bool unaveraged_micro_batches_injected(int64_t step);
 
 }  // namespace dtrain

@@ -88,7 +88,8 @@ PassesResult PipelineExecutor::run(int64_t step, std::optional<double> loss_scal
   }
   PassesResult out;
   const double waited_before = plan_.model_parallel_waited_s();
-  std::vector<double> factors(size_t(m), (loss_scale ? *loss_scale : 1.0) / double(m));
+  const double averaged_over = unaveraged_micro_batches_injected(step) ? 1.0 : double(m);
+  std::vector<double> factors(size_t(m), (loss_scale ? *loss_scale : 1.0) / averaged_over);
   if (micro_batch_drop_injected(step)) factors.back() = 0;
   StepHooks hooks;
   hooks.after_first_compute = [step] { crash_point("pipeline", step); };

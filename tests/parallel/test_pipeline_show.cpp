@@ -1,5 +1,6 @@
 // `dtrain pipeline show` as a user runs it: the printed bubble beside the closed form, the peak
-// micro-batches per rank, costs from a trace, and errors that name the flag.
+// micro-batches per rank, costs from a trace, the pipeline and activation bytes a config gives,
+// and errors that name the flag or the config key.
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -48,6 +49,62 @@ TEST(PipelineShow, BadInputIsRefusedNamingTheFlag) {
                                            "micro-batches that are a multiple of pp (4), got 6"))
       << interleaved.output;
   EXPECT_TRUE(test::contains(pipeline_show({"--trace", "/nonexistent/trace.json"}).output, "--trace /nonexistent/trace.json: cannot be read"));
+}
+
+// A config file of the tiny model over 4 blocks, global batch 8 of micro-batches of 2, and `parallel`.
+std::string tiny_config(const std::string& name, const std::string& parallel) {
+  const std::string path = test::scratch_dir("pipeline_show_" + name) + "/config.json";
+  std::ofstream(path) << R"({"model": {"preset": "tiny", "n_layer": 4}, "train_batch_size": 8, "train_micro_batch_size_per_gpu": 2, "parallel": )"
+                      << parallel << "}";
+  return path;
+}
+
+// One tiny block (d 32, 2 heads, d_ff 128) keeps 514 fp32 values per token (activation_bytes.h):
+// 65792 bytes for a micro-batch of 2 x 16 tokens.
+constexpr int64_t kTinyBlockBytes = 514 * 4 * 2 * 16;
+
+TEST(PipelineShow, AConfigGivesThePipelineTheFlagsLeaveOutAndItsSplitTheBytes) {
+  const std::string config = tiny_config("from_config", R"({"pp": 2, "pipeline": {"schedule": "gpipe", "split": [1, 3]}})");
+  const auto r = pipeline_show({"--config", config});
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  // 8 / (2 x dp 1) = 4 micro-batches (gradient_accumulation_steps "auto"); gpipe holds all 4.
+  EXPECT_TRUE(test::contains(r.output, "gpipe: pp 2, 4 micro-batches, 1 chunk(s) per rank")) << r.output;
+  EXPECT_TRUE(test::contains(r.output, config + ": pipeline split (parallel.pipeline.split): chunks of 1, 3 blocks")) << r.output;
+  EXPECT_TRUE(test::contains(r.output, "bubble 20.0% simulated, 20.0% by (p-1)/(m+p-1)")) << r.output;
+  static_assert(4 * kTinyBlockBytes == 257 * 1024, "rank 0's 4 micro-batches of one block");
+  EXPECT_TRUE(test::contains(r.output, "   0                             4  257 KiB\n")) << r.output;
+  EXPECT_FALSE(test::contains(r.output, "   1                             4  257 KiB\n")) << "rank 1's three blocks and head\n" << r.output;
+}
+
+TEST(PipelineShow, FlagsWinOverTheConfig) {
+  const std::string config = tiny_config("flags_win", R"({"pp": 2, "pipeline": {"schedule": "gpipe", "split": [1, 3]}})");
+  const auto r = pipeline_show({"--config", config, "--schedule", "1f1b", "--micro-batches", "2"});
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(test::contains(r.output, "1f1b: pp 2, 2 micro-batches, 1 chunk(s) per rank")) << r.output;
+  // 1F1B's rank 0 holds pp = 2 micro-batches of its one block: 131584 bytes.
+  EXPECT_TRUE(test::contains(r.output, "   0                             2  128 KiB\n")) << r.output;
+  // A pp from the flags that the config's explicit split does not fit is refused, as `dtrain run --set parallel.pp=4` is.
+  const auto refused = pipeline_show({"--config", config, "--pp", "4"});
+  EXPECT_NE(refused.exit_code, 0);
+  EXPECT_TRUE(test::contains(refused.output, config + " with the pipeline flags: 'parallel.pipeline.split' [1, 3] gives 2 chunk(s), but "
+                                                      "parallel.pp 4 x parallel.pipeline.virtual_stages 1 makes 4"))
+      << refused.output;
+}
+
+TEST(PipelineShow, AConfigsVirtualStagesAndCostModelSplitAreShown) {
+  const std::string config = tiny_config("interleaved", R"({"pp": 2, "pipeline": {"schedule": "interleaved_1f1b", "virtual_stages": 2}})");
+  const auto r = pipeline_show({"--config", config});
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(test::contains(r.output, "interleaved_1f1b: pp 2, 4 micro-batches, 2 chunk(s) per rank")) << r.output;
+  EXPECT_TRUE(test::contains(r.output, config + ": pipeline split (cost model): chunks of 1, 1, 1, 1 blocks")) << r.output;
+  // A split timed at start-up has no time here: the cost model's stands in, and says so.
+  const auto timed = pipeline_show({"--config", tiny_config("auto_split", R"({"pp": 2, "pipeline": {"split": "auto"}})")});
+  ASSERT_EQ(timed.exit_code, 0) << timed.output;
+  EXPECT_TRUE(test::contains(timed.output, "pipeline split (cost model; \"auto\" times it when a run starts): chunks of")) << timed.output;
+  // Bad config values are named by their key.
+  const auto bad = pipeline_show({"--config", tiny_config("bad", R"({"pp": 2, "pipeline": {"schedule": "2f2b"}})")});
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_TRUE(test::contains(bad.output, "'parallel.pipeline.schedule' must be one of gpipe, 1f1b, interleaved_1f1b, zero_bubble")) << bad.output;
 }
 
 }  // namespace

@@ -44,8 +44,6 @@ void patch_same_size(const std::string& path, const std::string& from, const std
   std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
 }
 
-json index_of(const std::string& checkpoint) { return json::parse(read_text_file(checkpoint + "/index.json")); }
-
 uint64_t byte_offset(const json& index, const std::string& tensor) { return index["tensors"][tensor]["chunks"][0]["byte_range"][0].get<uint64_t>(); }
 
 // Moves the bytes of `tensor`'s one chunk to start at `value` in the checkpoint's index.json, and

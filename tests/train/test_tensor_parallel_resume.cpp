@@ -6,24 +6,12 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include <filesystem>
-
-#include "support/process.h"
-#include "support/scratch.h"
-#include "equivalence.h"
-#include "rewritten_checkpoint.h"
+#include "layout_legs.h"
 
 namespace dtrain::test {
 namespace {
 
-namespace fs = std::filesystem;
 using nlohmann::json;
-
-// 6 steps of a global batch of 8 whatever the layout (micro-batches of 2, accumulated to fill it),
-// every checkpoint kept.
-constexpr int kSteps = 6;
-const Sets kJob = {"train.steps=6", "train_batch_size=8", "train_micro_batch_size_per_gpu=2", "gradient_accumulation_steps=auto",
-                   "checkpoint.every_steps=2", "checkpoint.keep=0"};
 
 const Sets kGpt2 = {"model.arch=gpt2"};
 const Sets kLlama = {"model.arch=llama", "model.n_head=4", "model.n_kv_head=2"};
@@ -31,48 +19,8 @@ const Sets kLlama = {"model.arch=llama", "model.n_head=4", "model.n_kv_head=2"};
 // head; 6 heads and 192 MLP features divide by both.
 const Sets kUnevenVocabulary = {"model.arch=gpt2", "model.vocab_size=257", "model.tie_embeddings=false", "model.n_head=6", "model.d_model=48"};
 
-// Part of a run: `ranks` ranks under `layout` train up to step `until`, resuming where the previous leg stopped.
-struct Leg {
-  int ranks;
-  Sets layout;
-  int until;
-  std::string says;  // a line of the leg's output that shows its layout at work
-};
-
 const Sets kTp2 = {"parallel.tp=2"};
-const std::string kSaysTp2 = "tensor parallel: tp 2", kSaysOneRank = "batch: 8 = micro 2 x accumulation 4 x dp 1";
-
-// `model`'s job in one run directory, leg by leg; the last leg's run, whose metrics.jsonl holds every step.
-TrainingRun train_in_legs(const std::string& name, const Sets& model, const std::vector<Leg>& legs) {
-  const std::string dir = scratch_dir(name);
-  TrainingRun run;
-  int resumed_at = 0;
-  for (const Leg& leg : legs) {
-    const Sets stop = leg.until < kSteps ? Sets{"train.stop_at_step=" + std::to_string(leg.until)} : Sets{};
-    run = train(dir, leg.ranks, kJob + model + leg.layout + stop);
-    if (run.result.exit_code != 0) {
-      ADD_FAILURE() << "the leg to step " << leg.until << " on " << leg.ranks << " rank(s) failed:\n" << run.result.output;
-      return run;
-    }
-    EXPECT_TRUE(contains(run.result.output, leg.says)) << "the leg to step " << leg.until << " never says '" << leg.says << "'";
-    if (resumed_at > 0)
-      EXPECT_TRUE(contains(run.result.output, "resumed from " + ckpt(dir, resumed_at) + " at step " + std::to_string(resumed_at)))
-          << run.result.output;
-    resumed_at = leg.until;
-  }
-  return run;
-}
-
-// The legs trained like `model`'s job on one rank, uninterrupted; returns their run directory.
-std::string expect_legs_train_like_one_rank(const std::string& name, const Sets& model, const std::vector<Leg>& legs) {
-  const TrainingRun straight = train(scratch_dir(name + "_straight"), 1, kJob + model);
-  EXPECT_EQ(straight.result.exit_code, 0) << straight.result.output;
-  const TrainingRun resumed = train_in_legs(name, model, legs);
-  expect_same_training(resumed, straight, kSteps);
-  return resumed.dir;
-}
-
-json index_of(const std::string& step_dir) { return json::parse(read_text_file(step_dir + "/" + kCheckpointIndexFile)); }
+const std::string kSaysTp2 = "tensor parallel: tp 2";
 
 // The first row and the rows of each chunk of `tensor`, by first row: [[0, 129], [129, 128]].
 json chunk_rows(const json& index, const std::string& tensor) {
@@ -82,37 +30,12 @@ json chunk_rows(const json& index, const std::string& tensor) {
   return rows;
 }
 
-// What `dtrain generate` samples from a checkpoint (the text alone, without the line naming it).
-std::string generated(const std::string& step_dir) {
-  const ProcessResult r = run_process({DTRAIN_BIN, "generate", "--checkpoint", step_dir, "--prompt", "The ", "--tokens", "24",
-                                       "--temperature", "1", "--seed", "5"},
-                                      60);
-  EXPECT_EQ(r.exit_code, 0) << r.output;
-  const std::string named = "generate: " + step_dir + "\n";
-  EXPECT_TRUE(contains(r.output, named)) << r.output;
-  std::string text = r.output;
-  return text.erase(text.find(named), named.size());
-}
-
-// `dtrain generate` samples from `step_dir`, saved by several ranks, what it samples from the same
-// tensors written whole by one rank.
-void expect_generates_as_from_one_rank(const std::string& step_dir, const std::string& name) {
-  ASSERT_TRUE(fs::exists(step_dir + "/" + shard_file_name(1))) << step_dir << " was written by one rank";
-  const std::string one_rank = scratch_dir(name) + "/" + fs::path(step_dir).filename().string();
-  fs::copy(step_dir, one_rank, fs::copy_options::recursive);
-  rewrite_as_one_rank(one_rank);
-  ASSERT_FALSE(fs::exists(one_rank + "/" + shard_file_name(1)));
-  const std::string text = generated(step_dir);
-  EXPECT_TRUE(contains(text, "The ")) << text;
-  EXPECT_EQ(text, generated(one_rank)) << step_dir << " against its tensors written by one rank";
-}
-
 }  // namespace
 
 // tp 2 -> tp 1 -> tp 2. The tp 2 checkpoint's index says how tensor parallelism cut each tensor,
 // and generation reads it.
 TEST(TensorParallelResume, Tp2ResumesAtTp1AndTp1AtTp2LikeTheUninterruptedRun) {
-  const std::string dir = expect_legs_train_like_one_rank("tp_resume", kGpt2,
+  const std::string dir = expect_legs_train_like_one_rank("tp_resume", kLayoutJob + kGpt2,
                                                           {{2, kTp2, 2, kSaysTp2}, {1, {}, 4, kSaysOneRank}, {2, kTp2, 6, kSaysTp2}});
   const std::string tp2 = ckpt(dir, 2);
   const json index = index_of(tp2);
@@ -134,7 +57,7 @@ TEST(TensorParallelResume, Tp2ResumesAtTp1AndTp1AtTp2LikeTheUninterruptedRun) {
 TEST(TensorParallelResume, Tp2WithZero3ResumesAtTp1AndTp1WithZero3AtTp2) {
   const Sets zero3 = {"zero_optimization.stage=3"};
   const std::string dir = expect_legs_train_like_one_rank(
-      "tp_zero3_resume", kGpt2,
+      "tp_zero3_resume", kLayoutJob + kGpt2,
       {{4, kTp2 + zero3, 2, "ZeRO stage 3: parameters, gradients and optimizer state sharded over 2"},
        {1, {}, 3, kSaysOneRank},
        {2, zero3, 4, "batch: 8 = micro 2 x accumulation 2 x dp 2"},
@@ -150,7 +73,7 @@ TEST(TensorParallelResume, Tp2WithZero3ResumesAtTp1AndTp1WithZero3AtTp2) {
 // weights (each pair of ranks reads one head), and its checkpoint stores them once, whole.
 TEST(TensorParallelResume, LlamaAtTp2ResumesAtTp4WithTheKeyValueHeadsReplicated) {
   const std::string dir = expect_legs_train_like_one_rank(
-      "tp_llama_resume", kLlama, {{2, kTp2, 3, kSaysTp2}, {4, {"parallel.tp=4"}, 6, "key/value weights replicated"}});
+      "tp_llama_resume", kLayoutJob + kLlama, {{2, kTp2, 3, kSaysTp2}, {4, {"parallel.tp=4"}, 6, "key/value weights replicated"}});
   const json tp2 = index_of(ckpt(dir, 2)), tp4 = index_of(ckpt(dir, 6));
   EXPECT_EQ(chunk_rows(tp2, "model/blocks.0.k_proj.weight"), json::parse("[[0, 8], [8, 8]]"));
   EXPECT_EQ(tp4["tensors"]["model/blocks.0.k_proj.weight"]["placements"],
@@ -163,7 +86,7 @@ TEST(TensorParallelResume, LlamaAtTp2ResumesAtTp4WithTheKeyValueHeadsReplicated)
 // checkpoints hold the embedding and the head in rows of 129 + 128 and of 86 + 86 + 85.
 TEST(TensorParallelResume, AnUnevenVocabularyResumesFromTp2AtTp1AndAtTp3) {
   const std::string dir = expect_legs_train_like_one_rank(
-      "tp_vocab_resume", kUnevenVocabulary,
+      "tp_vocab_resume", kLayoutJob + kUnevenVocabulary,
       {{2, kTp2, 2, "vocabulary rows 0..128 of 257"}, {1, {}, 4, kSaysOneRank}, {3, {"parallel.tp=3"}, 6, "vocabulary rows 0..85 of 257"}});
   const json tp2 = index_of(ckpt(dir, 2)), tp3 = index_of(ckpt(dir, 6));
   for (const std::string tensor : {"model/wte.weight", "model/lm_head.weight", "optimizer/exp_avg/lm_head.weight"}) {

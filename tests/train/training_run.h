@@ -92,6 +92,9 @@ inline std::vector<ProcessResult> train_ranks_alone(const std::string& dir, int 
 // The checkpoint of `step` in a run directory (checkpoint.dir at its default).
 inline std::string ckpt(const std::string& run_dir, int step) { return run_dir + "/ckpt/" + CheckpointManager::step_dir_name(step); }
 
+// A checkpoint's index.json.
+inline nlohmann::json index_of(const std::string& step_dir) { return nlohmann::json::parse(read_text_file(step_dir + "/index.json")); }
+
 // Records `file`'s present size and checksum in its checkpoint's manifest (or drops it from the
 // manifest when it is gone): a checkpoint changed with its manifest rewritten to match, which the
 // checksum alone cannot catch.
