@@ -1,7 +1,8 @@
-// ZeRO stage 3 under a pipeline: each stage's units are gathered once per step, however many
-// micro-batches the schedule runs through them, and freed once their gradients are taken
-// (docs/decisions.md: stage 3 under a pipeline). The unit trace of wall_clock_breakdown (rank 0, the
-// first stage) lists every gather and free of a step.
+// Sharded state under a pipeline: ZeRO stage 3 gathers each stage's units once per step, however
+// many micro-batches the schedule runs through them, and frees them once their gradients are taken
+// (docs/decisions.md: stage 3 under a pipeline), as the unit trace of wall_clock_breakdown (rank 0,
+// the first stage) shows; and the index describes every tensor as the whole layout cuts it, the
+// tensors of stages other than the writing rank's included.
 #include <gtest/gtest.h>
 
 #include <map>
@@ -29,6 +30,27 @@ TEST(PipelineSharding, StageThreeGathersEachUnitOncePerStepThroughEveryMicroBatc
     const std::map<int, int> once = {{0, 1}, {1, 1}, {2, 1}};
     EXPECT_EQ(gathers, once) << "step " << step["step"] << ": " << step["unit_trace"].dump();
     EXPECT_EQ(frees, once) << "step " << step["step"] << ": " << step["unit_trace"].dump();
+  }
+}
+
+// pp 2 x tp 2: rank 0 (stage 0) writes the index, which says how tp cuts stage 1's tensors too.
+TEST(PipelineSharding, TheIndexCutsEveryStagesTensorsOverTp) {
+  const TrainingRun run = train(scratch_dir("pp_tp_index"), 4,
+                                {"model.n_layer=4", "parallel.pp=2", "parallel.tp=2", "train_batch_size=8", "train_micro_batch_size_per_gpu=2",
+                                 "train.steps=1", "checkpoint.every_steps=1"});
+  ASSERT_EQ(run.result.exit_code, 0) << run.result.output;
+  const nlohmann::json index = index_of(ckpt(run.dir, 1));
+  auto placements = [](int stage, const std::string& tp) {
+    nlohmann::json p = nlohmann::json::array({{{"mesh_dim", "pp"}, {"ranks", 2}, {"placement", "stages"}, {"stages", {stage}}}});
+    p.push_back(tp == "replicate" ? nlohmann::json{{"mesh_dim", "tp"}, {"ranks", 2}, {"placement", "replicate"}}
+                                  : nlohmann::json{{"mesh_dim", "tp"}, {"ranks", 2}, {"placement", "shard"}, {"dim", std::stoi(tp)}});
+    return p;
+  };
+  for (int stage : {0, 1}) {
+    const std::string block = "model/blocks." + std::to_string(2 * stage + 1);
+    EXPECT_EQ(index["tensors"][block + ".down_proj.weight"]["placements"], placements(stage, "1")) << block;
+    EXPECT_EQ(index["tensors"][block + ".up_proj.weight"]["placements"], placements(stage, "0")) << block;
+    EXPECT_EQ(index["tensors"][block + ".down_proj.bias"]["placements"], placements(stage, "replicate")) << block;
   }
 }
 

@@ -2,9 +2,11 @@
 
 #include <ATen/core/grad_mode.h>
 
+#include <optional>
 #include <stdexcept>
 
 #include "comm/mappings.h"
+#include "model/parameter_shapes.h"
 #include "parallel/tensor/column_parallel_linear.h"
 #include "parallel/tensor/row_parallel_linear.h"
 #include "parallel/tensor/vocab_parallel_cross_entropy.h"
@@ -20,6 +22,18 @@ namespace {
 void keep_slice(at::Tensor& parameter, int dim, int64_t begin, int64_t count) {
   at::NoGradGuard no_grad;
   parameter.set_data(parameter.detach().narrow(dim, begin, count).clone());
+}
+
+// The tensor dim tp cuts a parameter along, by the name of its layer (what place() below slices),
+// or nullopt for a parameter every tp rank holds whole.
+std::optional<int> tp_cut(const std::string& parameter, bool replicate_kv) {
+  const size_t dot = parameter.rfind('.');
+  const std::string kind = parameter.substr(dot + 1), layer = parameter.substr(0, dot);
+  const std::string leaf = layer.substr(layer.rfind('.') + 1);
+  if (leaf == "q_proj" || leaf == "gate_proj" || leaf == "up_proj" || leaf == "lm_head" || leaf == "wte") return 0;
+  if (leaf == "k_proj" || leaf == "v_proj") return replicate_kv ? std::nullopt : std::optional<int>(0);
+  if ((leaf == "o_proj" || leaf == "down_proj") && kind == "weight") return 1;
+  return std::nullopt;
 }
 
 void require_divides(int tp, int64_t n, const std::string& what) {
@@ -54,6 +68,9 @@ class TensorParallelizer {
     ff_rows_ = c_.ff_dim() / tp_;
     vocab_ = vocab_range(c_.vocab_size, tp_, rank_);
     for (auto& item : model_->named_modules("", false)) place(item.key(), *item.value());
+    // Every parameter of the model, those other pipeline stages hold too: the layout is global.
+    for (const ParameterShape& s : parameter_shapes(c_))
+      if (const auto dim = tp_cut(s.name, replicate_kv_)) plan_.placements[s.name] = {{"tp", Placement::shard(*dim)}};
     model_->set_input_linears([column = std::make_shared<const ColumnParallelLinear>(column_)](
                                   const at::Tensor& x, const std::vector<LinearImpl*>& layers) { return (*column)(x, layers); });
     if (sp_) model_->set_after_embedding([g = group_](const at::Tensor& h) { return split_to_sequence(h, g); });
@@ -68,12 +85,12 @@ class TensorParallelizer {
   void place(const std::string& name, torch::nn::Module& module) {
     const std::string leaf = name.substr(name.rfind('.') + 1);
     if (auto* linear = dynamic_cast<LinearImpl*>(&module)) {
-      if (leaf == "q_proj") return column(name, *linear, rank_ * q_rows_, q_rows_);
-      if (leaf == "k_proj" || leaf == "v_proj") return key_value(name, *linear);
-      if (leaf == "gate_proj" || leaf == "up_proj") return column(name, *linear, rank_ * ff_rows_, ff_rows_);
-      if (leaf == "o_proj") return row(name, *linear, rank_ * q_rows_, q_rows_);
-      if (leaf == "down_proj") return row(name, *linear, rank_ * ff_rows_, ff_rows_);
-      if (leaf == "lm_head") return column(name, *linear, vocab_.first, vocab_.second - vocab_.first);
+      if (leaf == "q_proj") return column(*linear, rank_ * q_rows_, q_rows_);
+      if (leaf == "k_proj" || leaf == "v_proj") return key_value(*linear);
+      if (leaf == "gate_proj" || leaf == "up_proj") return column(*linear, rank_ * ff_rows_, ff_rows_);
+      if (leaf == "o_proj") return row(*linear, rank_ * q_rows_, q_rows_);
+      if (leaf == "down_proj") return row(*linear, rank_ * ff_rows_, ff_rows_);
+      if (leaf == "lm_head") return column(*linear, vocab_.first, vocab_.second - vocab_.first);
       throw std::logic_error("tensor parallelism has no layout for layer '" + name + "'");
     }
     if (auto* norm = dynamic_cast<NormImpl*>(&module)) {
@@ -82,36 +99,28 @@ class TensorParallelizer {
     }
     if (auto* embedding = dynamic_cast<EmbeddingImpl*>(&module); embedding && leaf == "wte") {
       keep_slice(embedding->weight, 0, vocab_.first, vocab_.second - vocab_.first);
-      shard(name + ".weight", 0);
       embedding->set_lookup([g = group_, begin = vocab_.first](const at::Tensor& weight, const at::Tensor& tokens) {
         return vocab_parallel_embedding(weight, tokens, begin, g);
       });
     }
   }
 
-  void column(const std::string& name, LinearImpl& layer, int64_t begin, int64_t count) {
+  void column(LinearImpl& layer, int64_t begin, int64_t count) {
     keep_slice(layer.weight, 0, begin, count);
-    shard(name + ".weight", 0);
-    if (layer.bias.defined()) {
-      keep_slice(layer.bias, 0, begin, count);
-      shard(name + ".bias", 0);
-    }
+    if (layer.bias.defined()) keep_slice(layer.bias, 0, begin, count);
   }
 
   // Sharded by heads, or whole on every rank with the one head this rank's queries read computed.
-  void key_value(const std::string& name, LinearImpl& layer) {
-    if (!replicate_kv_) return column(name, layer, rank_ * kv_rows_, kv_rows_);
+  void key_value(LinearImpl& layer) {
+    if (!replicate_kv_) return column(layer, rank_ * kv_rows_, kv_rows_);
     const int64_t head = rank_ / (tp_ / c_.kv_heads());
     column_.compute_rows(&layer, {head * kv_rows_, kv_rows_});
   }
 
-  void row(const std::string& name, LinearImpl& layer, int64_t begin, int64_t count) {
+  void row(LinearImpl& layer, int64_t begin, int64_t count) {
     keep_slice(layer.weight, 1, begin, count);
-    shard(name + ".weight", 1);
     row_.apply_to(layer);
   }
-
-  void shard(const std::string& parameter, int dim) { plan_.placements[parameter] = {{"tp", Placement::shard(dim)}}; }
 
   void describe() {
     const int64_t hd = c_.head_dim();
