@@ -47,14 +47,14 @@ at::Tensor PipelineRunner::chunk_input(const std::vector<MicroBatch>& batches, i
   return in.requires_grad_();
 }
 
-void PipelineRunner::forward(const std::vector<MicroBatch>& batches, const LossFunction& loss, int mb, int chunk, double& loss_sum) {
+void PipelineRunner::forward(const std::vector<MicroBatch>& batches, const LossFunction& loss, int mb, int chunk, at::Tensor& loss_sum) {
   Slot& s = slots_[{mb, chunk}];
   at::Tensor in = chunk_input(batches, mb, chunk);
   if (chunk > 0) s.input = in;
   at::Tensor out = model_->forward_chunk(stages_.local_index(chunk), in);
   if (chunk == last_) {
     out = loss(out, batches[size_t(mb)].target);
-    loss_sum += out.item<double>();
+    loss_sum += out.detach().to(at::kDouble);  // read once, after the step: a read here would wait for the device
   } else {
     TORCH_CHECK(out.sizes() == at::IntArrayRef(boundary_) && out.scalar_type() == options_.dtype(), "pipeline stage ", me_, ": chunk ",
                 chunk, " handed on ", out.scalar_type(), " ", out.sizes(), " where the boundary is ", options_.dtype(), " ",
@@ -81,7 +81,7 @@ void PipelineRunner::send(const at::Tensor& t, int peer, const std::string& labe
 }
 
 void PipelineRunner::compute(const PipelineAction& a, const std::vector<MicroBatch>& batches, const LossFunction& loss,
-                             const std::vector<double>& loss_factors, double& loss_sum) {
+                             const std::vector<double>& loss_factors, at::Tensor& loss_sum) {
   const double loss_factor = loss_factors[size_t(a.micro_batch)];
   TraceSlice slice(trace_, action_kind_name(a.kind), "compute", {{"mb", a.micro_batch}, {"chunk", a.chunk}});
   const Key key{a.micro_batch, a.chunk};
@@ -120,7 +120,7 @@ double PipelineRunner::train(const std::vector<MicroBatch>& batches, const LossF
   const PipelineAction* last_compute = nullptr;
   for (const PipelineAction& a : actions)
     if (a.is_compute()) last_compute = &a;
-  double loss_sum = 0;
+  at::Tensor loss_sum = at::zeros({}, options_.dtype(at::kDouble));
   bool first = true;
   for (const PipelineAction& a : actions) {
     if (a.is_compute()) {
@@ -147,7 +147,7 @@ double PipelineRunner::train(const std::vector<MicroBatch>& batches, const LossF
   slots_.clear();
   TORCH_CHECK(receives_.empty() && deferred_.empty(), "pipeline stage ", me_, ": ", receives_.size(), " receive(s) and ", deferred_.size(),
               " deferred weight gradient(s) of the step were never used");
-  return loss_sum;
+  return loss_sum.item<double>();
 }
 
 double PipelineRunner::evaluate(const MicroBatch& batch, const LossFunction& loss) {

@@ -62,10 +62,10 @@ class PipelineRunner {
   void post_receives();
   at::Tensor received(PipelineAction::Kind kind, int mb, int chunk);
   at::Tensor chunk_input(const std::vector<MicroBatch>& batches, int mb, int chunk);
-  void forward(const std::vector<MicroBatch>& batches, const LossFunction& loss, int mb, int chunk, double& loss_sum);
+  void forward(const std::vector<MicroBatch>& batches, const LossFunction& loss, int mb, int chunk, at::Tensor& loss_sum);
   void backward(int mb, int chunk, double loss_factor);
   void compute(const PipelineAction& a, const std::vector<MicroBatch>& batches, const LossFunction& loss,
-               const std::vector<double>& loss_factors, double& loss_sum);
+               const std::vector<double>& loss_factors, at::Tensor& loss_sum);
   void send(const at::Tensor& t, int peer, const std::string& label);
   bool local(int chunk) const { return chunk >= 0 && chunk < int(stages_.chunks.size()) && stages_.schedule.rank_of(chunk) == me_; }
 
