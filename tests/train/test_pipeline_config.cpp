@@ -6,12 +6,16 @@
 #include <filesystem>
 
 #include "parallel/pipeline/stage_split.h"
+#include "config_refusal.h"
 #include "support/process.h"
 #include "support/scratch.h"
 #include "train/train_config.h"
 
 using namespace dtrain;
+using dtrain::test::BadInput;
 using dtrain::test::contains;
+using dtrain::test::refusal_of;
+using dtrain::test::resolved;
 using dtrain::test::run_process;
 using dtrain::test::scratch_dir;
 using json = nlohmann::json;
@@ -19,28 +23,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-TrainConfig resolved(const std::vector<std::string>& sets, int world) {
-  json user = json::object();
-  apply_overrides(user, sets);
-  return resolve_config(user, world, "cfg.json");
-}
-
-std::string refusal_of(const std::vector<std::string>& sets, int world) {
-  try {
-    resolved(sets, world);
-  } catch (const ConfigError& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
-
 std::vector<std::string> warnings_of(const std::vector<std::string>& sets, int world) { return resolved(sets, world).warnings; }
-
-struct BadInput {
-  std::vector<std::string> sets;
-  int world;
-  std::string error;  // after "cfg.json: "
-};
 
 // The demo model has 4 blocks, the tiny one 2; a micro-batch of 1 lets the accumulation steps be
 // anything.

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <future>
 
+#include "config_refusal.h"
 #include "support/process.h"
 #include "support/scratch.h"
 #include "train/mesh_lines.h"
@@ -14,7 +15,10 @@
 #include "training_run.h"
 
 using namespace dtrain;
+using dtrain::test::BadInput;
 using dtrain::test::contains;
+using dtrain::test::refusal_of;
+using dtrain::test::resolved;
 using dtrain::test::run_process;
 using dtrain::test::scratch_dir;
 using json = nlohmann::json;
@@ -22,26 +26,9 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::string tp_refusal_of(const std::vector<std::string>& sets, int world) {
-  try {
-    json user = json::object();
-    apply_overrides(user, sets);
-    resolve_config(user, world, "cfg.json");
-  } catch (const ConfigError& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
-
-struct TpBadInput {
-  std::vector<std::string> sets;
-  int world;
-  std::string error;  // after "cfg.json: "
-};
-
 // Each bad input beside its error; every model is small enough for `dtrain run` to reach its check.
-const std::vector<TpBadInput>& tp_bad_inputs() {
-  static const std::vector<TpBadInput> cases = {
+const std::vector<BadInput>& tp_bad_inputs() {
+  static const std::vector<BadInput> cases = {
       {{"model.preset=tiny", "parallel.sequence_parallel=true"}, 2,
        "'parallel.sequence_parallel' is true, but 'parallel.tp' is 1: sequence parallelism splits the sequence over the tp ranks, "
        "so it needs parallel.tp of 2 or more"},
@@ -76,17 +63,17 @@ const std::vector<TpBadInput>& tp_bad_inputs() {
 }  // namespace
 
 TEST(TensorParallelConfig, EachShapeTpCannotSplitIsRefusedNamingItsKeysAndValues) {
-  for (const auto& bad : tp_bad_inputs()) EXPECT_EQ(tp_refusal_of(bad.sets, bad.world), "cfg.json: " + bad.error);
+  for (const auto& bad : tp_bad_inputs()) EXPECT_EQ(refusal_of(bad.sets, bad.world), "cfg.json: " + bad.error);
 }
 
 TEST(TensorParallelConfig, ShapesTpSplitsAreAccepted) {
-  EXPECT_EQ(tp_refusal_of({"model.preset=tiny", "model.n_head=4", "parallel.tp=4"}, 4), "(no error)");
+  EXPECT_EQ(refusal_of({"model.preset=tiny", "model.n_head=4", "parallel.tp=4"}, 4), "(no error)");
   // Eight query heads over tp 4 with two key/value heads: each kv head replicated on two ranks.
-  EXPECT_EQ(tp_refusal_of({"model.preset=tiny", "model.arch=llama", "model.n_head=8", "model.n_kv_head=2", "model.d_model=64",
+  EXPECT_EQ(refusal_of({"model.preset=tiny", "model.arch=llama", "model.n_head=8", "model.n_kv_head=2", "model.d_model=64",
                            "parallel.tp=4"}, 4),
             "(no error)");
   // Four kv heads over tp 4: one each. A vocabulary of 7 over 4 ranks splits 2, 2, 2, 1, which tp allows.
-  EXPECT_EQ(tp_refusal_of({"model.preset=tiny", "model.arch=llama", "model.n_head=8", "model.n_kv_head=4", "model.d_model=64",
+  EXPECT_EQ(refusal_of({"model.preset=tiny", "model.arch=llama", "model.n_head=8", "model.n_kv_head=4", "model.d_model=64",
                            "model.vocab_size=7", "parallel.tp=4"}, 8),
             "(no error)");
   const TrainConfig sp = resolve_config({{"model", {{"preset", "tiny"}}}, {"parallel", {{"tp", 2}, {"sequence_parallel", true}}}}, 4,
