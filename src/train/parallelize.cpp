@@ -8,7 +8,7 @@
 #include "common/printable.h"
 #include "model/parameter_shapes.h"
 #include "parallel/ddp/data_parallel.h"
-#include "parallel/pipeline/stage_split.h"
+#include "parallel/pipeline/apply_pp.h"
 #include "parallel/tensor/apply_tp.h"
 #include "parallel/zero/host_offload_optimizer.h"
 #include "parallel/zero/nvme_optimizer.h"
@@ -55,7 +55,6 @@ class Parallelizer {
 
  private:
   void build_stage_model();
-  std::vector<int> pipeline_split();
   std::vector<std::pair<std::string, at::Tensor>> apply_freeze();
   void apply_tensor_parallel();
   void find_stage_gradients();
@@ -91,38 +90,18 @@ void Parallelizer::build_stage_model() {
     model_ = Transformer(c_.model, c_.seed);
     return;
   }
-  std::shared_ptr<PipelineStages> stages;
+  PipelineParallelPlan pp;
   try {
-    stages = std::make_shared<PipelineStages>(make_pipeline_stages(world_, mesh, c_.model, pipeline_split(), c_.pipeline.schedule,
-                                                                   c_.pipeline.virtual_stages, int(c_.accumulation)));
+    pp = apply_pp(world_, mesh, c_.model, c_.seed, c_.pipeline, !c_.json["parallel"]["pipeline"]["split"].is_null(), c_.micro_batch,
+                  int(c_.accumulation));
   } catch (const std::invalid_argument& e) {
     throw ConfigError(e.what());
   }
-  model_ = Transformer(c_.model, c_.seed, stage_parts(stages->chunks, mesh.size("pp"), mesh.coord("pp"), c_.model.n_layer));
-  for (auto& line : stages->setup_lines) plan_.setup_lines.push_back(std::move(line));
-  model_placements_ = stages->placements;
-  plan_.model_parallel_groups.push_back(stages->pp);
-  plan_.pipeline = std::move(stages);
-}
-
-// The blocks per chunk: the config's, or balanced by costs measured here (parallel.pipeline.split
-// "auto"), averaged over every rank so that all cut the model alike. The log says each chunk's share.
-std::vector<int> Parallelizer::pipeline_split() {
-  if (!c_.pipeline.measure_split) {
-    const bool given = !c_.json["parallel"]["pipeline"]["split"].is_null();
-    plan_.setup_lines.push_back(describe_split(c_.pipeline.split, model_layer_costs(c_.model, c_.micro_batch), given ? "given" : "cost model"));
-    return c_.pipeline.split;
-  }
-  const LayerCosts mine = measure_layer_costs(c_.model, c_.micro_batch, world_.device(), c_.seed);
-  at::Tensor costs = at::tensor({mine.embedding, mine.block, mine.head}, at::kDouble).to(world_.device());
-  all_reduce(*world_.world_group(), costs, ReduceOp::Avg, "pipeline split costs");
-  costs = costs.cpu();
-  const LayerCosts measured{costs[0].item<double>(), costs[1].item<double>(), costs[2].item<double>()};
-  const std::vector<int> split = balance_split(measured, c_.model.n_layer, plan_.mesh->size("pp") * c_.pipeline.virtual_stages);
-  plan_.setup_lines.push_back(describe_split(split, measured, "measured: embedding " + fixed(measured.embedding * 1e3, 2) + " ms, block " +
-                                                                  fixed(measured.block * 1e3, 2) + " ms, head and loss " +
-                                                                  fixed(measured.head * 1e3, 2) + " ms per micro-batch"));
-  return split;
+  model_ = pp.model;
+  for (auto& line : pp.setup_lines) plan_.setup_lines.push_back(std::move(line));
+  model_placements_ = pp.stages->placements;
+  plan_.model_parallel_groups.push_back(pp.stages->pp);
+  plan_.pipeline = std::move(pp.stages);
 }
 
 // Every parameter by name in registration order; those train.freeze names no longer need gradients.

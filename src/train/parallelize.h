@@ -2,7 +2,7 @@
 // transformations to the model in a fixed order and returns the plan the step, the checkpoints and
 // the checks use. The order (docs/decisions.md):
 //   0. build        this rank's model: the chunks of blocks pipeline parallelism gives its stage
-//                    (parallel/pipeline/pipeline_stages.h), all of them without pp;
+//                    (parallel/pipeline/apply_pp.h), the whole model without pp;
 //   1. freeze        parameters named by train.freeze stop needing gradients;
 //   2. model parallelism, each a transformation of its own: tensor (and sequence) parallelism
 //                    slices the layers over tp (parallel/tensor/apply_tp.h); context parallelism
