@@ -171,7 +171,7 @@ def main():
           "(pipeline show --trace) | closed form | measured / simulated |")
     print("|---:|---:|---:|---:|---:|")
     print(f"| {100 * measured:.1f}% ({100 * min(bubbles):.1f}-{100 * max(bubbles):.1f}%) | {100 * simulated:.1f}% | {100 * raw:.1f}% | "
-          f"{100 * closed:.1f}% {formula} | {measured / simulated:.2f} |")
+          f"{'n/a' if closed != closed else f'{100 * closed:.1f}%'} {formula} | {measured / simulated:.2f} |")
     if outside:
         print(f"outside the pipeline's window (all-reduces, grad norm, optimizer): {100 * statistics.median(outside):.1f}% of the step (median)")
 

@@ -23,7 +23,7 @@ run_dtrain() {  # $1 steps, $2 file for "user sys wall"
     --set train.threads=1 --set model.n_layer=$layers --set train_micro_batch_size_per_gpu=$micro \
     --set gradient_accumulation_steps=$micro_batches --set parallel.pp="$pp" --set parallel.pipeline.schedule="$schedule" \
     --set parallel.pipeline.virtual_stages="$v" --set "parallel.pipeline.split=[$split]" --set train.steps="$1" \
-    --set train.run_dir="$out/dtrain_$1" >"$out/dtrain_$1.log" 2>&1
+    --set train.run_dir="$out/dtrain_${pair}_$1" >"$out/dtrain_${pair}_$1.log" 2>&1
 }
 run_peer() {  # $1 timed steps after one warm-up step, $2 file for every rank's "user sys wall"
   local port pids=() r
@@ -34,7 +34,7 @@ run_peer() {  # $1 timed steps after one warm-up step, $2 file for every rank's 
     env $kept_malloc $passive_wait RANK=$r WORLD_SIZE="$pp" MASTER_ADDR=127.0.0.1 MASTER_PORT="$port" BENCH_THREADS=1 \
       BENCH_LAYERS=$layers BENCH_MICRO=$micro BENCH_MICRO_BATCHES=$micro_batches BENCH_SCHEDULE="$schedule" \
       BENCH_VIRTUAL_STAGES="$v" BENCH_SPLIT="$split" BENCH_STEPS="$1" BENCH_WARMUP=1 \
-      /usr/bin/time -f "%U %S %e" -a -o "$2" timeout 1200 .venv/bin/python bench/pytorch_pipeline.py >"$out/peer_$1_$r.json" 2>"$out/peer_$1_$r.err" &
+      /usr/bin/time -f "%U %S %e" -a -o "$2" timeout 1200 .venv/bin/python bench/pytorch_pipeline.py >"$out/peer_${pair}_$1_$r.json" 2>"$out/peer_${pair}_$1_$r.err" &
     pids+=($!)
   done
   for pid in "${pids[@]}"; do wait "$pid"; done
