@@ -30,6 +30,10 @@ void PipelineRunner::post_receives() {
   }
 }
 
+void PipelineRunner::arrived(Kind kind, int mb, int chunk) {
+  if (auto it = receives_.find({int(kind), {mb, chunk}}); it != receives_.end()) it->second.second.wait();
+}
+
 at::Tensor PipelineRunner::received(Kind kind, int mb, int chunk) {
   auto it = receives_.find({int(kind), {mb, chunk}});
   TORCH_CHECK(it != receives_.end(), "pipeline stage ", me_, ": the schedule receives no ", kind == Kind::RecvActivation ? "activation" : "gradient",
@@ -83,6 +87,9 @@ void PipelineRunner::send(const at::Tensor& t, int peer, const std::string& labe
 void PipelineRunner::compute(const PipelineAction& a, const std::vector<MicroBatch>& batches, const LossFunction& loss,
                              const std::vector<double>& loss_factors, at::Tensor& loss_sum) {
   const double loss_factor = loss_factors[size_t(a.micro_batch)];
+  // What the action receives is waited for first, so that its slice in the trace is its compute alone.
+  if (a.kind == Kind::Forward) arrived(Kind::RecvActivation, a.micro_batch, a.chunk);
+  if (a.kind == Kind::Backward || a.kind == Kind::BackwardInput) arrived(Kind::RecvGradient, a.micro_batch, a.chunk);
   TraceSlice slice(trace_, action_kind_name(a.kind), "compute", {{"mb", a.micro_batch}, {"chunk", a.chunk}});
   const Key key{a.micro_batch, a.chunk};
   switch (a.kind) {

@@ -60,6 +60,7 @@ class PipelineRunner {
   using Key = std::pair<int, int>;  // (micro-batch, chunk)
 
   void post_receives();
+  void arrived(PipelineAction::Kind kind, int mb, int chunk);  // waits for a receive, if this rank posted it
   at::Tensor received(PipelineAction::Kind kind, int mb, int chunk);
   at::Tensor chunk_input(const std::vector<MicroBatch>& batches, int mb, int chunk);
   void forward(const std::vector<MicroBatch>& batches, const LossFunction& loss, int mb, int chunk, at::Tensor& loss_sum);
