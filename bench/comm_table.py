@@ -1,6 +1,7 @@
 """Reads what bench/comm.sh left in its output directory and prints, per rank count, the bus
 bandwidth of every op and size for dtrain on shared memory, dtrain on Gloo and OpenMPI, with the
 ratios the goals are stated in, and the latency of a 4 KiB all-reduce."""
+import math
 import re
 import sys
 
@@ -18,6 +19,24 @@ def parse(path):
         if op and len(cols) >= 5 and cols[0].isdigit():
             table[op][int(cols[0])] = (float(cols[2]), float(cols[4]))
     return table
+
+
+class BusBandwidth:
+    """The bus bandwidth (bytes/s) of an op at any size, from a parse()d table: log-interpolated
+    between the nearest measured sizes, held at the ends."""
+
+    def __init__(self, table):
+        self.table = {op: sorted((size, busbw * 1e9) for size, (_, busbw) in sizes.items()) for op, sizes in table.items()}
+
+    def busbw(self, op, size):
+        points = self.table[op]
+        if size <= points[0][0]:
+            return points[0][1]
+        for (s0, b0), (s1, b1) in zip(points, points[1:]):
+            if size <= s1:
+                f = math.log(size / s0) / math.log(s1 / s0)
+                return math.exp(math.log(b0) + f * (math.log(b1) - math.log(b0)))
+        return points[-1][1]
 
 
 def main():

@@ -26,7 +26,6 @@ Usage: python3 bench/pp_projection.py [--trace T] [--zb-trace T] [--comm-intra F
                                       [--rank-memory-gib 32] [--ranks 8,16,32,64] [--rank-gflops G]
                                       [--intra-gbps B] [--inter-gbps B]"""
 import argparse
-import math
 import os
 import re
 import subprocess
@@ -34,7 +33,7 @@ import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "bench"))
-from comm_table import parse as parse_comm_table  # noqa: E402
+from comm_table import BusBandwidth, parse as parse_comm_table  # noqa: E402
 from pipeline_bubble import measure  # noqa: E402
 
 BYTES = 4  # fp32 weights, gradients and activations, as the CPU runs train
@@ -70,22 +69,9 @@ def measured_rates(trace, zb_trace):
     return flops / (costs["F"] / 1e6), 2 * flops / (costs["B"] / 1e6), w_share
 
 
-class Link:
+class Link(BusBandwidth):
     """Time of a collective or a point-to-point copy of S bytes from a bench-comm table's bus
     bandwidth at the nearest sizes (log-interpolated, held at the ends), with nccl-tests' factors."""
-
-    def __init__(self, table):
-        self.table = {op: sorted((size, busbw * 1e9) for size, (_, busbw) in sizes.items()) for op, sizes in table.items()}
-
-    def busbw(self, op, size):
-        points = self.table[op]
-        if size <= points[0][0]:
-            return points[0][1]
-        for (s0, b0), (s1, b1) in zip(points, points[1:]):
-            if size <= s1:
-                f = math.log(size / s0) / math.log(s1 / s0)
-                return math.exp(math.log(b0) + f * (math.log(b1) - math.log(b0)))
-        return points[-1][1]
 
     def all_reduce(self, size, n):
         return 0.0 if n == 1 else size * 2 * (n - 1) / n / self.busbw("all_reduce", size)

@@ -33,7 +33,7 @@ import torch.nn.functional as F
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "bench"))
-from comm_table import parse as parse_comm_table  # noqa: E402
+from comm_table import BusBandwidth, parse as parse_comm_table  # noqa: E402
 
 LAYERS, D, HEADS, KV_HEADS, FF, VOCAB, SEQ = 16, 2048, 32, 8, 8192, 128256, 2048
 HEAD_DIM = D // HEADS
@@ -144,24 +144,11 @@ def comm_table(path):
     return parse_comm_table(path)
 
 
-class Collectives:
+class Collectives(BusBandwidth):
     """Time of a collective over RANKS ranks from measured bus bandwidth: size · factor / busbw, with
     nccl-tests' factors (all-reduce 2(n-1)/n, all-gather and reduce-scatter (n-1)/n) and the bus
     bandwidth of the nearest measured size (log-interpolated, held at the ends). Bus bandwidth is
     taken as independent of the rank count, as it is for a ring at the link's speed."""
-
-    def __init__(self, table):
-        self.table = {op: sorted((size, busbw * 1e9) for size, (_, busbw) in sizes.items()) for op, sizes in table.items()}
-
-    def busbw(self, op, size):
-        points = self.table[op]
-        if size <= points[0][0]:
-            return points[0][1]
-        for (s0, b0), (s1, b1) in zip(points, points[1:]):
-            if size <= s1:
-                f = math.log(size / s0) / math.log(s1 / s0)
-                return math.exp(math.log(b0) + f * (math.log(b1) - math.log(b0)))
-        return points[-1][1]
 
     def time(self, op, size):
         factor = 2 * (RANKS - 1) / RANKS if op == "all_reduce" else (RANKS - 1) / RANKS
