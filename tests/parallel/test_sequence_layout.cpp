@@ -1,10 +1,12 @@
 // How a sequence is dealt over the cp ranks, without communication: the zigzag and contiguous
-// chunks, global positions, take() and the named errors.
+// chunks, global positions, take(), the named errors, and the causal work each rank's ring pass
+// computes — even under zigzag (the reason for it), uneven under the contiguous layout.
 #include <gtest/gtest.h>
 
 #include <string>
 #include <vector>
 
+#include "parallel/context/ring_attention.h"
 #include "parallel/context/sequence_layout.h"
 #include "support/error_of.h"
 
@@ -75,6 +77,24 @@ TEST(SequenceLayout, ASequenceThatDoesNotSplitIsRefusedNamingTheKeys) {
   EXPECT_EQ(error_of([] { SequenceLayout::make(10, 5, 4, false); }), "no error");
   EXPECT_TRUE(mentions(error_of([] { SequenceLayout::make(10, 0, 0, false); }), "parallel.cp is 0, must be at least 1"));
   EXPECT_TRUE(mentions(error_of([] { SequenceLayout::make(10, 2, 2, false); }), "cp rank 2 is outside [0, 2)"));
+}
+
+// The zigzag closed form: rank r's queries in chunk r see r earlier chunks and its own diagonal, those
+// in chunk 2cp-1-r see 2cp-1-r and theirs: (r + 1/2) + (2cp-1-r + 1/2) = 2cp, the same on every rank.
+TEST(CausalScoreBlocks, ZigzagGivesEveryRankTwiceCp) {
+  for (int cp = 1; cp <= 8; ++cp)
+    for (int r = 0; r < cp; ++r)
+      EXPECT_EQ(causal_score_blocks(SequenceLayout::make(2 * cp * 3, cp, r, true), r), 2.0 * cp) << "cp " << cp << " rank " << r;
+}
+
+// Contiguous chunks: rank r sees r earlier chunks and half its own, so the last rank works 2cp-1 times
+// as long as the first and the ring runs at its pace.
+TEST(CausalScoreBlocks, ContiguousLayoutIsUneven) {
+  for (int cp = 1; cp <= 8; ++cp)
+    for (int r = 0; r < cp; ++r)
+      EXPECT_EQ(causal_score_blocks(SequenceLayout::make(cp * 3, cp, r, false), r), r + 0.5) << "cp " << cp << " rank " << r;
+  const SequenceLayout four = SequenceLayout::make(12, 4, 0, false);
+  EXPECT_EQ(causal_score_blocks(four, 3) / causal_score_blocks(four, 0), 7.0);
 }
 
 }  // namespace
