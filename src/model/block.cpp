@@ -68,7 +68,8 @@ at::Tensor BlockImpl::attention(const at::Tensor& x, const at::Tensor& cos, cons
   // copying k and v per query head.
   const bool gqa = KV != H;
   // Under mixed precision the kernel's softmax sums in fp32 either way.
-  auto core = [gqa, mp = mp_](const std::vector<at::Tensor>& in) {
+  auto core = [gqa, mp = mp_, hook = attention_core_](const std::vector<at::Tensor>& in) {
+    if (hook) return hook(mp.operand(in[0]), mp.operand(in[1]), mp.operand(in[2]));
     return at::scaled_dot_product_attention(mp.operand(in[0]), mp.operand(in[1]), mp.operand(in[2]), {}, 0.0,
                                             /*is_causal=*/true, std::nullopt, gqa);
   };

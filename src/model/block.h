@@ -29,6 +29,9 @@ class BlockImpl : public torch::nn::Module {
   std::vector<Linear> matmul_layers() const;
   // How the layers that read one input run together: q, k, v; gate and up (layer_hooks.h).
   void set_input_linears(InputLinears run) { input_linears_ = std::move(run); }
+  // What attention's core (softmax(QKᵀ)·V) becomes (layer_hooks.h); it receives the operands in the
+  // mixed-precision type.
+  void set_attention_core(AttentionCore core) { attention_core_ = std::move(core); }
 
   Norm ln1{nullptr}, ln2{nullptr};
   Linear q_proj{nullptr}, k_proj{nullptr}, v_proj{nullptr}, o_proj{nullptr};
@@ -43,6 +46,7 @@ class BlockImpl : public torch::nn::Module {
   bool recompute_attention_core_ = false;
   MixedPrecision mp_;
   InputLinears input_linears_;
+  AttentionCore attention_core_;
 };
 TORCH_MODULE(Block);
 

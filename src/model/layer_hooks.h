@@ -1,6 +1,6 @@
 // The points where a parallelism changes how a layer computes, without the model knowing which
-// parallelism it is (tensor parallelism sets them: parallel/tensor/apply_tp.h). Each is empty by
-// default: the layer computes as on one rank.
+// parallelism it is (tensor parallelism sets some: parallel/tensor/apply_tp.h; context parallelism
+// others: parallel/context/apply_cp.h). Each is empty by default: the layer computes as on one rank.
 #pragma once
 #include <ATen/ATen.h>
 
@@ -28,5 +28,11 @@ using EmbeddingLookup = std::function<at::Tensor(const at::Tensor& weight, const
 // What the hidden states become after the embedding, before the first block (a split into
 // sequence shards). Empty: unchanged.
 using HiddenMapping = std::function<at::Tensor(const at::Tensor&)>;
+
+// Causal attention of queries q [B, H, T, head_dim] over keys and values [B, KV, T, head_dim] (KV
+// divides H; query head h reads key/value head h / (H / KV)), returning [B, H, T, head_dim]. T is this
+// rank's part of the sequence when the sequence is split (context parallelism), and the attention is
+// over the whole sequence all the same. Empty: ATen's fused attention over the T tokens given.
+using AttentionCore = std::function<at::Tensor(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v)>;
 
 }  // namespace dtrain

@@ -99,6 +99,15 @@ void TransformerImpl::set_input_linears(const InputLinears& run) {
   head_input_ = run;
 }
 
+void TransformerImpl::set_sequence_shard(at::Tensor positions) {
+  positions_ = std::move(positions);
+  rope_cos_ = rope_sin_ = at::Tensor();  // built again for these positions
+}
+
+void TransformerImpl::set_attention_core(const AttentionCore& core) {
+  for (auto& [i, b] : blocks_) b->set_attention_core(core);
+}
+
 void TransformerImpl::set_activation_checkpointing(const ActivationCheckpointing& ac) {
   ac_ = ac;
   for (auto& [i, b] : blocks_) b->recompute_attention_core(ac.attention_core());
@@ -140,7 +149,8 @@ void TransformerImpl::prepare_rope(int64_t T, const at::Device& device) {
   const int64_t half = c_.head_dim() / 2;
   auto opts = at::TensorOptions().dtype(at::kDouble).device(device);
   auto inv_freq = at::pow(c_.rope_theta, -at::arange(0, half, opts) / double(half));
-  auto angles = at::outer(at::arange(0, T, opts), inv_freq);  // [T, half]
+  const at::Tensor positions = positions_.defined() ? positions_.to(opts) : at::arange(0, T, opts);
+  auto angles = at::outer(positions, inv_freq);  // [T, half]
   rope_cos_ = angles.cos().to(at::kFloat);
   rope_sin_ = angles.sin().to(at::kFloat);
 }
@@ -162,8 +172,15 @@ at::Tensor TransformerImpl::forward_chunk(size_t k, const at::Tensor& input) {
     TORCH_CHECK(input.dim() == 3 && input.size(2) == c_.d_model, "a chunk without the embedding takes hidden states [batch, T, ",
                 c_.d_model, "], got ", input.sizes());
   }
-  const int64_t T = input.size(1);
+  int64_t T = input.size(1);
   TORCH_CHECK(T <= c_.seq_len, "sequence of ", T, " tokens is longer than model.seq_len ", c_.seq_len);
+  if (positions_.defined()) {
+    if (positions_.device() != input.device()) positions_ = positions_.to(input.device());
+    const int64_t whole = embed ? c_.seq_len : positions_.size(0);
+    TORCH_CHECK(T == whole, "a model computing ", positions_.size(0), " tokens of each sequence (context parallelism) takes ",
+                embed ? "whole sequences of model.seq_len " : "hidden states of ", whole, " tokens, got ", T);
+    T = positions_.size(0);
+  }
   prepare_rope(T, input.device());
   // Around each part, outside its activation checkpoint: a recomputation in backward is not a new part.
   auto part = [this](int index, const std::function<at::Tensor()>& run) {
@@ -175,8 +192,9 @@ at::Tensor TransformerImpl::forward_chunk(size_t k, const at::Tensor& input) {
   at::Tensor x = input;
   if (embed) {
     x = part(0, [&] {
-      auto e = wte(input);
-      if (wpe) e = e + wpe->weight.narrow(0, 0, T);
+      const at::Tensor tokens = positions_.defined() ? input.index_select(1, positions_) : input;
+      auto e = wte(tokens);
+      if (wpe) e = e + (positions_.defined() ? wpe->weight.index_select(0, positions_) : wpe->weight.narrow(0, 0, T));
       return after_embedding_ ? after_embedding_(e) : e;
     });
   }

@@ -95,8 +95,16 @@ class TransformerImpl : public torch::nn::Module {
   void set_input_linears(const InputLinears& run);
   // What the embeddings' output becomes before the first block (layer_hooks.h).
   void set_after_embedding(HiddenMapping map) { after_embedding_ = std::move(map); }
+  // What every block's attention core becomes (layer_hooks.h).
+  void set_attention_core(const AttentionCore& core);
+  // The part of each sequence this model computes (context parallelism): the global positions of its
+  // tokens, int64 [T_local] on the model's device, in the order it holds them. The model then takes
+  // whole sequences of model.seq_len tokens and keeps those tokens, or hidden states of its T_local
+  // tokens; learned positions and RoPE read the global positions. Undefined: every token, in order.
+  void set_sequence_shard(at::Tensor positions);
 
  private:
+  // RoPE's tables for the T tokens of the sequence this model computes.
   void prepare_rope(int64_t T, const at::Device& device);
   const Block& block(int index) const { return blocks_.at(index); }
 
@@ -109,6 +117,7 @@ class TransformerImpl : public torch::nn::Module {
   Linear lm_head{nullptr};  // untied head
   Linear head_{nullptr};    // the head used: lm_head, or a layer over wte's weight (not registered)
   at::Tensor rope_cos_, rope_sin_;  // built lazily for the sequence length in use
+  at::Tensor positions_;             // of this model's tokens in the whole sequence; undefined: all
   ActivationCheckpointing ac_;
   std::shared_ptr<Group> activation_partition_group_;
   std::shared_ptr<ActivationStore> activation_store_;

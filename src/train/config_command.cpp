@@ -60,6 +60,7 @@ int config_command(int argc, char** argv) {
             << "  data       " << c.data_source << " (validation fraction " << c.val_fraction << ")\n"
             << "  layout     " << c.world_size << " rank(s): " << (c.parallel.pp > 1 ? "pp " + std::to_string(c.parallel.pp) + " x " : "")
             << "dp " << c.dp
+            << (c.parallel.cp > 1 ? " x cp " + std::to_string(c.parallel.cp) + " (" + context_impl_name(c.context.impl) + ")" : "")
             << (c.parallel.tp > 1 ? " x tp " + std::to_string(c.parallel.tp) : "") << (c.sequence_parallel ? ", sequence parallel" : "") << "\n"
             << "  batch      " << c.global_batch << " = micro " << c.micro_batch << " x accumulation " << c.accumulation
             << " x dp " << c.dp << " (" << tokens_per_step << " tokens per step)\n"

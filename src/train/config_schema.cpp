@@ -41,7 +41,7 @@ const nlohmann::json& config_defaults() {
               "skip_spikes": false, "divergence_steps": 10, "on_divergence": "stop", "rollback_lr_factor": 0.5,
               "max_rollbacks": 3, "peak_flops": 0.0},
     "parallel": {"dp": "auto", "tp": 1, "pp": 1, "cp": 1, "sequence_parallel": false, "tp_overlap_grad_reduce": true,
-                 "pipeline": {"schedule": "1f1b", "virtual_stages": 1, "split": null},
+                 "pipeline": {"schedule": "1f1b", "virtual_stages": 1, "split": null}, "context": {"impl": "ring"},
                  "micro_batches": "auto", "fsdp": {"sharding_strategy": null, "reshard_after_forward": null,
                  "shard_group_size": "auto", "param_dtype": "fp32"}},
     "checkpoint": {"dir": "", "every_steps": 0, "every_hours": 0.0, "keep": 2, "save_at_end": true, "async": false},

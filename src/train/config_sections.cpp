@@ -9,6 +9,7 @@
 #include "common/printable_json.h"
 #include "common/range_words.h"
 #include "model/mixed_precision.h"
+#include "parallel/context/context_options.h"
 #include "parallel/pipeline/schedule_kind.h"
 #include "train/config_reader.h"
 #include "train/config_schema.h"
@@ -55,7 +56,6 @@ void drop_moved_keys(json& user, TrainConfig& c) {
 // the others. Their default is the only value accepted; any other is refused, never silently ignored.
 void reject_unbuilt(const Reader& r) {
   static const std::pair<const char*, const char*> later[] = {
-      {"parallel.cp", "context parallelism"},
       {"checkpoint.async", "asynchronous checkpointing"},
   };
   const Reader defaults(config_defaults(), "");
@@ -139,6 +139,9 @@ void resolve_parallel_dims(const Reader& r, TrainConfig& c) {
   dims.cp = r.small_integer("parallel.cp", 1);
   dims.tp = r.small_integer("parallel.tp", 1);
   c.sequence_parallel = r.boolean("parallel.sequence_parallel");
+  const auto impl = context_impl(r.text("parallel.context.impl"));
+  if (!impl) fail(r.origin(), "'parallel.context.impl' must be \"ring\" or \"ulysses\", got " + printable_json(r.at("parallel.context.impl")));
+  c.context.impl = *impl;
   c.tp_overlap_grad_reduce = r.boolean("parallel.tp_overlap_grad_reduce");
   if (const auto dp = r.integer_or_auto("parallel.dp", 1, INT_MAX)) dims.dp_shard = int(*dp);
   // Said of tp alone, before the product of every dim is: the world is cut into tp groups.

@@ -15,8 +15,8 @@ std::optional<double> validation_loss(Transformer& model, ParallelPlan& plan, St
   }
   double sum = 0;
   int64_t count = 0;
-  // Dealt by data-parallel coordinate: the ranks of one dp coordinate (tensor or pipeline parallel
-  // peers) evaluate the same samples, together.
+  // Dealt by data-parallel coordinate: the ranks of one dp coordinate (tensor, pipeline or context
+  // parallel peers) evaluate the same samples, together.
   const DeviceMesh& mesh = *plan.mesh;
   std::vector<int64_t> mine;
   for (int64_t i = mesh.coord("dp"); i < available; i += mesh.size("dp")) mine.push_back(i);
@@ -27,7 +27,8 @@ std::optional<double> validation_loss(Transformer& model, ParallelPlan& plan, St
     count += int64_t(chunk.size());
   }
   auto totals = at::tensor({sum, double(count)}, at::kDouble).to(world.device());
-  all_reduce(*mesh.group("dp"), totals, ReduceOp::Sum, "eval");
+  // Over cp too: each cp rank's loss is the mean over its part of every sequence, all parts alike in size.
+  all_reduce(*mesh.group("dp_cp"), totals, ReduceOp::Sum, "eval");
   return totals[0].item<double>() / totals[1].item<double>();
 }
 

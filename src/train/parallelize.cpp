@@ -7,6 +7,7 @@
 #include "common/number_text.h"
 #include "common/printable.h"
 #include "model/parameter_shapes.h"
+#include "parallel/context/apply_cp.h"
 #include "parallel/ddp/data_parallel.h"
 #include "parallel/pipeline/apply_pp.h"
 #include "parallel/tensor/apply_tp.h"
@@ -33,6 +34,16 @@ void offload_to_nvme(const std::string& key, Make make) {
   }
 }
 
+// What a model-parallel transformation returns; the input it cannot split (std::invalid_argument) is the config's fault.
+template <typename Apply>
+auto as_config_error(Apply apply) {
+  try {
+    return apply();
+  } catch (const std::invalid_argument& e) {
+    throw ConfigError(e.what());
+  }
+}
+
 // The steps of parallelize(), in its order, sharing what each leaves for the next.
 class Parallelizer {
  public:
@@ -45,6 +56,7 @@ class Parallelizer {
     build_stage_model();
     auto named = apply_freeze();
     apply_tensor_parallel();
+    apply_context_parallel();
     model_->to(world_.device());  // keeps each parameter's identity, so `named` and the frozen list stay valid
     apply_precision();
     apply_data_parallel(named);
@@ -57,6 +69,7 @@ class Parallelizer {
   void build_stage_model();
   std::vector<std::pair<std::string, at::Tensor>> apply_freeze();
   void apply_tensor_parallel();
+  void apply_context_parallel();
   void find_stage_gradients();
   Spans gradient_spans(const std::function<bool(const HeldParameter&)>& which) const;
   void find_split_gradients();
@@ -90,13 +103,10 @@ void Parallelizer::build_stage_model() {
     model_ = Transformer(c_.model, c_.seed);
     return;
   }
-  PipelineParallelPlan pp;
-  try {
-    pp = apply_pp(world_, mesh, c_.model, c_.seed, c_.pipeline, !c_.json["parallel"]["pipeline"]["split"].is_null(), c_.micro_batch,
-                  int(c_.accumulation));
-  } catch (const std::invalid_argument& e) {
-    throw ConfigError(e.what());
-  }
+  PipelineParallelPlan pp = as_config_error([&] {
+    return apply_pp(world_, mesh, c_.model, c_.seed, c_.pipeline, !c_.json["parallel"]["pipeline"]["split"].is_null(), c_.micro_batch,
+                    int(c_.accumulation));
+  });
   model_ = pp.model;
   for (auto& line : pp.setup_lines) plan_.setup_lines.push_back(std::move(line));
   model_placements_ = pp.stages->placements;
@@ -124,12 +134,7 @@ std::vector<std::pair<std::string, at::Tensor>> Parallelizer::apply_freeze() {
 }
 
 void Parallelizer::apply_tensor_parallel() {
-  TensorParallelPlan tp;
-  try {
-    tp = apply_tp(model_, *plan_.mesh, {c_.sequence_parallel, c_.tp_overlap_grad_reduce});
-  } catch (const std::invalid_argument& e) {
-    throw ConfigError(e.what());
-  }
+  TensorParallelPlan tp = as_config_error([&] { return apply_tp(model_, *plan_.mesh, {c_.sequence_parallel, c_.tp_overlap_grad_reduce}); });
   if (tp.loss) {
     plan_.loss = std::move(tp.loss);
     plan_.model_parallel_groups.push_back(plan_.mesh->group("tp"));
@@ -139,6 +144,15 @@ void Parallelizer::apply_tensor_parallel() {
     all.insert(all.end(), placements.begin(), placements.end());
   }
   for (auto& line : tp.setup_lines) plan_.setup_lines.push_back(std::move(line));
+}
+
+// After tensor parallelism: the loss it computes is what context parallelism feeds this rank's targets.
+void Parallelizer::apply_context_parallel() {
+  ContextParallelPlan cp = as_config_error([&] { return apply_cp(model_, *plan_.mesh, c_.context, plan_.loss); });
+  if (!cp.loss) return;
+  plan_.loss = std::move(cp.loss);
+  plan_.model_parallel_groups.push_back(plan_.mesh->group("cp"));
+  for (auto& line : cp.setup_lines) plan_.setup_lines.push_back(std::move(line));
 }
 
 // The gradient elements of parameters cut over tp, where this rank's gradients hold them: each

@@ -6,8 +6,9 @@
 //   1. freeze        parameters named by train.freeze stop needing gradients;
 //   2. model parallelism, each a transformation of its own: tensor (and sequence) parallelism
 //                    slices the layers over tp (parallel/tensor/apply_tp.h); context parallelism
-//                    will join here. It runs on the CPU copy the model was built as, so the device
-//                    never holds more than this rank's slices;
+//                    gives each cp rank its part of every sequence (parallel/context/apply_cp.h).
+//                    They run on the CPU copy the model was built as, so the device never holds
+//                    more than this rank's slices;
 //   3. place         the model moves to the run's device;
 //   4. precision     matmuls compute in the mixed-precision type, with working copies of the slices;
 //   5. data parallelism: the trainable parameters are packed into flat buffers and their gradients
@@ -54,7 +55,7 @@ struct ParallelPlan {
   std::vector<std::string> setup_lines;  // what was built, for the run's log
   LossFunction loss = next_token_loss;   // of the model's output: the vocab-parallel cross-entropy under tp
   SplitElements split_gradients;         // gradient elements of tensor-parallel slices, for the global norm
-  std::vector<std::shared_ptr<Group>> model_parallel_groups;  // the groups model parallelism communicates over (tp, pp)
+  std::vector<std::shared_ptr<Group>> model_parallel_groups;  // the groups model parallelism communicates over (tp, pp, cp)
   std::shared_ptr<PipelineStages> pipeline;  // pp > 1: the stages, their groups and schedule; null without
   StageElements stage_gradients;            // pp > 1: what the global gradient norm sums over the stages
 

@@ -140,10 +140,12 @@ std::unique_ptr<StepExecutor> make_step_executor(Transformer& model, ParallelPla
                           "; set train_batch_size so that gradient_accumulation_steps suits parallel.pipeline.schedule");
       }
     }
-    // Under sequence parallelism the stages hand on this tp rank's part of the sequence.
+    // The stages hand on this cp rank's part of the sequence, and under sequence parallelism this tp
+    // rank's part of that.
     const DeviceMesh& mesh = *plan.mesh;
-    const auto [first, end] = config.sequence_parallel ? chunk_range(config.model.seq_len, mesh.coord("tp"), mesh.size("tp"))
-                                                       : std::pair<int64_t, int64_t>{0, config.model.seq_len};
+    const int64_t tokens = config.model.seq_len / mesh.size("cp");
+    const auto [first, end] = config.sequence_parallel ? chunk_range(tokens, mesh.coord("tp"), mesh.size("tp"))
+                                                       : std::pair<int64_t, int64_t>{0, tokens};
     return std::make_unique<PipelineExecutor>(model, plan, stream, device, std::vector<int64_t>{config.micro_batch, end - first, config.model.d_model},
                                               trace);
   }

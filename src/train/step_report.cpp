@@ -12,7 +12,7 @@ void StepReport::measure_peak(World& world) {
   peak_flops_ = c_.peak_flops > 0 ? c_.peak_flops * c_.world_size : 0;
   if (peak_flops_ > 0) return;
   const auto& m = c_.model;
-  const int64_t tokens = c_.micro_batch * m.seq_len;
+  const int64_t tokens = c_.micro_batch * m.seq_len / c_.parallel.cp;  // a cp rank computes its part of each sequence
   // A 16-bit run's GEMMs run natively or on widened operands (model/mixed_precision.h): its peak
   // is the faster of the two, so a slow native kernel cannot flatter MFU.
   double rank_peak = measure_matmul_flops(world.device(), tokens, m.d_model, m.ff_dim());

@@ -12,6 +12,7 @@
 #include "optim/lr_schedule.h"
 #include "train/config_schema.h"
 #include "train/config_sections.h"
+#include "train/context_parallel_rules.h"
 #include "train/pipeline_config.h"
 #include "train/tensor_parallel_rules.h"
 
@@ -45,6 +46,7 @@ TrainConfig resolve_config(const json& user, int world_size, const std::string& 
   c.world_size = world_size;
   resolve_parallel_dims(r, c);
   check_tensor_parallel(c);
+  check_context_parallel(c);
   resolve_batch(r, c);
 
   c.steps = r.integer("train.steps", 1);

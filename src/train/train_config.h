@@ -15,6 +15,7 @@
 #include "model/transformer_config.h"
 #include "optim/loss_scaler.h"
 #include "parallel/parallel_dims.h"
+#include "parallel/context/context_options.h"
 #include "parallel/pipeline/pipeline_options.h"
 #include "train/stability_guard.h"
 
@@ -45,7 +46,7 @@ struct TrainConfig {
   // The mesh's dims for world_size ranks (parallel/parallel_dims.h): dp_shard is every data-parallel
   // rank, or under hybrid sharding the ranks of one shard group, which dp_replicate replicates; tp
   // (parallel.tp) splits layers (parallel/tensor); pp (parallel.pp) cuts the blocks into pipeline
-  // stages (parallel/pipeline); cp is 1 until it lands. Shard groups of a
+  // stages (parallel/pipeline); cp (parallel.cp) splits every sequence (parallel/context). Shard groups of a
   // node's ranks (shard_groups_per_node) are known once the run starts; until then dp_shard is every
   // data-parallel rank.
   ParallelDims parallel;
@@ -54,6 +55,7 @@ struct TrainConfig {
   // parallel.pipeline.*: the schedule, virtual stages and split of the blocks into chunks (a split
   // of one chunk, all n_layer blocks, without pipeline parallelism).
   PipelineOptions pipeline;
+  ContextParallelOptions context;  // parallel.context.impl: how attention spans the cp ranks' shards
   // accumulation: gradient_accumulation_steps, also named parallel.micro_batches; under pp the
   // micro-batches each step runs through the pipeline.
   int64_t global_batch = 0, micro_batch = 0, accumulation = 0;

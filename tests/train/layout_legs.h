@@ -19,6 +19,8 @@ namespace dtrain::test {
 // every checkpoint kept.
 inline const Sets kLayoutJob = {"train.steps=6", "train_batch_size=8", "train_micro_batch_size_per_gpu=2",
                                 "gradient_accumulation_steps=auto", "checkpoint.every_steps=2", "checkpoint.keep=0"};
+// Llama with grouped-query attention: 4 query heads reading 2 key/value heads.
+inline const Sets kLlamaGqa = {"model.arch=llama", "model.n_head=4", "model.n_kv_head=2"};
 // What a leg of that job on one rank says.
 inline const std::string kSaysOneRank = "batch: 8 = micro 2 x accumulation 4 x dp 1";
 

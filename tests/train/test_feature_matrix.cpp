@@ -53,6 +53,10 @@ const Sets kPp4 = {"parallel.pp=4", "train_micro_batch_size_per_gpu=3"};
 Sets schedule(const std::string& name, int virtual_stages = 1) {
   return {"parallel.pipeline.schedule=" + name, "parallel.pipeline.virtual_stages=" + std::to_string(virtual_stages)};
 }
+// Context parallelism: ring attention on the zigzag layout (16 tokens in 4 or 8 chunks), or Ulysses.
+const Sets kCp2 = {"parallel.cp=2"};
+const Sets kCp4 = {"parallel.cp=4"};
+const Sets kUlysses = {"parallel.context.impl=\"ulysses\""};
 // DeepSpeed's activation_checkpointing section: block inputs split over tp, in host memory, in one buffer.
 const std::string kDeepSpeedActivationKeys =
     "activation_checkpointing={\"partition_activations\": true, \"cpu_checkpointing\": true, \"contiguous_memory_optimization\": true}";
@@ -147,6 +151,29 @@ const std::vector<Row> kRows = {
     {"pp4_interleaved", 4, kPp4 + schedule("interleaved_1f1b", 2), "gpt2_pp", kFp32Reordered, "pp 4 x 2 virtual stage(s)"},
     {"pp2_zero_bubble", 2, kPp2 + schedule("zero_bubble"), "gpt2_pp", kFp32Reordered, "schedule zero_bubble"},
     {"pp4_zero_bubble", 4, kPp4 + schedule("zero_bubble"), "gpt2_pp", kFp32Reordered, "schedule zero_bubble"},
+    // Context parallelism: every rank of a cp group computes its part of each sequence of the same batch.
+    {"cp2_ring", 2, kCp2, "gpt2", kFp32Reordered, "context parallel: cp 2, ring attention"},
+    {"cp4_ring", 4, kCp4, "gpt2", kFp32Reordered, "this rank holds tokens [0,2) [14,16) of each sequence of 16"},
+    {"cp2_ulysses", 2, kCp2 + kUlysses, "gpt2", kFp32Reordered, "context parallel: cp 2, Ulysses"},
+    {"dp2_cp2", 4, k2Ranks + kCp2, "gpt2", kFp32Reordered, "cp groups: [0,1] [2,3]"},
+    {"cp2_tp2", 4, kCp2 + Sets{"parallel.tp=2"}, "gpt2", kFp32Reordered, "tensor parallel: tp 2"},
+    {"cp2_tp2_sp", 4, kCp2 + Sets{"parallel.tp=2", "parallel.sequence_parallel=true"}, "gpt2", kFp32Reordered, "sequence parallel"},
+    {"cp2_zero3", 2, kCp2 + Sets{"zero_optimization.stage=3"}, "gpt2", kFp32Reordered, "ZeRO stage 3: parameters, gradients and optimizer state sharded over 2"},
+    // Recomputation runs the ring again, in the same order: the same bits.
+    {"cp2_ac_full", 2, {"train.activation_checkpointing=full"}, "cp2_ring", kBitForBit, "activation checkpointing full"},
+    {"cp2_ac_selective", 2, {"train.activation_checkpointing=selective"}, "cp2_ring", kBitForBit, "activation checkpointing selective"},
+    {"llama_cp2_ring", 2, kCp2, "llama", kFp32Reordered, "context parallel: cp 2, ring attention"},
+    {"llama_cp4_ring", 4, kCp4, "llama", kFp32Reordered, "context parallel: cp 4, ring attention"},
+    {"llama_cp2_ulysses", 2, kCp2 + kUlysses, "llama", kFp32Reordered, "context parallel: cp 2, Ulysses"},
+    {"llama_dp2_cp2", 4, k2Ranks + kCp2, "llama", kFp32Reordered, "batch: 12 = micro 6 x accumulation 1 x dp 2"},
+    {"llama_cp2_tp2", 4, kCp2 + Sets{"parallel.tp=2"}, "llama", kFp32Reordered, "tensor parallel: tp 2"},
+    {"llama_cp2_zero3", 2, kCp2 + Sets{"zero_optimization.stage=3"}, "llama", kFp32Reordered, "ZeRO stage 3"},
+    {"llama_cp2_ac_full", 2, {"train.activation_checkpointing=full"}, "llama_cp2_ring", kBitForBit, "activation checkpointing full"},
+    {"bf16_cp2", 2, kCp2, "gpt2_bf16", kBf16Reordered, "context parallel: cp 2"},
+    {"bf16_cp2_ulysses", 2, kCp2 + kUlysses, "gpt2_bf16", kBf16Reordered, "context parallel: cp 2, Ulysses"},
+    // The stages hand on this cp rank's part of the sequence.
+    {"pp2_cp2", 4, kPp2 + kCp2, "gpt2_pp_3d", kFp32Reordered, "context parallel: cp 2"},
+
     // An explicit cut; the global norm sums the stages' squares in other groups.
     {"pp2_split", 2, kPp2 + Sets{"parallel.pipeline.split=[3,5]"}, "gpt2_pp", kFp32Reordered, "pipeline split (given): chunks of 3, 5 blocks"},
     // A cut from costs timed at start-up: whichever it is, the arithmetic is the pipeline's.

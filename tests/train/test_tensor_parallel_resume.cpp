@@ -14,7 +14,6 @@ namespace {
 using nlohmann::json;
 
 const Sets kGpt2 = {"model.arch=gpt2"};
-const Sets kLlama = {"model.arch=llama", "model.n_head=4", "model.n_kv_head=2"};
 // 257 rows split 129 + 128 over tp 2 and 86 + 86 + 85 over tp 3, in the embedding and in an untied
 // head; 6 heads and 192 MLP features divide by both.
 const Sets kUnevenVocabulary = {"model.arch=gpt2", "model.vocab_size=257", "model.tie_embeddings=false", "model.n_head=6", "model.d_model=48"};
@@ -73,7 +72,7 @@ TEST(TensorParallelResume, Tp2WithZero3ResumesAtTp1AndTp1WithZero3AtTp2) {
 // weights (each pair of ranks reads one head), and its checkpoint stores them once, whole.
 TEST(TensorParallelResume, LlamaAtTp2ResumesAtTp4WithTheKeyValueHeadsReplicated) {
   const std::string dir = expect_legs_train_like_one_rank(
-      "tp_llama_resume", kLayoutJob + kLlama, {{2, kTp2, 3, kSaysTp2}, {4, {"parallel.tp=4"}, 6, "key/value weights replicated"}});
+      "tp_llama_resume", kLayoutJob + kLlamaGqa, {{2, kTp2, 3, kSaysTp2}, {4, {"parallel.tp=4"}, 6, "key/value weights replicated"}});
   const json tp2 = index_of(ckpt(dir, 2)), tp4 = index_of(ckpt(dir, 6));
   EXPECT_EQ(chunk_rows(tp2, "model/blocks.0.k_proj.weight"), json::parse("[[0, 8], [8, 8]]"));
   EXPECT_EQ(tp4["tensors"]["model/blocks.0.k_proj.weight"]["placements"],
