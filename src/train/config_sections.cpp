@@ -140,7 +140,7 @@ void resolve_parallel_dims(const Reader& r, TrainConfig& c) {
   dims.tp = r.small_integer("parallel.tp", 1);
   c.sequence_parallel = r.boolean("parallel.sequence_parallel");
   const auto impl = context_impl(r.text("parallel.context.impl"));
-  if (!impl) fail(r.origin(), "'parallel.context.impl' must be \"ring\" or \"ulysses\", got " + printable_json(r.at("parallel.context.impl")));
+  if (!impl) fail(r.origin(), "'parallel.context.impl' must be one of " + names_listed(kContextImplNames) + ", got " + printable_json(r.at("parallel.context.impl")));
   c.context.impl = *impl;
   c.tp_overlap_grad_reduce = r.boolean("parallel.tp_overlap_grad_reduce");
   if (const auto dp = r.integer_or_auto("parallel.dp", 1, INT_MAX)) dims.dp_shard = int(*dp);

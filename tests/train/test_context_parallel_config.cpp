@@ -43,7 +43,7 @@ const std::vector<BadInput>& cp_bad_inputs() {
        "'parallel.tp' (2) does not divide a cp rank's part of the sequence, model.seq_len (14) / 'parallel.cp' (2), which "
        "parallel.sequence_parallel splits over the tp ranks"},
       {{"model.preset=tiny", "parallel.cp=2", "parallel.context.impl=\"zigzag\""}, 2,
-       "'parallel.context.impl' must be \"ring\" or \"ulysses\", got \"zigzag\""},
+       "'parallel.context.impl' must be one of ring, ulysses, got \"zigzag\""},
       {{"model.preset=tiny", "parallel.cp=2", "parallel.tp=2", "parallel.dp=2"}, 4,
        "the parallel dims (parallel.pp, parallel.dp, parallel.cp, parallel.tp) span pp 1 x dp_replicate 1 x dp_shard 2 x cp 2 x "
        "tp 2 = 8 ranks, but the world size is 4"},
