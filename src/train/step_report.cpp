@@ -4,23 +4,26 @@
 
 #include "comm/collectives.h"
 #include "common/number_text.h"
+#include "model/mixed_precision.h"
 #include "train/matmul_peak.h"
 
 namespace dtrain {
 
 void StepReport::measure_peak(World& world) {
-  peak_flops_ = c_.peak_flops > 0 ? c_.peak_flops * c_.world_size : 0;
-  if (peak_flops_ > 0) return;
+  if (c_.peak_flops > 0) {
+    peak_ = MfuPeak(c_.peak_flops * c_.world_size);
+    return;
+  }
   const auto& m = c_.model;
   const int64_t tokens = c_.micro_batch * m.seq_len / c_.parallel.cp;  // a cp rank computes its part of each sequence
-  // A 16-bit run's GEMMs run natively or on widened operands (model/mixed_precision.h): its peak
-  // is the faster of the two, so a slow native kernel cannot flatter MFU.
-  double rank_peak = measure_matmul_flops(world.device(), tokens, m.d_model, m.ff_dim());
-  if (c_.precision != at::kFloat)
-    rank_peak = std::max(rank_peak, measure_matmul_flops(world.device(), tokens, m.d_model, m.ff_dim(), 0.9, c_.precision));
-  auto peak = at::tensor({rank_peak}, at::kDouble).to(world.device());
+  // The GEMMs the run calls: natively in 16 bits where the device has them, else on widened
+  // operands in fp32 (model/mixed_precision.h).
+  const MixedPrecision mp = MixedPrecision::make(c_.precision, world.device());
+  auto peak = at::tensor({measure_matmul_flops(world.device(), tokens, m.d_model, m.ff_dim(), 1.5, mp.native_gemm ? mp.compute : at::kFloat)},
+                         at::kDouble)
+                  .to(world.device());
   all_reduce(*world.world_group(), peak, ReduceOp::Sum, "matmul_peak");
-  peak_flops_ = peak.item<double>();
+  peak_ = MfuPeak(peak.item<double>());
 }
 
 void StepReport::step(int64_t step, const StepOutcome& out, const ParallelPlan& plan) {
@@ -36,15 +39,9 @@ void StepReport::step(int64_t step, const StepOutcome& out, const ParallelPlan& 
               "; step skipped, loss scale now " + plain(plan.scaler->scale()));
   const double tokens_per_s = double(c_.global_batch * c_.model.seq_len) / out.step_s;
   const double achieved = c_.model.train_flops_per_token() * tokens_per_s;
-  if (peak_flops_ > 0 && achieved > peak_flops_ && steps_timed_ > 0) {
-    // The model outran the measured peak, so the measurement was low (the machine was busy then):
-    // MFU above 100% would be a wrong number, not a fast run.
-    log_.warn("the model reached " + fixed(achieved / 1e9, 1) + " GFLOP/s, above the matmul peak of " + fixed(peak_flops_ / 1e9, 1) +
-              " GFLOP/s measured at start (the machine was busy then?); MFU is now against " + fixed(achieved / 1e9, 1) +
-              " GFLOP/s; set train.peak_flops for a fixed bound");
-    peak_flops_ = achieved;
-  }
-  const double mfu = peak_flops_ > 0 ? achieved / peak_flops_ : 0;
+  if (peak_.flops() > 0 && steps_timed_ > 0)
+    if (const auto warning = peak_.observe(achieved)) log_.warn(*warning);
+  const double mfu = peak_.flops() > 0 ? achieved / peak_.flops() : 0;
   if (metrics_) write_metrics(step, out, plan, tokens_per_s, achieved, mfu);
   const int64_t done = step + 1;
   if (done % c_.steps_per_print != 0 && done != c_.steps && step != 0) return;

@@ -6,6 +6,7 @@
 #include <memory>
 #include <string>
 
+#include "train/matmul_peak.h"
 #include "train/metrics_log.h"
 #include "train/optimizer_step.h"
 #include "train/parallelize.h"
@@ -30,7 +31,7 @@ class StepReport {
 
   // The model FLOP/s all ranks together can reach: train.peak_flops, or measured now (a collective).
   void measure_peak(World& world);
-  double peak_flops() const { return peak_flops_; }
+  double peak_flops() const { return peak_.flops(); }
 
   void step(int64_t step, const StepOutcome& outcome, const ParallelPlan& plan);
   // "done: ..." after `steps` steps in `elapsed` seconds, on `rank`.
@@ -43,7 +44,7 @@ class StepReport {
   const TrainConfig& c_;
   RankLog& log_;
   MetricsLog* metrics_;
-  double peak_flops_ = 0;
+  MfuPeak peak_;
   double step_seconds_sum_ = 0;
   int64_t steps_timed_ = 0;
   double comm_s_ = 0, hidden_s_ = 0;

@@ -336,7 +336,7 @@ int Trainer::train() {
   }
   log_.info("training steps " + std::to_string(progress_.step + 1) + ".." + std::to_string(c_.steps) +
             " (matmul peak " + fixed(report_->peak_flops() / 1e9, 1) + " GFLOP/s over all ranks" +
-            (c_.precision != at::kFloat ? ", the better of " + precision_name(c_.precision) + " and fp32 GEMMs" : "") + ")");
+            (c_.peak_flops > 0 ? ", train.peak_flops" : ", " + precision_name(model_->precision().native_gemm ? c_.precision : at::kFloat) + " GEMMs") + ")");
   const int64_t released = release_freed_host_memory();
   if (released >= (1 << 20)) log_.info("host memory: " + mib(released) + " MiB that setting up freed given back to the kernel");
   start_ = Clock::now();
