@@ -20,6 +20,9 @@ struct ForwardPart {
   Kind kind;
   int index;  // the part's index in the whole model's forward pass (above)
   std::vector<std::pair<std::string, at::Tensor>> parameters;  // named as named_parameters() names them
+  // What the part reads that another part owns (a tied head: "wte.weight"), so that ZeRO-3 keeps it
+  // whole, or gathers it, until this part's backward is over.
+  std::vector<std::string> borrowed = {};
 };
 
 class ForwardPartHooks {

@@ -90,6 +90,7 @@ std::vector<ForwardPart> TransformerImpl::forward_parts() const {
     if (lm_head) modules.emplace_back("lm_head", lm_head.get());
     else if (!parts_.embedding) modules.emplace_back("wte", wte.get());
     parts.push_back(part(ForwardPart::Kind::Head, c_.n_layer + 1, modules));
+    if (c_.tie_embeddings && parts_.embedding) parts.back().borrowed.push_back("wte.weight");
   }
   return parts;
 }

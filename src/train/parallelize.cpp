@@ -18,6 +18,7 @@
 #include "parallel/zero/zero_optimizer.h"
 #include "train/activation_store_setup.h"
 #include "train/freeze_globs.h"
+#include "train/host_memory.h"
 
 namespace dtrain {
 
@@ -253,8 +254,8 @@ void Parallelizer::shard_parameters(const std::shared_ptr<Group>& group, const s
     throw ConfigError("zero_optimization.offload_param.device=" + c_.offload_param.device + " on a " + world_.device().str() +
                       " run needs zero_optimization.offload_optimizer.device \"cpu\" or \"nvme\" too: the optimizer updates the " +
                       "parameter shard where it lives, on the host");
-  // Sharded before anything else of the model's size is allocated: a whole model beside the
-  // sharded state would be this rank's peak. Every rank starts from rank 0's parameters.
+  // Sharded, and the whole units given back, before anything else of the model's size is allocated:
+  // either beside the sharded state would be this rank's peak. Every rank starts from rank 0's parameters.
   plan_.sharded = std::make_unique<FullyShardedParameters>(*plan_.flat, units, parts_, group, c_.reshard_after_forward);
   FullyShardedParameters& sharded = *plan_.sharded;
   if (c_.offload_param.device == "nvme") keep_shard_on_nvme();
@@ -271,6 +272,7 @@ void Parallelizer::shard_parameters(const std::shared_ptr<Group>& group, const s
   }
   broadcast(*plan_.mesh->group("dp_cp"), sharded.unit_buffers(), 0, "broadcast parameters");
   sharded.reshard();
+  plan_.setup_lines.push_back("host memory: " + mib(release_freed_host_memory()) + " MiB of the whole units given back once sharded");
   auto reduce_scatter = std::make_unique<ReduceScatterGrads>(*plan_.flat, group, options, units);
   reduce_scatter->average_across(plan_.mesh->group("dp_replicate"));
   reduce_scatter->on_gradients_taken([s = &sharded](int unit) { s->gradients_taken(unit); });

@@ -261,6 +261,23 @@ TEST(ZeroStage3, PrefetchesTheNextUnitWhileAPartComputes) {
     if (part < layers) EXPECT_LT(find("free", part, end), backward) << "block " << part << " kept whole until its backward";
     if (part > 1) EXPECT_LT(find("gather", part - 1, backward), find("free", part, backward)) << "block " << part - 1 << " not prefetched";
   }
+  // The tied embedding's unit (part 0) is read by the head's backward and by no other: it goes as
+  // the last block's backward begins, not once the embeddings' gradients are taken at the end.
+  const size_t head_end = find("end", layers + 1);
+  EXPECT_LT(find("free", 0, head_end), find("backward", layers - 1, head_end)) << "the tied embedding kept whole: " << trace.dump();
+}
+
+// Untied, nothing after the embeddings reads their unit and their backward reads no values: it is
+// freed as soon as their forward ends.
+TEST(ZeroStage3, AnUntiedEmbeddingIsFreedRightAfterItsForward) {
+  const TrainingRun run = train_at_stage(scratch_dir("zero3_untied"), 2,
+                                         {"model.n_layer=2", "model.tie_embeddings=false", "train.steps=2", "wall_clock_breakdown=true"}, 3);
+  ASSERT_EQ(run.steps.size(), 2u);
+  std::vector<std::pair<std::string, int>> events;
+  for (const auto& e : run.steps[1]["unit_trace"]) events.emplace_back(e[0].get<std::string>(), e[1].get<int>());
+  const auto at = [&](const std::string& what, int part) { return std::find(events.begin(), events.end(), std::make_pair(what, part)); };
+  ASSERT_NE(at("end", 0), events.end()) << run.steps[1].dump();
+  EXPECT_EQ(std::next(at("end", 0)), at("free", 0)) << run.steps[1]["unit_trace"].dump();
 }
 
 // Stages 1 and 2 gather the updated parameters during the next forward pass: each bucket's gather

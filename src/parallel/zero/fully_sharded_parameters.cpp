@@ -56,9 +56,11 @@ FullyShardedParameters::FullyShardedParameters(FlatParameters& params, std::vect
       reshard_after_forward_(reshard_after_forward) {
   const ParameterParts part_of(parts);
   is_block_.assign(size_t(part_of.end()), false);
+  backward_reads_values_.assign(size_t(part_of.end()), true);
   for (const ForwardPart& part : parts) {
     first_part_ = first_part_ < 0 ? part.index : std::min(first_part_, part.index);
     last_part_ = std::max(last_part_, part.index);
+    backward_reads_values_[size_t(part.index)] = part.kind != ForwardPart::Kind::Embeddings;
     if (part.kind != ForwardPart::Kind::Block) continue;
     is_block_[size_t(part.index)] = true;
     last_block_ = std::max(last_block_, part.index);
@@ -81,6 +83,19 @@ FullyShardedParameters::FullyShardedParameters(FlatParameters& params, std::vect
     part_of_unit_.push_back(part_of.of(entries_[b.first_entry].name));
     units_of_part_[size_t(part_of_unit_.back())].push_back(u);
   }
+  read_last_by_ = part_of_unit_;
+  freed_after_backward_of_.resize(units_of_part_.size());
+  for (const ForwardPart& part : parts)
+    for (const std::string& name : part.borrowed)
+      for (int u = 0; u < int(units_.size()); ++u) {
+        const GradBucket& b = units_[u];
+        const auto first = entries_.begin() + b.first_entry;
+        if (std::none_of(first, first + b.entries, [&](const FlatEntry& e) { return e.name == name; })) continue;
+        units_of_part_[size_t(part.index)].push_back(u);
+        read_last_by_[size_t(u)] = std::max(read_last_by_[size_t(u)], part.index);
+        // Its owner's backward reads no values: nothing needs the unit once this part's backward is over.
+        if (!backward_reads_values_[size_t(part_of_unit_[u])]) freed_after_backward_of_[size_t(part.index)].push_back(u);
+      }
   state_.assign(units_.size(), State::Whole);
   gathering_.resize(units_.size());
   working_.resize(units_.size());
@@ -283,17 +298,27 @@ void FullyShardedParameters::after_part(int part, const at::Tensor& output) {
   note("end", part);
   if (holding_) return;
   const bool backward_follows = at::GradMode::is_enabled() && output.requires_grad();
+  // What no later part reads goes now when nothing reads it again: without backward, or when the
+  // part's backward reads no parameter values (an embedding's gradient needs only the tokens).
+  if (!backward_follows || !backward_reads_values_[size_t(part)])
+    for (int u : units_of_part_[size_t(part)])
+      if (read_last_by_[size_t(u)] == part) release(u);
   if (!backward_follows) {
-    // Nothing will need the part again: a block goes now, the rest once the pass is over.
-    if (is_block(part))
-      for (int u : units_of_part_[size_t(part)]) release(u);
     if (part == last_part_) release_all();
     return;
   }
-  if (!reshard_after_forward_ || !is_block(part)) return;
-  if (part < last_block_)  // the last block's backward comes first: freeing it would only gather it again
+  // The last block's backward comes first: freeing it would only gather it again.
+  const bool reshard = reshard_after_forward_ && is_block(part);
+  if (reshard && part < last_block_)
     for (int u : units_of_part_[size_t(part)]) release(u);
-  output.register_hook([this, part](const at::Tensor&) {
+  const size_t next = size_t(part + 1);
+  const bool frees_borrowed = next < freed_after_backward_of_.size() && !freed_after_backward_of_[next].empty();
+  if (!reshard && !frees_borrowed) return;
+  // Runs when this part's output gradient is ready: the next part's backward is over.
+  output.register_hook([this, part, reshard, next](const at::Tensor&) {
+    if (next < freed_after_backward_of_.size())
+      for (int u : freed_after_backward_of_[next]) release(u);
+    if (!reshard) return;
     note("backward", part);
     for (int u : units_of_part_[size_t(part)]) wait(u);
     if (is_block(part - 1))

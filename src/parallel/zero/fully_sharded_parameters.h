@@ -4,10 +4,12 @@
 // all-gather is launched before this part computes (prefetch), so it overlaps compute. With
 // reshard_after_forward a block's unit is freed as soon as its forward ends and gathered again when
 // its backward begins (a hook on the block's output gradient), prefetching the block before it; the
-// last block, whose backward comes first, and the embedding and head units, used at both ends of the
-// pass, stay whole until their backward. Without
+// last block, whose backward comes first, and the head unit stay whole until their backward. Without
 // it (FSDP's SHARD_GRAD_OP) every unit stays whole from its forward to its backward. A unit is freed
-// for good once ReduceScatterGrads has taken its gradients.
+// for good once ReduceScatterGrads has taken its gradients, or earlier when no backward reads it:
+// the embeddings' backward reads no parameter values, so their unit goes after their forward, or,
+// tied to the head, once the head's backward is over (a hook on the last block's output gradient);
+// the embedding's gradient then arrives with no copy of its weight left whole.
 //
 // The module's parameters stay the tensors autograd knows; each is a view into its unit's buffer,
 // whose storage is allocated on gather and emptied on free (what autograd saved for backward sees
@@ -156,8 +158,11 @@ class FullyShardedParameters : public ForwardPartHooks {
   std::vector<at::Tensor> sending_;  // per unit, while its gather runs: this rank's piece rounded or moved to the device
   std::vector<State> state_;
   std::vector<CommHandle> gathering_;
-  std::vector<std::vector<int>> units_of_part_;
-  std::vector<int> part_of_unit_;
+  std::vector<std::vector<int>> units_of_part_;  // per part: the units its forward reads, its own and those it borrows
+  std::vector<int> part_of_unit_;                // the part that owns each unit
+  std::vector<int> read_last_by_;                // per unit: the last part whose forward reads it
+  std::vector<bool> backward_reads_values_;      // per part: false for the embeddings (lookups and an add)
+  std::vector<std::vector<int>> freed_after_backward_of_;  // per part: borrowed units no backward reads after its own
   std::vector<Event> trace_;
   bool tracing_ = false;  // start_trace() was called: note() records
   double trace_start_ = 0;
