@@ -254,8 +254,7 @@ void Parallelizer::shard_parameters(const std::shared_ptr<Group>& group, const s
     throw ConfigError("zero_optimization.offload_param.device=" + c_.offload_param.device + " on a " + world_.device().str() +
                       " run needs zero_optimization.offload_optimizer.device \"cpu\" or \"nvme\" too: the optimizer updates the " +
                       "parameter shard where it lives, on the host");
-  // Sharded, and the whole units given back, before anything else of the model's size is allocated:
-  // either beside the sharded state would be this rank's peak. Every rank starts from rank 0's parameters.
+  // Sharded and the whole units given back before anything of the model's size is allocated beside them (that would be the peak).
   plan_.sharded = std::make_unique<FullyShardedParameters>(*plan_.flat, units, parts_, group, c_.reshard_after_forward);
   FullyShardedParameters& sharded = *plan_.sharded;
   if (c_.offload_param.device == "nvme") keep_shard_on_nvme();
@@ -270,7 +269,7 @@ void Parallelizer::shard_parameters(const std::shared_ptr<Group>& group, const s
     for (auto& layer : layers) working.emplace_back(layer->weight, &layer->working);
     sharded.keep_working_copies(precision_.compute, working, matmul_only_, c_.gather_16bit);
   }
-  broadcast(*plan_.mesh->group("dp_cp"), sharded.unit_buffers(), 0, "broadcast parameters");
+  broadcast(*plan_.mesh->group("dp_cp"), sharded.unit_buffers(), 0, "broadcast parameters");  // every rank starts from rank 0's
   sharded.reshard();
   plan_.setup_lines.push_back("host memory: " + mib(release_freed_host_memory()) + " MiB of the whole units given back once sharded");
   auto reduce_scatter = std::make_unique<ReduceScatterGrads>(*plan_.flat, group, options, units);
