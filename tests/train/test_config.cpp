@@ -92,7 +92,6 @@ TEST(TrainConfig, MixedPrecisionMistakesAreRefusedByName) {
 TEST(TrainConfig, AcceptedButUnimplementedKeysAreRefusedByName) {
   for (const auto& [user, key] : std::vector<std::pair<json, std::string>>{
            {{{"checkpoint", {{"async", true}}}}, "checkpoint.async"},
-           {{{"parallel", {{"cp", 2}}}}, "parallel.cp"},
        }) {
     const auto msg = error_of(user);
     EXPECT_NE(msg.find(key), std::string::npos) << msg;
