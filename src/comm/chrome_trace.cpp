@@ -11,13 +11,20 @@ double microseconds(ChromeTrace::Clock::duration d) { return double(std::chrono:
 
 }  // namespace
 
+ChromeTrace::ChromeTrace() {
+  events_.reserve(kReservedEvents);
+  text_.reserve(kReservedText);
+}
+
 void ChromeTrace::record(std::string name, std::string category, Clock::time_point begin, Clock::time_point end, nlohmann::json args) {
+  const std::string args_text = args.is_null() ? std::string() : args.dump();
   std::lock_guard<std::mutex> lock(mutex_);
   if (events_.size() >= kMaxEvents) {
     ++dropped_;
     return;
   }
-  events_.push_back({std::move(name), std::move(category), begin, end, std::move(args)});
+  events_.push_back({begin, end, text_.size(), uint32_t(name.size()), uint32_t(category.size()), uint32_t(args_text.size())});
+  text_.append(name).append(category).append(args_text);
 }
 
 nlohmann::json ChromeTrace::events() const {
@@ -28,9 +35,12 @@ nlohmann::json ChromeTrace::events() const {
   std::stable_sort(order.begin(), order.end(), [](const Event* a, const Event* b) { return a->begin < b->begin; });
   nlohmann::json out = nlohmann::json::array();
   for (const Event* e : order) {
-    nlohmann::json event = {{"name", e->name}, {"cat", e->category}, {"ph", "X"}, {"ts", microseconds(e->begin.time_since_epoch())},
-                            {"dur", microseconds(e->end - e->begin)}};
-    if (!e->args.is_null()) event["args"] = e->args;
+    const char* name = text_.data() + e->text_at;
+    const char* category = name + e->name_len;
+    const char* args = category + e->category_len;
+    nlohmann::json event = {{"name", std::string(name, e->name_len)}, {"cat", std::string(category, e->category_len)}, {"ph", "X"},
+                            {"ts", microseconds(e->begin.time_since_epoch())}, {"dur", microseconds(e->end - e->begin)}};
+    if (e->args_len > 0) event["args"] = nlohmann::json::parse(args, args + e->args_len);
     out.push_back(std::move(event));
   }
   return out;
