@@ -65,6 +65,21 @@ TEST_P(MixedLinearTest, NativeAndWidenedPathsAgreeWithinSixteenBitRounding) {
   EXPECT_LE((native - wide).abs().max().item<double>(), 2 * eps * wide.abs().max().item<double>());
 }
 
+// On the native path the bias gradient is summed into fp32 by the reduction itself; it must be the fp32 sum of the widened gradient, up to the order of the fp32 additions: 512
+// tokens of |g| <= ~4 sum to at most ~2000, whose fp32 ulp is 2^-13, so a few ulps is 1e-3.
+TEST_P(MixedLinearTest, NativeBiasGradientIsTheFp32SumOfTheSixteenBitGradient) {
+  const at::ScalarType dtype = GetParam();
+  const at::Tensor x = randn({8, 64, 32}, 7).requires_grad_(), w = randn({24, 32}, 8).requires_grad_(), b = randn({24}, 9).requires_grad_();
+  const at::Tensor g = randn({8, 64, 24}, 10).to(dtype);
+  mixed_linear(precision(dtype, true), x, w, w.detach().to(dtype), b).backward(g);
+  ASSERT_TRUE(b.grad().defined());
+  EXPECT_EQ(b.grad().scalar_type(), at::kFloat);
+  const at::Tensor expected = g.to(at::kFloat).reshape({-1, 24}).sum(0);
+  EXPECT_LE((b.grad() - expected).abs().max().item<double>(), 1e-3);
+  // and not the sum rounded to 16 bits, which would miss by up to half a 16-bit ulp of ~50
+  EXPECT_FALSE(at::equal(b.grad(), expected.to(dtype).to(at::kFloat)));
+}
+
 INSTANTIATE_TEST_SUITE_P(Formats, MixedLinearTest, ::testing::Values(at::kBFloat16, at::kHalf),
                          [](const auto& info) { return precision_name(info.param); });
 
