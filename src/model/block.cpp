@@ -46,8 +46,9 @@ std::vector<Linear> BlockImpl::matmul_layers() const {
 
 std::vector<at::Tensor> BlockImpl::project(const at::Tensor& x, const std::vector<LinearImpl*>& layers) {
   if (input_linears_) return input_linears_(x, layers);
+  const at::Tensor in = mp_.matmul_input(x);
   std::vector<at::Tensor> out;
-  for (LinearImpl* layer : layers) out.push_back(layer->forward(x));
+  for (LinearImpl* layer : layers) out.push_back(layer->forward(in));
   return out;
 }
 

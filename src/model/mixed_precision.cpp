@@ -76,7 +76,10 @@ struct MixedLinear : public torch::autograd::Function<MixedLinear> {
         grads[3] = weight_grad();
       }
     }
-    if (has_bias && ctx->needs_input_grad(3)) grads[4] = fp32_grad(g2.to(at::kFloat).sum(0));
+    // Summed into fp32 with the reduction's own dtype: where ATen reads 16 bits and accumulates in
+    // fp32 (CUDA) no fp32 copy of the whole [tokens, out] gradient is made; ATen 2.11's CPU reduction
+    // still widens it first (make_reduction_from_out_ty), as the explicit cast did.
+    if (has_bias && ctx->needs_input_grad(3)) grads[4] = fp32_grad(at::sum(g2, {0}, false, at::kFloat));
     return grads;
   }
 };

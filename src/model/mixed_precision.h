@@ -32,6 +32,10 @@ struct MixedPrecision {
   // `t` rounded to the compute type, in the type the kernels take (widened back to fp32 when the
   // GEMMs run in fp32). Identity without mixed precision.
   at::Tensor operand(const at::Tensor& t) const;
+  // `t` in the compute type, as mixed_linear takes its input: cast once where several matmuls read
+  // the same tensor (q, k and v; gate and up), so that forward casts it once and backward widens
+  // the sum of their gradients once. Identity without mixed precision.
+  at::Tensor matmul_input(const at::Tensor& t) const { return enabled() ? t.to(compute) : t; }
 };
 
 // "fp32", "bf16" or "fp16".

@@ -3,6 +3,7 @@
 // working copy refreshed only when asked, and the model in bf16 against the model in fp32.
 #include <gtest/gtest.h>
 #include <ATen/CPUGeneratorImpl.h>
+#include <torch/csrc/autograd/autograd.h>
 #include <torch/types.h>
 
 #include "model/loss.h"
@@ -63,6 +64,54 @@ TEST_P(MixedLinearTest, NativeAndWidenedPathsAgreeWithinSixteenBitRounding) {
   const at::Tensor wide = mixed_linear(precision(dtype, false), x, w, w.to(dtype), at::Tensor()).to(at::kFloat);
   // Output magnitude ~ sqrt(32); allow two output roundings plus fp32 noise.
   EXPECT_LE((native - wide).abs().max().item<double>(), 2 * eps * wide.abs().max().item<double>());
+}
+
+// On the native path the bias gradient is summed into fp32 by the reduction itself; it must be the fp32 sum of the widened gradient, up to the order of the fp32 additions: 512
+// tokens of |g| <= ~4 sum to at most ~2000, whose fp32 ulp is 2^-13, so a few ulps is 1e-3.
+TEST_P(MixedLinearTest, NativeBiasGradientIsTheFp32SumOfTheSixteenBitGradient) {
+  const at::ScalarType dtype = GetParam();
+  const at::Tensor x = randn({8, 64, 32}, 7).requires_grad_(), w = randn({24, 32}, 8).requires_grad_(), b = randn({24}, 9).requires_grad_();
+  const at::Tensor g = randn({8, 64, 24}, 10).to(dtype);
+  mixed_linear(precision(dtype, true), x, w, w.detach().to(dtype), b).backward(g);
+  ASSERT_TRUE(b.grad().defined());
+  EXPECT_EQ(b.grad().scalar_type(), at::kFloat);
+  const at::Tensor expected = g.to(at::kFloat).reshape({-1, 24}).sum(0);
+  EXPECT_LE((b.grad() - expected).abs().max().item<double>(), 1e-3);
+  // and not the sum rounded to 16 bits, which would miss by up to half a 16-bit ulp of ~50
+  EXPECT_FALSE(at::equal(b.grad(), expected.to(dtype).to(at::kFloat)));
+}
+
+// Three linears reading one input cast once (MixedPrecision::matmul_input) against each casting
+// its own: the outputs are the same bits, and the input gradient differs only in that the three
+// 16-bit gradients are summed in 16 bits before the one widening: at most two roundings of the
+// partial sums, each within half a 16-bit ulp (2^-8 relative for bf16, 2^-11 for fp16) of a
+// partial sum bounded by the sum of the three gradients' magnitudes.
+TEST_P(MixedLinearTest, OneCastForSeveralLinearsFollowsACastPerLinear) {
+  const at::ScalarType dtype = GetParam();
+  const MixedPrecision mp = precision(dtype, true);
+  const double half_ulp = dtype == at::kBFloat16 ? 1.0 / 256 : 1.0 / 2048;
+  std::vector<at::Tensor> ws;
+  for (uint64_t i = 0; i < 3; ++i) ws.push_back(randn({16, 32}, 20 + i));
+  const at::Tensor g = randn({4, 8, 16}, 30).to(dtype);
+  // Returns the outputs and x's gradient; `parts` gets each linear's share of the gradient.
+  auto run = [&](bool once, std::vector<at::Tensor>* parts) {
+    const at::Tensor x = randn({4, 8, 32}, 31).requires_grad_();
+    const at::Tensor in = once ? mp.matmul_input(x) : x;
+    std::vector<at::Tensor> ys;
+    for (const auto& w : ws) ys.push_back(mixed_linear(mp, in, w, w.to(dtype), at::Tensor()));
+    if (parts)
+      for (const auto& y : ys) parts->push_back(torch::autograd::grad({y}, {x}, {g}, /*retain_graph=*/true)[0]);
+    torch::autograd::backward(ys, {g, g, g});
+    return std::make_pair(ys, x.grad());
+  };
+  std::vector<at::Tensor> parts;
+  const auto [ref_y, ref_grad] = run(false, &parts);
+  const auto [y, grad] = run(true, nullptr);
+  for (size_t i = 0; i < 3; ++i) EXPECT_TRUE(at::equal(y[i], ref_y[i])) << "output " << i;
+  EXPECT_EQ(grad.scalar_type(), at::kFloat);
+  const at::Tensor bound = 2 * half_ulp * (parts[0].abs() + parts[1].abs() + parts[2].abs()) + 1e-6;
+  EXPECT_TRUE(((grad - ref_grad).abs() <= bound).all().item<bool>())
+      << "largest difference " << (grad - ref_grad).abs().max().item<double>();
 }
 
 INSTANTIATE_TEST_SUITE_P(Formats, MixedLinearTest, ::testing::Values(at::kBFloat16, at::kHalf),

@@ -126,7 +126,7 @@ struct ColumnParallelFunction : public torch::autograd::Function<ColumnParallelF
       at::Tensor gw, gb;
       if (g[l].dim() > 0) {
         gw = fp32_grad(gemm_nt(mp, g2.t(), x2.t(), at::kFloat));
-        if (call->has_bias[l]) gb = fp32_grad(g2.to(at::kFloat).sum(0));
+        if (call->has_bias[l]) gb = fp32_grad(at::sum(g2, {0}, false, at::kFloat));  // as MixedLinear
       }
       grads.push_back(at::Tensor());  // the operand
       const ColumnParallelLinear::Rows rows = call->rows[l];
