@@ -16,6 +16,7 @@
 #include <iostream>
 #include <map>
 
+#include "bench_config.h"
 #include "common/flag_bounds.h"
 #include "common/parse_command_line.h"
 #include "model/loss.h"
@@ -60,14 +61,7 @@ int main(int argc, char** argv) {
     std::cerr << "bench_activation_checkpointing: error: --modes " << e.what() << "\n";
     return 2;
   }
-  const dtrain::TrainConfig config = [&] {
-    try {
-      return dtrain::load_train_config(config_path, {}, 1);
-    } catch (const std::exception& e) {
-      std::cerr << "bench_activation_checkpointing: error: " << e.what() << "\n";
-      std::exit(2);
-    }
-  }();
+  const dtrain::TrainConfig config = load_bench_config(config_path, "bench_activation_checkpointing");
   const at::Device device = [&] {
     try {
       return at::Device(device_name);

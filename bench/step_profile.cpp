@@ -20,6 +20,7 @@
 #include <iostream>
 #include <map>
 
+#include "bench_config.h"
 #include "common/flag_bounds.h"
 #include "common/parse_command_line.h"
 #include "model/loss.h"
@@ -123,14 +124,7 @@ int main(int argc, char** argv) {
   app.add_option("--warmup", warmup, "unprofiled steps first")->capture_default_str()->check(dtrain::whole_number(0, INT_MAX));
   app.add_flag("--by-shape", by_shape, "split casts, adds and sums by their operands' shapes");
   if (const auto code = dtrain::parse_command_line(app, argc, argv)) return *code;
-  const dtrain::TrainConfig config = [&] {
-    try {
-      return dtrain::load_train_config(config_path, {}, 1);
-    } catch (const std::exception& e) {
-      std::cerr << "bench_step_profile: error: " << e.what() << "\n";
-      std::exit(2);
-    }
-  }();
+  const dtrain::TrainConfig config = load_bench_config(config_path, "bench_step_profile");
   const at::ScalarType compute = precision == "bf16" ? at::kBFloat16 : precision == "fp16" ? at::kHalf : at::kFloat;
 
   dtrain::keep_freed_host_memory();  // the trainer's allocator setting
