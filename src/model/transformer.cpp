@@ -177,9 +177,9 @@ at::Tensor TransformerImpl::forward_chunk(size_t k, const at::Tensor& input) {
   TORCH_CHECK(T <= c_.seq_len, "sequence of ", T, " tokens is longer than model.seq_len ", c_.seq_len);
   if (positions_.defined()) {
     if (positions_.device() != input.device()) positions_ = positions_.to(input.device());
-    const int64_t whole = embed ? c_.seq_len : positions_.size(0);
-    TORCH_CHECK(T == whole, "a model computing ", positions_.size(0), " tokens of each sequence (context parallelism) takes ",
-                embed ? "whole sequences of model.seq_len " : "hidden states of ", whole, " tokens, got ", T);
+    // Hidden states are this rank's part already (or, under sequence parallelism, this tp rank's part of it).
+    TORCH_CHECK(!embed || T == c_.seq_len, "a model computing ", positions_.size(0),
+                " tokens of each sequence (context parallelism) takes whole sequences of model.seq_len ", c_.seq_len, " tokens, got ", T);
     T = positions_.size(0);
   }
   prepare_rope(T, input.device());

@@ -173,6 +173,9 @@ const std::vector<Row> kRows = {
     {"bf16_cp2_ulysses", 2, kCp2 + kUlysses, "gpt2_bf16", kBf16Reordered, "context parallel: cp 2, Ulysses"},
     // The stages hand on this cp rank's part of the sequence.
     {"pp2_cp2", 4, kPp2 + kCp2, "gpt2_pp_3d", kFp32Reordered, "context parallel: cp 2"},
+    // ... and under sequence parallelism this tp rank's part of that: the 4D mesh.
+    {"pp2_cp2_tp2_sp", 8, kPp2 + kCp2 + Sets{"parallel.tp=2", "parallel.sequence_parallel=true"}, "gpt2_pp_3d", kFp32Reordered,
+     "sequence parallel"},
 
     // An explicit cut; the global norm sums the stages' squares in other groups.
     {"pp2_split", 2, kPp2 + Sets{"parallel.pipeline.split=[3,5]"}, "gpt2_pp", kFp32Reordered, "pipeline split (given): chunks of 3, 5 blocks"},
