@@ -13,10 +13,17 @@ LinearImpl::LinearImpl(at::Tensor shared_weight) : weight(std::move(shared_weigh
 
 at::Tensor LinearImpl::forward(const at::Tensor& x) {
   if (!reduce_) return mixed_linear(mp_, x, weight, working, bias);
-  const at::Tensor y = reduce_(mixed_linear(mp_, x, weight, working, at::Tensor()));
+  const at::Tensor y = product(x);
   if (!bias.defined()) return y;
-  return y + (bias_view_ ? bias_view_(bias) : bias).to(y.scalar_type());
+  return y + read_bias().to(y.scalar_type());
 }
+
+at::Tensor LinearImpl::product(const at::Tensor& x) {
+  const at::Tensor y = mixed_linear(mp_, x, weight, working, at::Tensor());
+  return reduce_ ? reduce_(y) : y;
+}
+
+at::Tensor LinearImpl::read_bias() const { return bias.defined() && bias_view_ ? bias_view_(bias) : bias; }
 
 void LinearImpl::set_precision(const MixedPrecision& mp) {
   mp_ = mp;

@@ -29,6 +29,11 @@ class LinearImpl : public torch::nn::Module {
 
   // x [..., in_features] → [..., out_features], in the compute type of the precision set.
   at::Tensor forward(const at::Tensor& x);
+  // reduce(x·Wᵀ) without the bias, for a caller that adds the bias inside the elementwise work that
+  // follows the GEMM (bias + GELU; bias + residual + norm) rather than in a pass of its own.
+  at::Tensor product(const at::Tensor& x);
+  // The bias as forward reads it (through the bias view when one is set); undefined without a bias.
+  at::Tensor read_bias() const;
 
   int64_t in_features() const { return weight.size(1); }
   int64_t out_features() const { return weight.size(0); }
