@@ -35,17 +35,11 @@ build/dtrain launch --nproc-per-node 2 -- build/dtrain bench-comm --ops broadcas
   | sed -n 's/^\[rank 0\] //p' >"$out/bench_comm.txt"
 
 peer() {  # NAME RANKS THREADS [VAR=VALUE...]: one PyTorch run, its JSON lines appended to $out/NAME.json
-  local name=$1 ranks=$2 threads=$3 port pids=()
+  local name=$1 ranks=$2 threads=$3
   shift 3
-  port=$(free_port)
   # shellcheck disable=SC2086,SC2154 # the settings (bench/peer_settings.sh) split into VAR=VALUE words
-  for ((r = 0; r < ranks; r++)); do
-    env $kept_malloc $passive_wait "$@" RANK=$r WORLD_SIZE=$ranks MASTER_ADDR=127.0.0.1 MASTER_PORT=$port BENCH_THREADS=$threads \
-      BENCH_SEQ=$seq BENCH_STEPS=$steps BENCH_WARMUP=$warmup \
-      timeout 1200 .venv/bin/python bench/pytorch_context_parallel.py >>"$out/$name.json" 2>>"$out/${name}_rank$r.err" &
-    pids+=($!)
-  done
-  for pid in "${pids[@]}"; do wait "$pid" || echo "note: a PyTorch rank exited with status $? (see $out/${name}_rank*.err)" >&2; done
+  run_peer "$ranks" "$threads" bench/pytorch_context_parallel.py "$out/$name.json" "$out/$name" $kept_malloc $passive_wait "$@" \
+    BENCH_SEQ="$seq" BENCH_STEPS="$steps" BENCH_WARMUP="$warmup"
 }
 
 for route in default math efficient; do

@@ -48,18 +48,11 @@ for ((round = 1; round <= rounds; round++)); do
         for setting in shipped tuned; do
           peer=pytorch_${name}_${mode}_$setting
           echo "round $round: pp $pp, $schedule: PyTorch $mode ($setting)..." >&2
-          port=$(free_port)
-          pids=()
-          for ((r = 0; r < pp; r++)); do
-            # A rank whose partner failed would wait in Gloo for its 30-minute timeout.
-            env ${settings[$setting]} RANK=$r WORLD_SIZE="$pp" MASTER_ADDR=127.0.0.1 MASTER_PORT="$port" BENCH_THREADS=1 \
-              BENCH_LAYERS=$layers BENCH_MICRO=$micro BENCH_MICRO_BATCHES=$micro_batches BENCH_SCHEDULE="$schedule" \
-              BENCH_VIRTUAL_STAGES="$v" BENCH_SPLIT="$split" BENCH_STEPS="$steps" BENCH_WARMUP=$warmup \
-              BENCH_COMPILE=$([ "$mode" = compile ] && echo 1 || echo 0) \
-              timeout 1200 .venv/bin/python bench/pytorch_pipeline.py >"$out/${peer}_$round.json" 2>"$out/${peer}_${round}_rank$r.err" &
-            pids+=($!)
-          done
-          for pid in "${pids[@]}"; do wait "$pid" || echo "note: a PyTorch rank exited with status $? (see $out/${peer}_${round}_rank*.err)" >&2; done
+          # shellcheck disable=SC2086 # the settings split into VAR=VALUE words
+          run_peer "$pp" 1 bench/pytorch_pipeline.py "$out/${peer}_$round.json" "$out/${peer}_$round" ${settings[$setting]} \
+            BENCH_LAYERS="$layers" BENCH_MICRO="$micro" BENCH_MICRO_BATCHES="$micro_batches" BENCH_SCHEDULE="$schedule" \
+            BENCH_VIRTUAL_STAGES="$v" BENCH_SPLIT="$split" BENCH_STEPS="$steps" BENCH_WARMUP="$warmup" \
+            BENCH_COMPILE="$([ "$mode" = compile ] && echo 1 || echo 0)"
         done
       done
     done

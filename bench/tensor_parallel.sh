@@ -42,16 +42,9 @@ for ((round = 1; round <= rounds; round++)); do
       for setting in shipped tuned; do
         name=pytorch_${layout}_${mode}_$setting
         echo "round $round: PyTorch $layout, $mode ($setting)..." >&2
-        port=$(free_port)
-        pids=()
-        for r in 0 1; do
-          # A rank whose partner failed would wait in Gloo for its 30-minute timeout.
-          env ${settings[$setting]} RANK=$r WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port BENCH_THREADS=1 \
-            BENCH_STEPS=$steps BENCH_WARMUP=$warmup BENCH_LAYOUT=$layout BENCH_COMPILE=$([ $mode = compile ] && echo 1 || echo 0) \
-            timeout 1200 .venv/bin/python bench/pytorch_tensor_parallel.py >>"$out/$name.json" 2>"$out/${name}_${round}_rank$r.err" &
-          pids+=($!)
-        done
-        for pid in "${pids[@]}"; do wait "$pid" || echo "note: a PyTorch rank exited with status $? (see $out/${name}_${round}_rank*.err)" >&2; done
+        # shellcheck disable=SC2086 # the settings split into VAR=VALUE words
+        run_peer 2 1 bench/pytorch_tensor_parallel.py "$out/$name.json" "$out/${name}_$round" ${settings[$setting]} \
+          BENCH_STEPS="$steps" BENCH_WARMUP="$warmup" BENCH_LAYOUT="$layout" BENCH_COMPILE="$([ "$mode" = compile ] && echo 1 || echo 0)"
       done
     done
   done

@@ -37,15 +37,9 @@ for ((round = 1; round <= rounds; round++)); do
           --set train.activation_checkpointing=$ac --set train.run_dir="$out/dtrain_${ac}_$name" >"$out/dtrain_${ac}_$name.log" 2>&1
       done
       echo "round $round: $layout, micro-batch $micro: PyTorch..." >&2
-      port=$(free_port)
-      pids=()
-      for r in 0 1; do
-        env $kept_malloc $passive_wait RANK=$r WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port BENCH_THREADS=1 \
-          BENCH_STEPS="$steps" BENCH_WARMUP=1 BENCH_PROFILE_STEPS=1 BENCH_LAYOUT=$layout BENCH_MICRO=$micro \
-          timeout 1200 .venv/bin/python bench/pytorch_tensor_parallel.py >"$out/pytorch_$name.json" 2>"$out/pytorch_${name}_rank$r.err" &
-        pids+=($!)
-      done
-      for pid in "${pids[@]}"; do wait "$pid" || echo "note: a PyTorch rank exited with status $?" >&2; done
+      # shellcheck disable=SC2086,SC2154 # the settings (bench/peer_settings.sh) split into VAR=VALUE words
+      run_peer 2 1 bench/pytorch_tensor_parallel.py "$out/pytorch_$name.json" "$out/pytorch_$name" $kept_malloc $passive_wait \
+        BENCH_STEPS="$steps" BENCH_WARMUP=1 BENCH_PROFILE_STEPS=1 BENCH_LAYOUT="$layout" BENCH_MICRO="$micro"
     done
   done
 done

@@ -29,15 +29,9 @@ for layout in "1 2" "2 1"; do
     >"$out/dtrain_${tag}_$round.log" 2>&1
   for setting in shipped malloc malloc+passive; do
     echo "round $round: PyTorch ($setting), $ranks rank(s) x $threads thread(s)..." >&2
-    port=$(free_port)
-    pids=()
-    for ((r = 0; r < ranks; r++)); do
-      env ${settings[$setting]} \
-        RANK=$r WORLD_SIZE=$ranks MASTER_ADDR=127.0.0.1 MASTER_PORT=$port BENCH_THREADS=$threads BENCH_STEPS=$steps \
-        .venv/bin/python bench/pytorch_gpt.py >>"$out/pytorch_${setting}_$tag.json" &
-      pids+=($!)
-    done
-    for pid in "${pids[@]}"; do wait "$pid"; done
+    # shellcheck disable=SC2086 # the settings split into VAR=VALUE words
+    run_peer "$ranks" "$threads" bench/pytorch_gpt.py "$out/pytorch_${setting}_$tag.json" "$out/pytorch_${setting}_${tag}_$round" \
+      ${settings[$setting]} BENCH_STEPS="$steps"
   done
 done
 done

@@ -19,16 +19,11 @@ source bench/peer_settings.sh
 tuned="$kept_malloc $passive_wait"
 
 pytorch() {  # pytorch TAG SETTING AC RANKS THREADS
-  local tag=$1 setting=$2 ac=$3 ranks=$4 threads=$5 port pids=()
+  local tag=$1 setting=$2 ac=$3 ranks=$4 threads=$5
   echo "PyTorch bf16 ($setting, AC $ac), $ranks rank(s) x $threads thread(s)..." >&2
-  port=$(free_port)
-  for ((r = 0; r < ranks; r++)); do
-    env $([ "$setting" = tuned ] && echo "$tuned") BENCH_PRECISION=bf16 BENCH_AC="$ac" BENCH_WARMUP=1 \
-      RANK=$r WORLD_SIZE=$ranks MASTER_ADDR=127.0.0.1 MASTER_PORT=$port BENCH_THREADS=$threads BENCH_STEPS=$pt_steps \
-      .venv/bin/python bench/pytorch_gpt.py >>"$out/pytorch_${setting}_${ac}_$tag.json" &
-    pids+=($!)
-  done
-  for pid in "${pids[@]}"; do wait "$pid"; done
+  # shellcheck disable=SC2046 # the settings split into VAR=VALUE words
+  run_peer "$ranks" "$threads" bench/pytorch_gpt.py "$out/pytorch_${setting}_${ac}_$tag.json" "$out/pytorch_${setting}_${ac}_$tag" \
+    $([ "$setting" = tuned ] && echo "$tuned") BENCH_PRECISION=bf16 BENCH_AC="$ac" BENCH_WARMUP=1 BENCH_STEPS="$pt_steps"
 }
 
 for layout in "1 2" "2 1"; do

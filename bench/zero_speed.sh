@@ -26,16 +26,10 @@ for ((round = 1; round <= rounds; round++)); do
   for sharding in ddp zero1 fsdp_grad_op fsdp_full ds_zero1 ds_zero2 ds_zero3; do
     for setting in shipped tuned; do
       echo "round $round: PyTorch $sharding ($setting)..." >&2
-      port=$(free_port)
-      pids=()
-      for r in 0 1; do
-        env ${settings[$setting]} RANK=$r WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port BENCH_THREADS=1 \
-          BENCH_STEPS=$steps BENCH_WARMUP=$warmup BENCH_SHARDING=$sharding \
-          .venv/bin/python bench/pytorch_gpt.py >>"$out/pytorch_${sharding}_$setting.json" &
-        pids+=($!)
-      done
-      # FSDP's ranks sometimes abort while tearing Gloo down, after printing their result.
-      for pid in "${pids[@]}"; do wait "$pid" || echo "note: a PyTorch rank exited with status $? after its run" >&2; done
+      # shellcheck disable=SC2086 # the settings split into VAR=VALUE words; FSDP's ranks sometimes abort
+      # while tearing Gloo down, after printing their result (run_peer reports it)
+      run_peer 2 1 bench/pytorch_gpt.py "$out/pytorch_${sharding}_$setting.json" "$out/pytorch_${sharding}_${setting}_$round" \
+        ${settings[$setting]} BENCH_STEPS="$steps" BENCH_WARMUP="$warmup" BENCH_SHARDING="$sharding"
     done
   done
 done
