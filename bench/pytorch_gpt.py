@@ -2,7 +2,9 @@
 projections as dtrain's model has them, causal F.scaled_dot_product_attention as nanoGPT writes it,
 GELU-tanh, learned positions, tied embeddings, GPT-2 init), AdamW, DDP over Gloo; fp32, or BENCH_PRECISION=bf16 for torch.autocast("cpu",
 dtype=torch.bfloat16) over forward and loss; BENCH_AC=full (torch.utils.checkpoint around each block)
-or selective (around the attention core alone); BENCH_SHARDING=zero1 (DDP with ZeroRedundancyOptimizer),
+or selective (around the attention core alone); BENCH_ATTENTION=manual writes the attention core out (q·kᵀ,
+causal mask, softmax in fp32, ·v) in place of F.scaled_dot_product_attention; BENCH_COMPILE=1 runs the
+model (inside DDP) through torch.compile; BENCH_SHARDING=zero1 (DDP with ZeroRedundancyOptimizer),
 fsdp_grad_op (FSDP2 fully_shard per block and at the root with reshard_after_forward=False: ZeRO-2's
 sharding) or fsdp_full (fully_shard: ZeRO-3) instead of DDP, or ds_zero1, ds_zero2, ds_zero3 (DeepSpeed's
 engine at that ZeRO stage, on its CPU accelerator over Gloo, with the same AdamW and clipping). Started rank by rank with torchrun's env variables
@@ -22,10 +24,17 @@ import torch.nn.functional as F
 import torch.utils.checkpoint as checkpoint
 
 AC = os.environ.get("BENCH_AC", "none")
+MANUAL_ATTENTION = os.environ.get("BENCH_ATTENTION", "sdpa") == "manual"
 
 
 def attention_core(q, k, v):
-    return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    if not MANUAL_ATTENTION:
+        return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    T = q.shape[-2]
+    scores = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(q.shape[-1]))
+    causal = torch.ones(T, T, dtype=torch.bool).tril()
+    weights = scores.float().masked_fill(~causal, float("-inf")).softmax(-1)
+    return weights.to(v.dtype) @ v
 
 
 class Attention(nn.Module):
@@ -182,6 +191,8 @@ def main():
             fully_shard(model, mesh=mesh, reshard_after_forward=reshard)
         else:
             model = nn.parallel.DistributedDataParallel(model)
+    if os.environ.get("BENCH_COMPILE") == "1":
+        model = torch.compile(model)
     decay = [p for p in model.parameters() if p.dim() >= 2]
     no_decay = [p for p in model.parameters() if p.dim() < 2]
     groups = [{"params": decay, "weight_decay": 0.1}, {"params": no_decay, "weight_decay": 0.0}]
