@@ -1,6 +1,7 @@
 #include "model/block.h"
 
 #include "model/activation_checkpoint.h"
+#include "model/fused/flash_attention.h"
 
 namespace dtrain {
 
@@ -64,15 +65,17 @@ at::Tensor BlockImpl::attention(const at::Tensor& x, const at::Tensor& cos, cons
     q = apply_rope(q.to(at::kFloat), cos, sin);
     k = apply_rope(k.to(at::kFloat), cos, sin);
   }
-  // ATen's fused attention: on the CPU a flash-attention kernel that skips the blocks the causal mask
-  // hides and never materialises the T×T scores; grouped-query heads (KV < H) are served without
-  // copying k and v per query head.
+  // A flash-attention kernel: it skips the blocks the causal mask hides, never materialises the T×T
+  // scores, and serves grouped-query heads (KV < H) without copying k and v per query head. 16-bit
+  // operands with native GEMMs on the CPU take dtrain's, whose products are all 16-bit GEMMs (ATen's
+  // CPU backward multiplies in fp32 without AMX; docs/decisions.md); everything else ATen's.
   const bool gqa = KV != H;
   // Under mixed precision the kernel's softmax sums in fp32 either way.
   auto core = [gqa, mp = mp_, hook = attention_core_](const std::vector<at::Tensor>& in) {
-    if (hook) return hook(mp.operand(in[0]), mp.operand(in[1]), mp.operand(in[2]));
-    return at::scaled_dot_product_attention(mp.operand(in[0]), mp.operand(in[1]), mp.operand(in[2]), {}, 0.0,
-                                            /*is_causal=*/true, std::nullopt, gqa);
+    const at::Tensor q = mp.operand(in[0]), k = mp.operand(in[1]), v = mp.operand(in[2]);
+    if (hook) return hook(q, k, v);
+    if (mp.enabled() && mp.native_gemm && flash_attention_serves(q, k, v)) return flash_attention(q, k, v, /*causal=*/true);
+    return at::scaled_dot_product_attention(q, k, v, {}, 0.0, /*is_causal=*/true, std::nullopt, gqa);
   };
   auto y = (recompute_attention_core_ ? checkpoint(core, {q, k, v}) : core({q, k, v})).transpose(1, 2).reshape({B, T, H * head_dim_});
   return o_proj(y);

@@ -3,6 +3,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "model/fused/flash_attention.h"
+
 namespace dtrain {
 namespace {
 
@@ -41,7 +43,13 @@ BlockAttention block_attention_forward(const at::Tensor& q, const at::Tensor& k,
   const int64_t group = group_size(q, k, v);
   switch (q.device().type()) {
     case at::kCPU: {
-      // The CPU flash kernel maps query head h to kv head h / group itself (checked against the math
+      // 16-bit blocks reach here only where the GEMMs are native (mixed precision widens them to fp32
+      // otherwise): dtrain's kernel, all of whose products are 16-bit GEMMs (flash_attention.h).
+      if (flash_attention_serves(q, k, v)) {
+        auto [out, lse] = flash_attention_forward(q, k, v, causal);
+        return {out, lse};
+      }
+      // ATen's CPU flash kernel maps query head h to kv head h / group itself (checked against the math
       // path in the context-attention tests), so k and v go in unexpanded.
       auto [out, lse] = at::_scaled_dot_product_flash_attention_for_cpu(q, k, v, 0.0, causal);
       return {out, lse};
@@ -61,6 +69,10 @@ BlockGradients block_attention_backward(const at::Tensor& dout, const at::Tensor
   const int64_t group = group_size(q, k, v);
   switch (q.device().type()) {
     case at::kCPU: {
+      if (flash_attention_serves(q, k, v)) {
+        auto [dq, dk, dv] = flash_attention_backward(dout, q, k, v, out, lse, causal);
+        return {dq, dk, dv};
+      }
       auto [dq, dk, dv] = at::_scaled_dot_product_flash_attention_for_cpu_backward(dout, q, k, v, out, lse, 0.0, causal);
       return {dq, dk, dv};
     }

@@ -1,6 +1,7 @@
 // Attention of one query block against one key/value block, with the log-sum-exp of its scores: the
-// unit that ring attention merges across the blocks it sees (ring_attention.h). Each call runs the
-// device's fused kernel, never the [Tq, Tk] score matrix of the math path.
+// unit that ring attention merges across the blocks it sees (ring_attention.h). Each call runs a
+// fused kernel, never the [Tq, Tk] score matrix of the math path: on the CPU dtrain's for 16-bit
+// blocks (model/fused/flash_attention.h), else the device's own.
 //
 // q [B,H,Tq,hd], k/v [B,KV,Tk,hd] (KV divides H; query head h reads kv head h / (H/KV)). causal is
 // top-left aligned: query i sees keys 0..i (the diagonal blocks it is used for have Tq == Tk).
