@@ -125,10 +125,11 @@ void backward_typed(const at::Tensor& g, const at::Tensor& y, const at::Tensor& 
   });
 }
 
-// Σ over the rows of the [blocks, n] partial sums, in order, on the calling thread: a few thousand
-// additions per column block, not worth waking the other threads for (on a loaded machine a parallel
-// region costs up to a scheduler time slice).
+// Σ over the rows of the [blocks, n] partial sums, in order, on the calling thread: blocks × n
+// additions (49k at the bench model's shapes), not worth waking the other threads for (on a loaded
+// machine a parallel region costs up to a scheduler time slice).
 at::Tensor sum_blocks(const at::Tensor& partial) {
+  if (partial.size(0) == 0) return at::zeros({partial.size(1)}, partial.options());
   at::Tensor out = partial[0].clone();
   float* o = out.data_ptr<float>();
   const float* p = partial.data_ptr<float>();
