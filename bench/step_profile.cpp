@@ -46,6 +46,7 @@ std::string enclosing_kind(const std::string& name) {
   if (contains(name, "layer_norm") || contains(name, "rms_norm")) return "norms";
   if (contains(name, "cross_entropy") || contains(name, "log_softmax") || contains(name, "nll_loss")) return "softmax + cross-entropy";
   if (contains(name, "gelu")) return "GELU";
+  if (name == "dtrain::sum_over_tokens") return "bias gradients (sums over tokens)";
   if (contains(name, "embedding")) return "embedding";
   if (name == "aten::matmul" || name == "aten::mm" || name == "aten::addmm" || name == "aten::linear" || name == "aten::bmm" ||
       contains(name, "mkldnn") || name == "aten::_addmm_activation")

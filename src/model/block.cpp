@@ -1,6 +1,7 @@
 #include "model/block.h"
 
 #include "model/activation_checkpoint.h"
+#include "model/fused/bias_gelu.h"
 #include "model/fused/flash_attention.h"
 
 namespace dtrain {
@@ -82,8 +83,9 @@ at::Tensor BlockImpl::attention(const at::Tensor& x, const at::Tensor& cos, cons
 }
 
 at::Tensor BlockImpl::mlp(const at::Tensor& x) {
-  // Llama's SwiGLU: silu(gate)·up; GPT-2: GELU (tanh approximation) of up.
-  if (!gate_proj) return down_proj(at::gelu(project(x, {up_proj.get()})[0], "tanh"));
+  // Llama's SwiGLU: silu(gate)·up; GPT-2: GELU (tanh approximation) of up, whose bias is added inside
+  // GELU's pass unless a parallelism runs up (it then adds the bias itself).
+  if (!gate_proj) return down_proj(input_linears_ ? at::gelu(project(x, {up_proj.get()})[0], "tanh") : linear_gelu_tanh(*up_proj, x));
   const auto gate_up = project(x, {gate_proj.get(), up_proj.get()});
   const at::Tensor h = at::silu(gate_up[0]) * gate_up[1];
   return down_proj(h);

@@ -46,6 +46,7 @@ class LinearImpl : public torch::nn::Module {
   void refresh_working_copy();
   // Applied to x·Wᵀ before the bias is added; an empty function restores the identity.
   void set_output_reduction(Reduction reduce) { reduce_ = std::move(reduce); }
+  bool has_output_reduction() const { return bool(reduce_); }  // whether a parallelism set one
   // How the bias is read when it is added after the reduction (layer_hooks.h).
   void set_bias_view(ParameterView view) { bias_view_ = std::move(view); }
 

@@ -2,6 +2,7 @@
 
 #include <torch/csrc/autograd/custom_function.h>
 
+#include "model/fused/token_sum.h"
 #include "model/linear_gemm.h"
 #include "model/weight_grad_store.h"
 
@@ -66,9 +67,8 @@ struct MixedLinear : public torch::autograd::Function<MixedLinear> {
     variable_list grads(has_bias ? 5 : 4);
     if (ctx->needs_input_grad(0)) grads[1] = gemm_nt(mp, g, working.t(), mp.compute);
     // A weight gradient is a sum over every token: fp32 keeps what 16 bits would round away.
-    auto fp32_grad = [mp](at::Tensor t) { return mp.round_gradients ? t.to(mp.compute).to(at::kFloat) : t; };
     const at::Tensor g2 = g.reshape({-1, g.size(-1)});
-    auto weight_grad = [mp, g2, x, fp32_grad] { return fp32_grad(gemm_nt(mp, g2.t(), x.reshape({-1, x.size(-1)}).t(), at::kFloat)); };
+    auto weight_grad = [mp, g2, x] { return mp.kept_gradient(gemm_nt(mp, g2.t(), x.reshape({-1, x.size(-1)}).t(), at::kFloat)); };
     if (ctx->needs_input_grad(2)) {
       if (WeightGradStore* store = deferred_weight_grads()) {
         store->defer(ctx->saved_data["weight"].toTensor(), weight_grad);
@@ -76,10 +76,9 @@ struct MixedLinear : public torch::autograd::Function<MixedLinear> {
         grads[3] = weight_grad();
       }
     }
-    // Summed into fp32 with the reduction's own dtype: where ATen reads 16 bits and accumulates in
-    // fp32 (CUDA) no fp32 copy of the whole [tokens, out] gradient is made; ATen 2.11's CPU reduction
-    // still widens it first (make_reduction_from_out_ty), as the explicit cast did.
-    if (has_bias && ctx->needs_input_grad(3)) grads[4] = fp32_grad(at::sum(g2, {0}, false, at::kFloat));
+    // Summed in fp32 from the 16-bit gradient as it is, without an fp32 copy of the whole [tokens, out]
+    // gradient (which ATen 2.11's CPU sum with an fp32 dtype makes first).
+    if (has_bias && ctx->needs_input_grad(3)) grads[4] = mp.kept_gradient(sum_over_tokens_fp32(g2));
     return grads;
   }
 };

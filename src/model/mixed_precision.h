@@ -36,6 +36,9 @@ struct MixedPrecision {
   // the same tensor (q, k and v; gate and up), so that forward casts it once and backward widens
   // the sum of their gradients once. Identity without mixed precision.
   at::Tensor matmul_input(const at::Tensor& t) const { return enabled() ? t.to(compute) : t; }
+  // A parameter's fp32 gradient as the run keeps it: rounded to the compute type (and widened back)
+  // under round_gradients, else as it is.
+  at::Tensor kept_gradient(const at::Tensor& fp32) const { return round_gradients ? fp32.to(compute).to(at::kFloat) : fp32; }
 };
 
 // "fp32", "bf16" or "fp16".

@@ -4,6 +4,7 @@
 #include <torch/csrc/autograd/custom_function.h>
 
 #include "comm/collectives.h"
+#include "model/fused/token_sum.h"
 #include "model/linear_gemm.h"
 
 namespace dtrain {
@@ -118,15 +119,14 @@ struct ColumnParallelFunction : public torch::autograd::Function<ColumnParallelF
     // closure would have to keep whole (tp times this rank's shard) until the schedule's W.
     const at::Tensor x = gather ? gather->wait() : shard;
     const at::Tensor x2 = x.reshape({-1, x.size(-1)});
-    auto fp32_grad = [&](at::Tensor t) { return mp.round_gradients ? t.to(mp.compute).to(at::kFloat) : t; };
     variable_list grads{at::Tensor(), gx_out};
     std::vector<CommHandle> shared;  // weight gradients of rows several ranks compute
     for (size_t l = 0; l < layers; ++l) {
       const at::Tensor g2 = g[l].dim() == 0 ? g[l] : g[l].reshape({-1, g[l].size(-1)});
       at::Tensor gw, gb;
       if (g[l].dim() > 0) {
-        gw = fp32_grad(gemm_nt(mp, g2.t(), x2.t(), at::kFloat));
-        if (call->has_bias[l]) gb = fp32_grad(at::sum(g2, {0}, false, at::kFloat));  // as MixedLinear
+        gw = mp.kept_gradient(gemm_nt(mp, g2.t(), x2.t(), at::kFloat));
+        if (call->has_bias[l]) gb = mp.kept_gradient(sum_over_tokens_fp32(g2));  // as MixedLinear
       }
       grads.push_back(at::Tensor());  // the operand
       const ColumnParallelLinear::Rows rows = call->rows[l];
