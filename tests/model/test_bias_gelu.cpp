@@ -11,15 +11,13 @@
 
 #include "model/fused/bias_gelu.h"
 #include "model/fused/bias_gelu_kernel.h"
+#include "support/seeded_randn.h"
 
 using namespace dtrain;
 
 namespace {
 
-at::Tensor randn(at::IntArrayRef shape, uint64_t seed) {
-  auto gen = at::make_generator<at::CPUGeneratorImpl>(seed);
-  return at::randn(shape, gen);
-}
+using test::seeded_randn;
 
 MixedPrecision precision(at::ScalarType dtype) { return MixedPrecision::make(dtype, at::Device(at::kCPU)); }
 
@@ -28,12 +26,12 @@ int64_t outside(const at::Tensor& actual, const at::Tensor& expected, const at::
   return ((actual.to(at::kDouble) - expected).abs() > bound).sum().item<int64_t>();
 }
 
-struct Reference {
+struct BiasGeluReference {
   at::Tensor out, dy, db, x;  // x = y + b
 };
 
 // GELU_tanh(y + b) by ATen's unfused ops with autograd, in fp64, from the same y, b and g.
-Reference reference(const at::Tensor& y, const at::Tensor& b, const at::Tensor& g) {
+BiasGeluReference bias_gelu_reference(const at::Tensor& y, const at::Tensor& b, const at::Tensor& g) {
   const at::Tensor y64 = y.to(at::kDouble).requires_grad_(), b64 = b.to(at::kDouble).requires_grad_();
   const at::Tensor out = at::gelu(y64 + b64, "tanh");
   out.backward(g.to(at::kDouble));
@@ -70,8 +68,8 @@ TEST_P(BiasGeluPrecisionTest, ValuesAndGradientsFollowTheUnfusedReference) {
   const at::ScalarType dtype = GetParam();
   const bool bf16 = dtype == at::kBFloat16;
   // 150 tokens (two full 64-row blocks and a part) by 70 features (vector bodies and remainders).
-  const at::Tensor y = (randn({3, 50, 70}, 1) * 2).to(dtype), g = randn({3, 50, 70}, 2).to(dtype);
-  const at::Tensor b = (randn({70}, 3) * 0.5).requires_grad_();
+  const at::Tensor y = (seeded_randn({3, 50, 70}, 1) * 2).to(dtype), g = seeded_randn({3, 50, 70}, 2).to(dtype);
+  const at::Tensor b = (seeded_randn({70}, 3) * 0.5).requires_grad_();
   const at::Tensor yv = y.clone().requires_grad_();
   const at::Tensor out = bias_gelu_tanh(yv, b, precision(dtype));
   EXPECT_EQ(out.scalar_type(), dtype);
@@ -80,7 +78,7 @@ TEST_P(BiasGeluPrecisionTest, ValuesAndGradientsFollowTheUnfusedReference) {
   EXPECT_EQ(yv.grad().scalar_type(), dtype);
   EXPECT_EQ(b.grad().scalar_type(), at::kFloat);
 
-  const Reference ref = reference(y, b.detach(), g);
+  const BiasGeluReference ref = bias_gelu_reference(y, b.detach(), g);
   const double u = std::ldexp(1.0, -24), delta = 3.5e-7, half_ulp = bf16 ? std::ldexp(1.0, -8) : 0.0;
   const at::Tensor ax = ref.x.abs(), ag = g.to(at::kDouble).abs();
   const at::Tensor out_bound = ax * (1.2 * u + delta / 2) + ref.out.abs() * (8 * u + half_ulp);
@@ -95,11 +93,11 @@ TEST_P(BiasGeluPrecisionTest, ValuesAndGradientsFollowTheUnfusedReference) {
 
 // fp16 has no pass of its own: ATen's ops compute it, as on devices other than the CPU.
 TEST(BiasGeluTest, OtherTypesTakeAtensOps) {
-  const at::Tensor y = randn({40, 24}, 4).to(at::kHalf).requires_grad_(), g = randn({40, 24}, 5).to(at::kHalf);
-  const at::Tensor b = randn({24}, 6).requires_grad_();
+  const at::Tensor y = seeded_randn({40, 24}, 4).to(at::kHalf).requires_grad_(), g = seeded_randn({40, 24}, 5).to(at::kHalf);
+  const at::Tensor b = seeded_randn({24}, 6).requires_grad_();
   const at::Tensor out = bias_gelu_tanh(y, b, precision(at::kHalf));
   out.backward(g);
-  const Reference ref = reference(y.detach(), b.detach(), g);
+  const BiasGeluReference ref = bias_gelu_reference(y.detach(), b.detach(), g);
   EXPECT_LE((out.to(at::kDouble) - ref.out).abs().max().item<double>(), 4e-3);
   EXPECT_LE((y.grad().to(at::kDouble) - ref.dy).abs().max().item<double>(), 8e-3);
   EXPECT_LE((b.grad().to(at::kDouble) - ref.db).abs().max().item<double>(), 40 * 8e-3);
@@ -107,8 +105,8 @@ TEST(BiasGeluTest, OtherTypesTakeAtensOps) {
 
 // The bias gradient sums fixed blocks of rows: the same bits on one thread as on two.
 TEST(BiasGeluTest, BiasGradientDoesNotDependOnTheThreadCount) {
-  const at::Tensor y = randn({1000, 96}, 7).to(at::kBFloat16), g = randn({1000, 96}, 8).to(at::kBFloat16);
-  const at::Tensor b = randn({96}, 9);
+  const at::Tensor y = seeded_randn({1000, 96}, 7).to(at::kBFloat16), g = seeded_randn({1000, 96}, 8).to(at::kBFloat16);
+  const at::Tensor b = seeded_randn({96}, 9);
   const int threads = at::get_num_threads();
   at::set_num_threads(1);
   const BiasGeluGrads one = bias_gelu_backward_cpu(g, y, b, true);

@@ -17,15 +17,13 @@
 
 #include "model/fused/flash_attention.h"
 #include "model/fused/flash_softmax.h"
+#include "support/seeded_randn.h"
 
 using namespace dtrain;
 
 namespace {
 
-at::Tensor randn(std::vector<int64_t> shape, uint64_t seed) {
-  auto gen = at::make_generator<at::CPUGeneratorImpl>(seed);
-  return at::randn(shape, gen);
-}
+using test::seeded_randn;
 
 struct Reference {
   at::Tensor out, lse, dq, dk, dv;                 // fp64
@@ -80,9 +78,9 @@ struct Case {
 
 // q in the layout the model hands over ([B,T,H,hd] memory seen as [B,H,T,hd]); k, v contiguous.
 void check(const Case& c) {
-  auto q = randn({c.B, c.T, c.H, c.hd}, 1).to(c.type).transpose(1, 2);
-  auto k = randn({c.B, c.KV, c.T, c.hd}, 2).to(c.type), v = randn({c.B, c.KV, c.T, c.hd}, 3).to(c.type);
-  auto dout = randn({c.B, c.H, c.T, c.hd}, 4).to(c.type);
+  auto q = seeded_randn({c.B, c.T, c.H, c.hd}, 1).to(c.type).transpose(1, 2);
+  auto k = seeded_randn({c.B, c.KV, c.T, c.hd}, 2).to(c.type), v = seeded_randn({c.B, c.KV, c.T, c.hd}, 3).to(c.type);
+  auto dout = seeded_randn({c.B, c.H, c.T, c.hd}, 4).to(c.type);
   if (!flash_attention_serves(q, k, v)) GTEST_SKIP() << "no native 16-bit block GEMM on this CPU";
   const Reference ref = reference(q, k, v, dout, c.causal);
   const double u = unit_roundoff(c.type);
@@ -108,8 +106,8 @@ TEST(FlashAttention, HalfPrecision) { check({1, 2, 2, 100, 64, true, at::kHalf})
 
 // The fp64 reference's gradients are those autograd derives from its forward.
 TEST(FlashAttention, ReferenceGradientsMatchAutograd) {
-  auto q = randn({1, 4, 37, 16}, 5).to(at::kBFloat16), k = randn({1, 2, 37, 16}, 6).to(at::kBFloat16);
-  auto v = randn({1, 2, 37, 16}, 7).to(at::kBFloat16), dout = randn({1, 4, 37, 16}, 8).to(at::kBFloat16);
+  auto q = seeded_randn({1, 4, 37, 16}, 5).to(at::kBFloat16), k = seeded_randn({1, 2, 37, 16}, 6).to(at::kBFloat16);
+  auto v = seeded_randn({1, 2, 37, 16}, 7).to(at::kBFloat16), dout = seeded_randn({1, 4, 37, 16}, 8).to(at::kBFloat16);
   const Reference ref = reference(q, k, v, dout, true);
   auto qd = q.to(at::kDouble).requires_grad_(), kd = k.to(at::kDouble).requires_grad_(), vd = v.to(at::kDouble).requires_grad_();
   auto out = at::scaled_dot_product_attention(qd, kd.repeat_interleave(2, 1), vd.repeat_interleave(2, 1), {}, 0.0, true);
@@ -124,8 +122,8 @@ TEST(FlashAttention, ReferenceGradientsMatchAutograd) {
 // gradients make the full ones (dq summed, dk and dv side by side).
 TEST(FlashAttention, BackwardWithTheGlobalOutAndLse) {
   const int64_t T = 100, half = 50;
-  auto q = randn({2, 4, T, 64}, 9).to(at::kBFloat16), k = randn({2, 2, T, 64}, 10).to(at::kBFloat16);
-  auto v = randn({2, 2, T, 64}, 11).to(at::kBFloat16), dout = randn({2, 4, T, 64}, 12).to(at::kBFloat16);
+  auto q = seeded_randn({2, 4, T, 64}, 9).to(at::kBFloat16), k = seeded_randn({2, 2, T, 64}, 10).to(at::kBFloat16);
+  auto v = seeded_randn({2, 2, T, 64}, 11).to(at::kBFloat16), dout = seeded_randn({2, 4, T, 64}, 12).to(at::kBFloat16);
   if (!flash_attention_serves(q, k, v)) GTEST_SKIP() << "no native 16-bit block GEMM on this CPU";
   const Reference ref = reference(q, k, v, dout, false);
   const auto out = ref.out.to(at::kBFloat16), lse = ref.lse.to(at::kFloat);
@@ -139,8 +137,8 @@ TEST(FlashAttention, BackwardWithTheGlobalOutAndLse) {
 }
 
 TEST(FlashAttention, AutogradFunctionGivesTheKernelsGradients) {
-  auto q = randn({1, 2, 70, 64}, 13).to(at::kBFloat16), k = randn({1, 2, 70, 64}, 14).to(at::kBFloat16);
-  auto v = randn({1, 2, 70, 64}, 15).to(at::kBFloat16), dout = randn({1, 2, 70, 64}, 16).to(at::kBFloat16);
+  auto q = seeded_randn({1, 2, 70, 64}, 13).to(at::kBFloat16), k = seeded_randn({1, 2, 70, 64}, 14).to(at::kBFloat16);
+  auto v = seeded_randn({1, 2, 70, 64}, 15).to(at::kBFloat16), dout = seeded_randn({1, 2, 70, 64}, 16).to(at::kBFloat16);
   if (!flash_attention_serves(q, k, v)) GTEST_SKIP() << "no native 16-bit block GEMM on this CPU";
   auto qg = q.clone().requires_grad_(), kg = k.clone().requires_grad_(), vg = v.clone().requires_grad_();
   auto out = flash_attention(qg, kg, vg, true);

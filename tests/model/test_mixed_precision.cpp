@@ -9,15 +9,13 @@
 #include "model/loss.h"
 #include "model/mixed_precision.h"
 #include "model/transformer.h"
+#include "support/seeded_randn.h"
 
 using namespace dtrain;
 
 namespace {
 
-at::Tensor randn(std::initializer_list<int64_t> shape, uint64_t seed) {
-  auto gen = at::make_generator<at::CPUGeneratorImpl>(seed);
-  return at::randn(shape, gen);
-}
+using test::seeded_randn;
 
 at::Tensor widened(const at::Tensor& t, at::ScalarType dtype) { return t.to(dtype).to(at::kFloat); }
 
@@ -36,14 +34,14 @@ class MixedLinearTest : public ::testing::TestWithParam<at::ScalarType> {};
 TEST_P(MixedLinearTest, WidenedPathIsTheDefinitionAndGradientsReachTheFp32Master) {
   const at::ScalarType dtype = GetParam();
   const MixedPrecision mp = precision(dtype, /*native=*/false);
-  const at::Tensor x = randn({3, 5, 16}, 1).requires_grad_(), w = randn({8, 16}, 2).requires_grad_(), b = randn({8}, 3).requires_grad_();
+  const at::Tensor x = seeded_randn({3, 5, 16}, 1).requires_grad_(), w = seeded_randn({8, 16}, 2).requires_grad_(), b = seeded_randn({8}, 3).requires_grad_();
   const at::Tensor working = w.detach().to(dtype);
   const at::Tensor y = mixed_linear(mp, x, w, working, b);
   EXPECT_EQ(y.scalar_type(), dtype);
   const at::Tensor expected = (at::matmul(widened(x.detach(), dtype), widened(w.detach(), dtype).t()) + b.detach()).to(dtype);
   EXPECT_TRUE(at::equal(y, expected));
 
-  const at::Tensor g = randn({3, 5, 8}, 4);
+  const at::Tensor g = seeded_randn({3, 5, 8}, 4);
   y.backward(g.to(dtype));
   ASSERT_TRUE(w.grad().defined());
   EXPECT_EQ(w.grad().scalar_type(), at::kFloat);  // the master's, unrounded
@@ -59,7 +57,7 @@ TEST_P(MixedLinearTest, WidenedPathIsTheDefinitionAndGradientsReachTheFp32Master
 TEST_P(MixedLinearTest, NativeAndWidenedPathsAgreeWithinSixteenBitRounding) {
   const at::ScalarType dtype = GetParam();
   const double eps = dtype == at::kBFloat16 ? 1.0 / 128 : 1.0 / 1024;  // 2^-7, 2^-10: one ulp at 1.0
-  const at::Tensor x = randn({4, 32}, 5), w = randn({6, 32}, 6);
+  const at::Tensor x = seeded_randn({4, 32}, 5), w = seeded_randn({6, 32}, 6);
   const at::Tensor native = mixed_linear(precision(dtype, true), x, w, w.to(dtype), at::Tensor()).to(at::kFloat);
   const at::Tensor wide = mixed_linear(precision(dtype, false), x, w, w.to(dtype), at::Tensor()).to(at::kFloat);
   // Output magnitude ~ sqrt(32); allow two output roundings plus fp32 noise.
@@ -70,8 +68,8 @@ TEST_P(MixedLinearTest, NativeAndWidenedPathsAgreeWithinSixteenBitRounding) {
 // tokens of |g| <= ~4 sum to at most ~2000, whose fp32 ulp is 2^-13, so a few ulps is 1e-3.
 TEST_P(MixedLinearTest, NativeBiasGradientIsTheFp32SumOfTheSixteenBitGradient) {
   const at::ScalarType dtype = GetParam();
-  const at::Tensor x = randn({8, 64, 32}, 7).requires_grad_(), w = randn({24, 32}, 8).requires_grad_(), b = randn({24}, 9).requires_grad_();
-  const at::Tensor g = randn({8, 64, 24}, 10).to(dtype);
+  const at::Tensor x = seeded_randn({8, 64, 32}, 7).requires_grad_(), w = seeded_randn({24, 32}, 8).requires_grad_(), b = seeded_randn({24}, 9).requires_grad_();
+  const at::Tensor g = seeded_randn({8, 64, 24}, 10).to(dtype);
   mixed_linear(precision(dtype, true), x, w, w.detach().to(dtype), b).backward(g);
   ASSERT_TRUE(b.grad().defined());
   EXPECT_EQ(b.grad().scalar_type(), at::kFloat);
@@ -91,11 +89,11 @@ TEST_P(MixedLinearTest, OneCastForSeveralLinearsFollowsACastPerLinear) {
   const MixedPrecision mp = precision(dtype, true);
   const double half_ulp = dtype == at::kBFloat16 ? 1.0 / 256 : 1.0 / 2048;
   std::vector<at::Tensor> ws;
-  for (uint64_t i = 0; i < 3; ++i) ws.push_back(randn({16, 32}, 20 + i));
-  const at::Tensor g = randn({4, 8, 16}, 30).to(dtype);
+  for (uint64_t i = 0; i < 3; ++i) ws.push_back(seeded_randn({16, 32}, 20 + i));
+  const at::Tensor g = seeded_randn({4, 8, 16}, 30).to(dtype);
   // Returns the outputs and x's gradient; `parts` gets each linear's share of the gradient.
   auto run = [&](bool once, std::vector<at::Tensor>* parts) {
-    const at::Tensor x = randn({4, 8, 32}, 31).requires_grad_();
+    const at::Tensor x = seeded_randn({4, 8, 32}, 31).requires_grad_();
     const at::Tensor in = once ? mp.matmul_input(x) : x;
     std::vector<at::Tensor> ys;
     for (const auto& w : ws) ys.push_back(mixed_linear(mp, in, w, w.to(dtype), at::Tensor()));
