@@ -44,6 +44,7 @@ std::string enclosing_kind(const std::string& name) {
   if (contains(name, "dtrain::refresh_working_copy")) return "casts: weights to working copies";
   if (contains(name, "flash_attention") || contains(name, "scaled_dot_product")) return "attention (flash kernel)";
   if (contains(name, "layer_norm") || contains(name, "rms_norm")) return "norms";
+  if (contains(name, "dtrain::residual_norm")) return "residual + bias adds and norms (fused)";
   if (contains(name, "cross_entropy") || contains(name, "log_softmax") || contains(name, "nll_loss")) return "softmax + cross-entropy";
   if (contains(name, "gelu")) return "GELU";
   if (name == "dtrain::sum_over_tokens") return "bias gradients (sums over tokens)";

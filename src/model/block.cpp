@@ -15,6 +15,13 @@ at::Tensor apply_rope(const at::Tensor& x, const at::Tensor& cos, const at::Tens
   return at::cat({x1 * cos - x2 * sin, x2 * cos + x1 * sin}, -1);
 }
 
+// x + (product + the layer's bias), the bias read as the layer's forward reads it and its gradient
+// rounded as the layer rounds its weight's.
+ResidualAdd residual(const at::Tensor& x, const at::Tensor& product, const LinearImpl& layer) {
+  const MixedPrecision& mp = layer.precision();
+  return {x, product, layer.read_bias(), mp.round_gradients ? mp.compute : at::kFloat};
+}
+
 }  // namespace
 
 BlockImpl::BlockImpl(const TransformerConfig& c) : head_dim_(c.head_dim()) {
@@ -79,21 +86,23 @@ at::Tensor BlockImpl::attention(const at::Tensor& x, const at::Tensor& cos, cons
     return at::scaled_dot_product_attention(q, k, v, {}, 0.0, /*is_causal=*/true, std::nullopt, gqa);
   };
   auto y = (recompute_attention_core_ ? checkpoint(core, {q, k, v}) : core({q, k, v})).transpose(1, 2).reshape({B, T, H * head_dim_});
-  return o_proj(y);
+  return o_proj->product(y);
 }
 
 at::Tensor BlockImpl::mlp(const at::Tensor& x) {
   // Llama's SwiGLU: silu(gate)·up; GPT-2: GELU (tanh approximation) of up, whose bias is added inside
   // GELU's pass unless a parallelism runs up (it then adds the bias itself).
-  if (!gate_proj) return down_proj(input_linears_ ? at::gelu(project(x, {up_proj.get()})[0], "tanh") : linear_gelu_tanh(*up_proj, x));
+  if (!gate_proj) return down_proj->product(input_linears_ ? at::gelu(project(x, {up_proj.get()})[0], "tanh") : linear_gelu_tanh(*up_proj, x));
   const auto gate_up = project(x, {gate_proj.get(), up_proj.get()});
   const at::Tensor h = at::silu(gate_up[0]) * gate_up[1];
-  return down_proj(h);
+  return down_proj->product(h);
 }
 
 at::Tensor BlockImpl::forward(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin) {
-  auto h = x + attention(ln1(x), cos, sin);
-  return h + mlp(ln2(h));
+  // attention() and mlp() end in their output layers' products: the bias is added with the residual,
+  // in the same pass as the norm that follows.
+  const ResidualAndNorm first = ln2->forward_residual(residual(x, attention(ln1(x), cos, sin), *o_proj));
+  return add_residual(residual(first.residual, mlp(first.normed), *down_proj));
 }
 
 }  // namespace dtrain

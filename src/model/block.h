@@ -38,6 +38,7 @@ class BlockImpl : public torch::nn::Module {
   Linear gate_proj{nullptr}, up_proj{nullptr}, down_proj{nullptr};  // gate_proj: Llama only
 
  private:
+  // Each returns its output layer's product without the bias, which forward adds with the residual.
   at::Tensor attention(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin);
   at::Tensor mlp(const at::Tensor& x);
   std::vector<at::Tensor> project(const at::Tensor& x, const std::vector<LinearImpl*>& layers);

@@ -9,6 +9,8 @@ namespace dtrain {
 
 // Mean next-token cross-entropy of logits [batch, T, vocab] against targets [batch, T] (int64), in
 // fp32 whatever the logits' type: the log-sum-exp over the vocabulary is where 16 bits lose most.
+// On the CPU one fused pass each way (fused/softmax_cross_entropy.h), with the same semantics as
+// cross_entropy: rows whose target is -100 are left out of the mean.
 at::Tensor next_token_loss(const at::Tensor& logits, const at::Tensor& targets);
 
 // The loss a run computes from its model's output: next_token_loss, or what a parallelism that

@@ -7,10 +7,13 @@ NormImpl::NormImpl(Kind kind, int64_t features, double eps) : kind_(kind), eps_(
   if (kind == Kind::LayerNorm) bias = register_parameter("bias", at::zeros({features}));
 }
 
-at::Tensor NormImpl::forward(const at::Tensor& x) {
-  const at::Tensor w = view_ ? view_(weight) : weight;
-  if (kind_ == Kind::LayerNorm) return at::layer_norm(x, {weight.size(0)}, w, view_ ? view_(bias) : bias, eps_);
-  return x * at::rsqrt(x.pow(2).mean(-1, true) + eps_) * w;
+at::Tensor NormImpl::forward(const at::Tensor& x) { return normalize(x, params()); }
+
+ResidualAndNorm NormImpl::forward_residual(const ResidualAdd& add) { return add_residual_and_norm(add, params()); }
+
+NormParams NormImpl::params() const {
+  auto read = [this](const at::Tensor& p) { return view_ && p.defined() ? view_(p) : p; };
+  return {kind_ == Kind::RmsNorm, read(weight), read(bias), eps_};
 }
 
 }  // namespace dtrain
