@@ -17,33 +17,13 @@
 #include "parallel/zero/reduce_scatter_grads.h"
 #include "parallel/zero/zero_optimizer.h"
 #include "train/activation_store_setup.h"
+#include "train/config_errors.h"
 #include "train/freeze_globs.h"
 #include "train/host_memory.h"
 
 namespace dtrain {
 
 namespace {
-
-// Makes what offloads to NVMe under the offload section `key`; a path it cannot use
-// (std::invalid_argument) is named by the key.
-template <typename Make>
-void offload_to_nvme(const std::string& key, Make make) {
-  try {
-    make();
-  } catch (const std::invalid_argument& e) {
-    throw ConfigError(key + ".nvme_path: " + e.what());
-  }
-}
-
-// What a model-parallel transformation returns; the input it cannot split (std::invalid_argument) is the config's fault.
-template <typename Apply>
-auto as_config_error(Apply apply) {
-  try {
-    return apply();
-  } catch (const std::invalid_argument& e) {
-    throw ConfigError(e.what());
-  }
-}
 
 // The steps of parallelize(), in its order, sharing what each leaves for the next.
 class Parallelizer {
