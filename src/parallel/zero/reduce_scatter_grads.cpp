@@ -66,15 +66,17 @@ CommHandle ReduceScatterGrads::reduce(int bucket) {
   const auto& b = buckets_[bucket];
   const auto& p = shards_.pieces()[bucket];
   const int64_t rounds = p.padded_numel > 2 * round_numel_ ? (p.padded_numel + round_numel_ - 1) / round_numel_ : 1;
-  const int64_t slice = (p.piece + rounds - 1) / rounds;
+  const int64_t slice = std::max<int64_t>(1, (p.piece + rounds - 1) / rounds);
   std::vector<Round>& in_flight = rounds_[bucket];
-  for (int64_t from = 0; from < p.piece; from += slice) {
+  int64_t from = 0;
+  do {  // at least one round, as every rank launches one per bucket
     if (in_flight.size() == 2) {
       finish_round(bucket, in_flight.front());
       in_flight.erase(in_flight.begin());
     }
     in_flight.push_back(launch_round(bucket, from, std::min(slice, p.piece - from), int(rounds)));
-  }
+    from += slice;
+  } while (from < p.piece);
   for (int i = b.first_entry; i < b.first_entry + b.entries; ++i) params_.entries()[i].param.mutable_grad().reset();
   if (gradients_taken_) gradients_taken_(bucket);
   // The watcher waits for the last round; the one before it is waited for here.
