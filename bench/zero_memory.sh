@@ -7,12 +7,13 @@
 # the parameter shard too: what stays resident and what peak RSS saves. Peak RSS moves by a few
 # hundred MiB between identical runs (when transient buffers meet), so ROUNDS rounds run one after
 # another and the tables give each configuration's median and range. Prints two tables; raw logs
-# stay in bench/out/zero_memory/.
-# Usage: bench/zero_memory.sh [STEPS] [ROUNDS]
+# stay in bench/out/zero_memory/. NVME=0 leaves out the offload runs and their table.
+# Usage: bench/zero_memory.sh [STEPS] [ROUNDS] [NVME]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 steps=${1:-3}
 rounds=${2:-3}
+nvme=${3:-1}
 source bench/prepare.sh zero_memory
 stages=(0 1 2 3)
 mkdir -p "$out/nvme"
@@ -27,6 +28,7 @@ for ((round = 1; round <= rounds; round++)); do
         --set train.run_dir="$out/${name}_$round" >"$out/${name}_$round.log" 2>&1
     done
   done
+  ((nvme)) || continue
   for stage in 1 2 3; do
     name=dp2_stage${stage}_nvme
     echo "round $round: 2 ranks, ZeRO stage $stage, optimizer state (and at stage 3 parameters) on NVMe..." >&2
@@ -40,10 +42,10 @@ for ((round = 1; round <= rounds; round++)); do
       >"$out/${name}_$round.log" 2>&1
   done
 done
-/usr/bin/python3 - "$out" "${stages[@]}" <<'PY'
+/usr/bin/python3 - "$out" "$nvme" "${stages[@]}" <<'PY'
 import re, sys
 import glob, statistics
-out, stages = sys.argv[1], [int(s) for s in sys.argv[2:]]
+out, nvme, stages = sys.argv[1], sys.argv[2] == "1", [int(s) for s in sys.argv[3:]]
 
 def peak_rss(name):
     """Rank 0's peak RSS over the rounds: median and range."""
@@ -68,6 +70,8 @@ for dp in (2, 4):
         rss, low, high = peak_rss(f"dp{dp}_stage{stage}")
         f = formula[stage](dp) * psi / 2**20
         print(f"| {dp} | {stage} | {p:.0f} | {g:.0f} | {o:.0f} | {total:.0f} | {f:.0f} | {total / f:.3f} | {rss} | {low}-{high} | {rss - total:.0f} |")
+if not nvme:
+    sys.exit()
 print()
 print("| ranks | ZeRO stage | offloaded | optimizer in memory (MiB) | with NVMe offload: offloaded (MiB) | buffers in memory (MiB) | "
       "peak RSS rank 0, median (MiB) | with offload, median (MiB) | range with offload (MiB) | RSS saved (MiB) | saved / offloaded |")

@@ -14,6 +14,15 @@ namespace dtrain {
 // Returns a line saying what was set, or why nothing was.
 const char* keep_freed_host_memory();
 
+// While setting up, blocks of 1 MiB and more are mapped on their own rather than carved from the
+// heap (after keep_freed_host_memory(); nothing otherwise). Setting up builds and frees several
+// times the model's size (the parameters as first created, ZeRO-3's whole units): from the heap,
+// those frees leave holes hundreds of MiB long, which malloc then serves the steps' large buffers
+// from (a block of any size comes from a free heap chunk before a new mapping) and, keeping what it
+// frees, leaves resident in a different place each step. Mapped, they leave memory when freed.
+// release_freed_host_memory() ends it.
+void map_large_blocks_while_setting_up();
+
 // Gives the kernel back the free pages malloc holds (malloc_trim): once, when setting up is over.
 // What building the model freed — the parameters as first created, before they moved into flat
 // buffers or shards, and ZeRO-3's whole units — would otherwise stay resident for the whole run

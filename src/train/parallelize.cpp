@@ -15,35 +15,16 @@
 #include "parallel/zero/nvme_optimizer.h"
 #include "parallel/zero/parameter_units.h"
 #include "parallel/zero/reduce_scatter_grads.h"
+#include "parallel/zero/sparse_lookup_gradient.h"
 #include "parallel/zero/zero_optimizer.h"
 #include "train/activation_store_setup.h"
+#include "train/config_errors.h"
 #include "train/freeze_globs.h"
 #include "train/host_memory.h"
 
 namespace dtrain {
 
 namespace {
-
-// Makes what offloads to NVMe under the offload section `key`; a path it cannot use
-// (std::invalid_argument) is named by the key.
-template <typename Make>
-void offload_to_nvme(const std::string& key, Make make) {
-  try {
-    make();
-  } catch (const std::invalid_argument& e) {
-    throw ConfigError(key + ".nvme_path: " + e.what());
-  }
-}
-
-// What a model-parallel transformation returns; the input it cannot split (std::invalid_argument) is the config's fault.
-template <typename Apply>
-auto as_config_error(Apply apply) {
-  try {
-    return apply();
-  } catch (const std::invalid_argument& e) {
-    throw ConfigError(e.what());
-  }
-}
 
 // The steps of parallelize(), in its order, sharing what each leaves for the next.
 class Parallelizer {
@@ -277,6 +258,8 @@ void Parallelizer::shard_parameters(const std::shared_ptr<Group>& group, const s
   reduce_scatter->on_gradients_taken([s = &sharded](int unit) { s->gradients_taken(unit); });
   plan_.grad_sync = std::move(reduce_scatter);
   model_->set_part_hooks(&sharded);
+  const TransformerParts& held = model_->parts();
+  if (c_.model.tie_embeddings && held.embedding && held.head && plan_.mesh->size("tp") == 1) look_up_tokens_with_sparse_gradient(*model_);
 }
 
 // ZeRO-3's parameter shard in a file under nvme_path (parallel/zero/fully_sharded_parameters.h).

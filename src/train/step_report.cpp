@@ -5,6 +5,7 @@
 #include "comm/collectives.h"
 #include "common/number_text.h"
 #include "model/mixed_precision.h"
+#include "parallel/zero/reduce_scatter_grads.h"
 #include "train/matmul_peak.h"
 
 namespace dtrain {
@@ -79,6 +80,9 @@ void StepReport::write_metrics(int64_t step, const StepOutcome& out, const Paral
       for (const auto& e : plan.sharded->trace()) m["unit_trace"].push_back({e.what, e.index, e.ms});
       m["unit_gather_bytes"] = plan.sharded->gathered_bytes();
     }
+    // What bounds the gradient path's transients at stages 2 and 3 (reduce_scatter_grads.h).
+    if (const auto* sharded_grads = dynamic_cast<const ReduceScatterGrads*>(plan.grad_sync.get()))
+      m["largest_send_numel"] = sharded_grads->largest_send_numel();
     if (plan.parameter_gather) m["gather_waited_before_part"] = plan.parameter_gather->waited_before_part();
   }
   metrics_->write(m);

@@ -308,6 +308,7 @@ int Trainer::train() {
   // sizes all three, so nothing oversubscribes the cores.
   at::set_num_threads(rank_threads(c_.threads, world_->env().local_world_size));
   setup_lines_.push_back(keep_freed_host_memory());
+  map_large_blocks_while_setting_up();
   if (c_.deterministic) {
     // cuBLAS is deterministic only with a fixed workspace, read when its first handle is made;
     // without it ATen refuses every CUDA matmul under deterministic algorithms. An explicit setting wins.

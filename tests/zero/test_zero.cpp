@@ -280,6 +280,27 @@ TEST(ZeroStage3, AnUntiedEmbeddingIsFreedRightAfterItsForward) {
   EXPECT_EQ(std::next(at("end", 0)), at("free", 0)) << run.steps[1]["unit_trace"].dump();
 }
 
+// A bucket of more than twice reduce_bucket_size goes in rounds of at most reduce_bucket_size (plus
+// the padding to a multiple of dp), a smaller one whole: here the tied embedding's unit at stage 3,
+// and its bucket at stage 2, are four times that, every other under twice it. No send buffer is
+// then the embedding's size, and training is the reference's within the fp32 tolerance of
+// reordered sums.
+TEST(ZeroStage3, TheEmbeddingsGradientIsReducedInRoundsNoLargerThanABucket) {
+  const int64_t bucket = 16000, embedding = 2048 * 32 + 16 * 32;  // wte + wpe of the tiny model with 2048 tokens
+  const std::vector<std::string> job = {"model.vocab_size=2048", "train.steps=3", "wall_clock_breakdown=true",
+                                        "zero_optimization.reduce_bucket_size=" + std::to_string(bucket)};
+  const TrainingRun reference = train_at_stage(scratch_dir("zero_rounds_reference"), 2, job, 0);
+  for (int stage : {2, 3}) {
+    const TrainingRun run = train_at_stage(scratch_dir("zero_rounds_" + std::to_string(stage)), 2, job, stage);
+    ASSERT_EQ(run.steps.size(), 3u) << run.result.output;
+    const int64_t largest = run.steps[2]["largest_send_numel"].get<int64_t>();
+    EXPECT_LE(largest, 2 * bucket) << "stage " << stage;
+    EXPECT_GT(largest, 0) << "stage " << stage;
+    EXPECT_LT(largest, embedding) << "stage " << stage;
+    expect_same_training(run, reference, 3);
+  }
+}
+
 // Stages 1 and 2 gather the updated parameters during the next forward pass: each bucket's gather
 // is waited for just before the first part that reads it (wall_clock_breakdown records which), so
 // the embeddings' bucket, launched first, is waited for before part 0, and the first bucket (the head

@@ -5,6 +5,14 @@
 // goes on; the send buffer goes as soon as that finishes. So a rank holds its 1/dp shard plus the
 // buckets in flight, never the whole gradient.
 //
+// A bucket of more than twice reduce_bucket_size (one large parameter at stage 2; ZeRO-3's unit of
+// the embeddings, GPT-2's 147 MiB token table) is reduced in rounds of at most reduce_bucket_size,
+// two in flight: round j sends the j-th slice of every rank's piece, so its result lands in the
+// same place of the shard as one whole reduce-scatter's would (the layout, and so checkpoints, do
+// not change), and no send buffer is the size of the embedding. The gradients stay until the last
+// round has copied them. Backward waits for a round before starting the one two after it: only a
+// bucket that large pays for it, and the embeddings' comes last.
+//
 // With gradient accumulation every micro-batch is reduced (as DeepSpeed does at stage 2): keeping
 // whole gradients between micro-batches would give back the memory stage 2 saves. The shard sums
 // the micro-batches in the gradients' own type; data_types.grad_accum_dtype only sets the type on
@@ -32,6 +40,8 @@ class ReduceScatterGrads : public BucketedGradSync {
   void on_gradients_taken(std::function<void(int)> callback) { gradients_taken_ = std::move(callback); }
 
   bool reduces_every_micro_batch() const override { return true; }
+  // The most elements one send buffer held since construction (what the rounds bound).
+  int64_t largest_send_numel() const { return largest_send_numel_; }
   void zero_grad() override;
   at::Tensor& grads() override { return shard_grad_; }
   Group* shard_group() override { return group_.get(); }
@@ -41,12 +51,27 @@ class ReduceScatterGrads : public BucketedGradSync {
   void reduced(int bucket) override;
   void every_bucket_reduced() override;
 
+  // One reduce-scatter of a bucket: `numel` elements of each rank's piece from `from`. Alive while it
+  // runs: what was sent, and where the result lands when it cannot land in shard_grad_ directly (a
+  // later micro-batch, or a 16-bit wire type).
+  struct Round {
+    int64_t from = 0, numel = 0;
+    CommHandle handle;
+    at::Tensor send, received;
+  };
+  // Copies elements [from, from + numel) of `bucket` (relative to its start) from the gradients into
+  // `into`, zeros past the bucket's end (the padding) and where a parameter took no part in backward.
+  void copy_gradients(int bucket, int64_t from, int64_t numel, at::Tensor into) const;
+  Round launch_round(int bucket, int64_t from, int64_t numel, int rounds);
+  // Waits for a round and moves its result into the shard.
+  void finish_round(int bucket, Round& round);
+
   BucketShards shards_;
   std::optional<at::ScalarType> wire_dtype_;
+  int64_t round_numel_;  // reduce_bucket_size in elements: above twice this a bucket goes in rounds
   at::Tensor shard_grad_;  // this rank's pieces end to end; the padding stays zero
-  // Per bucket, alive while its reduce-scatter runs: what was sent, and where the result lands when
-  // it cannot land in shard_grad_ directly (a later micro-batch, or a 16-bit wire type).
-  std::vector<at::Tensor> send_, received_;
+  std::vector<std::vector<Round>> rounds_;  // per bucket, those in flight
+  int64_t largest_send_numel_ = 0;
   bool accumulate_ = false;  // shard_grad_ holds an earlier micro-batch of this step
   std::function<void(int)> gradients_taken_;
   std::shared_ptr<Group> replicas_;
