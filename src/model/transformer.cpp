@@ -68,6 +68,12 @@ TransformerImpl::TransformerImpl(const TransformerConfig& c, uint64_t seed, cons
       head_ = Linear(wte->weight);
     }
   }
+  // A tied table's gradient arrives in two contributions, the head's (dense, the table's size) and
+  // the lookup's. ATen's lookup gradient is dense too: a second table-sized buffer (147 MiB on GPT-2),
+  // alive beside the head's until autograd sums them, the largest transient of a step (of ZeRO-3's
+  // above all, where the gathered table is alive with both). Sparse, it is added into the head's
+  // buffer in place, each row summed over the same tokens.
+  if (c.tie_embeddings && parts_.embedding && parts_.head) wte->set_sparse_gradient(true);
   for (auto& item : named_parameters()) initialise_parameter(item.key(), item.value(), c.n_layer, seed);
 }
 

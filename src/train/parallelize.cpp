@@ -15,7 +15,6 @@
 #include "parallel/zero/nvme_optimizer.h"
 #include "parallel/zero/parameter_units.h"
 #include "parallel/zero/reduce_scatter_grads.h"
-#include "parallel/zero/sparse_lookup_gradient.h"
 #include "parallel/zero/zero_optimizer.h"
 #include "train/activation_store_setup.h"
 #include "train/config_errors.h"
@@ -258,8 +257,6 @@ void Parallelizer::shard_parameters(const std::shared_ptr<Group>& group, const s
   reduce_scatter->on_gradients_taken([s = &sharded](int unit) { s->gradients_taken(unit); });
   plan_.grad_sync = std::move(reduce_scatter);
   model_->set_part_hooks(&sharded);
-  const TransformerParts& held = model_->parts();
-  if (c_.model.tie_embeddings && held.embedding && held.head && plan_.mesh->size("tp") == 1) look_up_tokens_with_sparse_gradient(*model_);
 }
 
 // ZeRO-3's parameter shard in a file under nvme_path (parallel/zero/fully_sharded_parameters.h).
