@@ -4,9 +4,9 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <cstring>
 #include <type_traits>
 
+#include "model/fused/float_convert.h"
 
 namespace dtrain {
 
@@ -33,17 +33,14 @@ inline __attribute__((always_inline)) float tanh_body(float x) {
   return p / q;
 }
 
-// fp32 → T rounded to nearest even as c10::BFloat16 rounds, without the branch on NaN that keeps
-// c10's conversion out of vector loops.
+// fp32 → T rounded to nearest even as c10::BFloat16 rounds (float_convert.h), without the branch on
+// NaN that keeps c10's conversion out of vector loops.
 template <typename T>
 inline __attribute__((always_inline)) T narrow(float f) {
   if constexpr (std::is_same_v<T, float>) {
     return f;
   } else {
-    uint32_t u;
-    std::memcpy(&u, &f, sizeof(u));
-    const uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
-    return c10::BFloat16(static_cast<uint16_t>((u & 0x7fffffffu) > 0x7f800000u ? 0x7fc0u : rounded), c10::BFloat16::from_bits());
+    return c10::BFloat16(fused::narrow<fused::Bf16Bits>(f), c10::BFloat16::from_bits());
   }
 }
 

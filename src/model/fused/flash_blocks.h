@@ -14,6 +14,7 @@
 #include <type_traits>
 
 #include "model/fused/flash_softmax.h"
+#include "model/fused/float_convert.h"
 
 namespace dtrain::flash {
 
@@ -35,7 +36,7 @@ struct HeadsView {
 
 template <typename T>
 T to_16bit(float x) {
-  if constexpr (std::is_same_v<T, at::BFloat16>) return at::BFloat16(bfloat16_bits(x), at::BFloat16::from_bits());
+  if constexpr (std::is_same_v<T, at::BFloat16>) return at::BFloat16(fused::narrow<fused::Bf16Bits>(x), at::BFloat16::from_bits());
   else return T(x);
 }
 

@@ -3,6 +3,8 @@
 #include <cstring>
 #include <limits>
 
+#include "model/fused/float_convert.h"
+
 namespace dtrain::flash {
 namespace {
 
@@ -68,7 +70,7 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) void softmax_gradie
 }
 
 __attribute__((target_clones("avx512f", "avx2", "default"))) void round_to_bfloat16(const float* x, int64_t n, uint16_t* out) {
-  for (int64_t i = 0; i < n; ++i) out[i] = bfloat16_bits(x[i]);
+  for (int64_t i = 0; i < n; ++i) out[i] = fused::narrow<fused::Bf16Bits>(x[i]);
 }
 
 }  // namespace dtrain::flash

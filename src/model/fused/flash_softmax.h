@@ -2,7 +2,6 @@
 // probabilities, and probabilities to score gradients. Plain loops compiled for several ISAs.
 #pragma once
 #include <cstdint>
-#include <cstring>
 
 namespace dtrain::flash {
 
@@ -18,16 +17,7 @@ float row_max(const float* x, int64_t n);
 // ds[i] = p[i]·(dp[i] - d)·scale: the gradient of the scaled scores, with d = rowsum(dout·out).
 void softmax_gradient(float* ds, const float* p, const float* dp, int64_t n, float d, float scale);
 
-// x rounded to bf16 (to nearest, ties to even; NaN stays NaN), as the bits c10::BFloat16 holds: plain
-// integer arithmetic that vectorises, where c10's conversion branches on NaN.
-inline uint16_t bfloat16_bits(float x) {
-  uint32_t u;
-  std::memcpy(&u, &x, sizeof u);
-  const uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
-  return x != x ? uint16_t(0x7fc0) : uint16_t(rounded);
-}
-
-// out[i] = bfloat16_bits(x[i]).
+// out[i] = x[i] rounded to bf16 (fused::narrow), as the bits c10::BFloat16 holds.
 void round_to_bfloat16(const float* x, int64_t n, uint16_t* out);
 
 }  // namespace dtrain::flash
