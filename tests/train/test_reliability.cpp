@@ -137,7 +137,9 @@ TEST(Divergence, AStopWithoutAnyRollbackTriedSaysThereWasNothingToRollBackTo) {
   const TrainingRun run = train(dir, 1, {kConstantLr, kBlowUp, "train.steps=20", "train.on_divergence=rollback", "train.divergence_steps=3",
                                          "checkpoint.every_steps=100"});
   EXPECT_NE(run.result.exit_code, 0) << run.result.output;
-  EXPECT_TRUE(contains(run.result.output, "diverged at step 4; no healthy, undamaged checkpoint to roll back to\n")) << run.result.output;
+  // Which step the blown-up run first fails depends on where the kernels overflow; the message does not.
+  EXPECT_TRUE(std::regex_search(run.result.output, std::regex("diverged at step \\d+; no healthy, undamaged checkpoint to roll back to\n")))
+      << run.result.output;
   EXPECT_FALSE(contains(run.result.output, "no rollback left")) << run.result.output;
 }
 
