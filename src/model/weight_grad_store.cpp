@@ -25,6 +25,12 @@ void WeightGradStore::run() {
   for (Pending& p : pending) {
     at::Tensor grad = p.compute();
     at::Tensor& accumulated = p.weight.mutable_grad();
+    if (accumulated.defined() && accumulated.is_sparse()) {
+      // A table tied to a head is looked up with a sparse gradient (model/embedding.h), which arrives
+      // first when the head's is deferred: the dense one takes it in, as autograd adds them undeferred.
+      grad.add_(accumulated);
+      accumulated = at::Tensor();
+    }
     if (accumulated.defined()) {
       accumulated.add_(grad);
     } else if (grad.strides() == p.weight.strides()) {
