@@ -17,14 +17,11 @@
 #include <map>
 
 #include "bench_config.h"
+#include "bench_step.h"
 #include "common/flag_bounds.h"
 #include "common/parse_command_line.h"
 #include "model/loss.h"
 #include "model/transformer.h"
-#include "optim/flat_optimizer.h"
-#include "optim/flat_parameters.h"
-#include "optim/grad_clip.h"
-#include "train/host_memory.h"
 #include "train/train_config.h"
 
 namespace {
@@ -70,38 +67,22 @@ int main(int argc, char** argv) {
       std::exit(2);
     }
   }();
-  const at::ScalarType compute = precision == "bf16" ? at::kBFloat16 : precision == "fp16" ? at::kHalf : at::kFloat;
-
-  dtrain::keep_freed_host_memory();  // the trainer's allocator setting
-  at::set_num_threads(threads);
-  torch::manual_seed(config.seed);
-  dtrain::Transformer model(config.model, config.seed);
-  model->to(device);
-  const auto mp = dtrain::MixedPrecision::make(compute, device);
-  model->set_precision(mp);
-  std::vector<std::pair<std::string, at::Tensor>> named;
-  for (const auto& item : model->named_parameters()) named.emplace_back(item.key(), item.value());
-  dtrain::FlatParameters flat(named);
-  const auto optimizer = dtrain::make_flat_optimizer(config.optimizer, flat.data());
-  const auto opts = at::TensorOptions().dtype(at::kLong).device(device);
-  const at::Tensor tokens = at::randint(config.model.vocab_size, {config.micro_batch, config.model.seq_len}, opts);
-  const at::Tensor targets = at::randint(config.model.vocab_size, {config.micro_batch, config.model.seq_len}, opts);
+  BenchStep bench(config, precision, threads, device);
+  dtrain::Transformer& model = bench.model;
 
   std::map<std::string, std::vector<double>> seconds, forward_seconds;
   for (int round = 0; round < warmup + rounds; ++round) {
     for (size_t i = 0; i < acs.size(); ++i) {
       model->set_activation_checkpointing(acs[i]);
-      flat.zero_grad();
+      bench.flat->zero_grad();
       model->refresh_working_copy();
       if (device.is_cuda()) torch::cuda::synchronize();
       const auto t0 = std::chrono::steady_clock::now();
-      auto loss = dtrain::next_token_loss(model->forward(tokens), targets);
+      auto loss = dtrain::next_token_loss(model->forward(bench.tokens), bench.targets);
       if (device.is_cuda()) torch::cuda::synchronize();
       const auto t1 = std::chrono::steady_clock::now();
       loss.backward();
-      const double norm = dtrain::global_grad_norm(flat.grad());
-      if (config.gradient_clipping > 0) dtrain::clip_grads(flat.grad(), norm, config.gradient_clipping);
-      optimizer->step(flat.data(), flat.grad(), flat.decay_spans(), optimizer->base_lr());
+      bench.update();
       if (device.is_cuda()) torch::cuda::synchronize();
       const auto t2 = std::chrono::steady_clock::now();
       if (round >= warmup) {
@@ -115,7 +96,7 @@ int main(int argc, char** argv) {
   const auto& m = config.model;
   std::printf("model: %d layers, d_model %ld, %d heads, seq %ld, micro-batch %ld; %s (%s); %d thread(s); %d rounds\n",
               m.n_layer, long(m.d_model), m.n_head, long(m.seq_len), long(config.micro_batch), precision.c_str(),
-              mp.describe().c_str(), threads, rounds);
+              bench.mp.describe().c_str(), threads, rounds);
   std::printf("| activation checkpointing | forward (s) | step (s) | vs none (median of rounds) | fastest and slowest round |\n");
   std::printf("|---|---:|---:|---:|---:|\n");
   const auto& base = seconds["none"];

@@ -21,14 +21,11 @@
 #include <map>
 
 #include "bench_config.h"
+#include "bench_step.h"
 #include "common/flag_bounds.h"
 #include "common/parse_command_line.h"
 #include "model/loss.h"
 #include "model/transformer.h"
-#include "optim/flat_optimizer.h"
-#include "optim/flat_parameters.h"
-#include "optim/grad_clip.h"
-#include "train/host_memory.h"
 #include "train/train_config.h"
 
 namespace {
@@ -127,39 +124,23 @@ int main(int argc, char** argv) {
   app.add_flag("--by-shape", by_shape, "split casts, adds and sums by their operands' shapes");
   if (const auto code = dtrain::parse_command_line(app, argc, argv)) return *code;
   const dtrain::TrainConfig config = load_bench_config(config_path, "bench_step_profile");
-  const at::ScalarType compute = precision == "bf16" ? at::kBFloat16 : precision == "fp16" ? at::kHalf : at::kFloat;
-
-  dtrain::keep_freed_host_memory();  // the trainer's allocator setting
-  at::set_num_threads(threads);
-  torch::manual_seed(config.seed);
-  const at::Device device(at::kCPU);
-  dtrain::Transformer model(config.model, config.seed);
-  const auto mp = dtrain::MixedPrecision::make(compute, device);
-  model->set_precision(mp);
-  std::vector<std::pair<std::string, at::Tensor>> named;
-  for (const auto& item : model->named_parameters()) named.emplace_back(item.key(), item.value());
-  dtrain::FlatParameters flat(named);
-  const auto optimizer = dtrain::make_flat_optimizer(config.optimizer, flat.data());
-  const auto opts = at::TensorOptions().dtype(at::kLong);
-  const at::Tensor tokens = at::randint(config.model.vocab_size, {config.micro_batch, config.model.seq_len}, opts);
-  const at::Tensor targets = at::randint(config.model.vocab_size, {config.micro_batch, config.model.seq_len}, opts);
+  BenchStep bench(config, precision, threads, at::Device(at::kCPU));
+  dtrain::Transformer& model = bench.model;
 
   auto step = [&] {
     RECORD_USER_SCOPE("dtrain::step");
     {
       RECORD_USER_SCOPE("dtrain::optimizer");
-      flat.zero_grad();
+      bench.flat->zero_grad();
     }
     {
       RECORD_USER_SCOPE("dtrain::refresh_working_copy");
       model->refresh_working_copy();
     }
-    dtrain::next_token_loss(model->forward(tokens), targets).backward();
+    dtrain::next_token_loss(model->forward(bench.tokens), bench.targets).backward();
     {
       RECORD_USER_SCOPE("dtrain::optimizer");
-      const double norm = dtrain::global_grad_norm(flat.grad());
-      if (config.gradient_clipping > 0) dtrain::clip_grads(flat.grad(), norm, config.gradient_clipping);
-      optimizer->step(flat.data(), flat.grad(), flat.decay_spans(), optimizer->base_lr());
+      bench.update();
     }
   };
   for (int i = 0; i < warmup; ++i) step();
@@ -182,7 +163,7 @@ int main(int argc, char** argv) {
   const auto& m = config.model;
   const double step_ms = wall / steps * 1e3, tokens_per_step = double(config.micro_batch * m.seq_len);
   std::printf("model: %s %d layers, d_model %ld, seq %ld, micro-batch %ld; %s; %d thread(s); %d profiled steps of %.1f ms (%.0f tokens/s)\n",
-              m.arch.c_str(), m.n_layer, long(m.d_model), long(m.seq_len), long(config.micro_batch), mp.describe().c_str(), threads,
+              m.arch.c_str(), m.n_layer, long(m.d_model), long(m.seq_len), long(config.micro_batch), bench.mp.describe().c_str(), threads,
               steps, step_ms, tokens_per_step / (wall / steps));
   std::printf("| kind | ms per step | share |\n|---|---:|---:|\n");
   for (const auto& [ns, kind] : rows)
