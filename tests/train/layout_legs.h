@@ -21,6 +21,11 @@ inline const Sets kLayoutJob = {"train.steps=6", "train_batch_size=8", "train_mi
                                 "gradient_accumulation_steps=auto", "checkpoint.every_steps=2", "checkpoint.keep=0"};
 // Llama with grouped-query attention: 4 query heads reading 2 key/value heads.
 inline const Sets kLlamaGqa = {"model.arch=llama", "model.n_head=4", "model.n_kv_head=2"};
+// 4 blocks: pp 4, or pp 2 with 2 virtual stages, gives each chunk one.
+inline const Sets kGpt2FourBlocks = {"model.arch=gpt2", "model.n_layer=4"};
+inline const Sets kLlamaFourBlocks = kLlamaGqa + Sets{"model.n_layer=4"};
+inline const Sets kTwoStagesInterleaved = {"parallel.pp=2", "parallel.pipeline.schedule=interleaved_1f1b",
+                                           "parallel.pipeline.virtual_stages=2"};
 // What a leg of that job on one rank says.
 inline const std::string kSaysOneRank = "batch: 8 = micro 2 x accumulation 4 x dp 1";
 

@@ -14,13 +14,8 @@ namespace {
 
 using nlohmann::json;
 
-// 4 blocks: pp 4, or pp 2 with 2 virtual stages, gives each chunk one. Both models tie the
-// embedding to the head, so the first and the last stage hold a copy.
-const Sets kGpt2FourBlocks = {"model.arch=gpt2", "model.n_layer=4"};
-const Sets kLlamaFourBlocks = {"model.arch=llama", "model.n_head=4", "model.n_kv_head=2", "model.n_layer=4"};
-
+// Both models of layout_legs.h tie the embedding to the head, so the first and the last stage hold a copy.
 const Sets kTwoStages = {"parallel.pp=2"};
-const Sets kTwoStagesInterleaved = {"parallel.pp=2", "parallel.pipeline.schedule=interleaved_1f1b", "parallel.pipeline.virtual_stages=2"};
 const std::string kSaysPp2 = "pipeline parallel: pp 2 x 1 virtual stage(s), 2 chunks of 2, 2 blocks";
 
 // The placement of a tensor that pp stages `stages` of `pp` hold, then `more` over the other dims.
