@@ -139,7 +139,9 @@ json hf_config(const TransformerConfig& c) {
               {"n_inner", c.ff_dim()}, {"activation_function", "gelu_new"}, {"layer_norm_epsilon", c.norm_eps},
               {"tie_word_embeddings", c.tie_embeddings}, {"scale_attn_weights", true}, {"resid_pdrop", 0.0},
               {"embd_pdrop", 0.0}, {"attn_pdrop", 0.0}, {"torch_dtype", "float32"}};
-    if (c.vocab_size > kGpt2EndOfText) j.update({{"bos_token_id", kGpt2EndOfText}, {"eos_token_id", kGpt2EndOfText}});
+    // GPT2Config defaults both to 50256, outside a smaller vocabulary: say there are none.
+    const json end_of_text = c.vocab_size > kGpt2EndOfText ? json(kGpt2EndOfText) : json();
+    j.update({{"bos_token_id", end_of_text}, {"eos_token_id", end_of_text}});
     return j;
   }
   return {{"architectures", {"LlamaForCausalLM"}}, {"model_type", "llama"}, {"vocab_size", c.vocab_size},

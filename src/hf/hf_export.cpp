@@ -24,7 +24,7 @@ namespace {
 
 std::string gigabytes(uint64_t bytes) {
   char text[32];
-  std::snprintf(text, sizeof text, "%.2f GB", double(bytes) / 1e9);
+  std::snprintf(text, sizeof text, bytes >= 100000000 ? "%.2f GB" : "%.3f MB", double(bytes) / (bytes >= 100000000 ? 1e9 : 1e6));
   return text;
 }
 
