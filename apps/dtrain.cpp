@@ -7,6 +7,7 @@
 #include "launch/launch_command.h"
 #include "launch/worker_process.h"
 #include "tools/bench_comm_command.h"
+#include "tools/export_command.h"
 #include "tools/generate_command.h"
 #include "tools/pipeline_show_command.h"
 #include "train/config_command.h"
@@ -26,6 +27,7 @@ const Command kCommands[] = {
     {"launch", dtrain::launch_command, "start and supervise the workers of one node"},
     {"train", dtrain::train_command, "train as one rank of a launched job"},
     {"generate", dtrain::generate_command, "sample text from a checkpoint"},
+    {"export", dtrain::export_command, "write a checkpoint as a Hugging Face model (--format hf)"},
     {"config", dtrain::config_command, "config check: resolve and validate a config"},
     {"bench-comm", dtrain::bench_comm_command, "collective bandwidth table (run under launch)"},
     {"pipeline", dtrain::pipeline_command, "pipeline show: a schedule's timeline, bubble and activations per rank"},

@@ -5,7 +5,8 @@
 # it only checks (well under a second) and touches nothing.
 # Usage: scripts/setup.sh [--bench | --cuda]
 #   --bench  adds the peers the benchmarks compare against: PyTorch with all its dependencies in the
-#            same .venv (torchrun, FSDP2, DTensor, pipelining), DeepSpeed and OpenMPI.
+#            same .venv (torchrun, FSDP2, DTensor, pipelining), DeepSpeed and OpenMPI, and transformers for
+#            the Hugging Face test models (tests/data/hf).
 #   --cuda   adds what the CUDA build links against beyond the machine's CUDA 13 toolkit, cuDNN and
 #            NCCL: the three libraries libtorch_cuda needs that the toolkit lacks, as torch's own wheels.
 set -euo pipefail
@@ -66,6 +67,11 @@ if ((bench)) && [[ ! -d $site/deepspeed ]]; then
   echo "setup: installing DeepSpeed $deepspeed_version into $venv for the ZeRO benchmark's peer rows"
   "${pip[@]}" hjson ninja psutil py-cpuinfo pydantic msgpack einops tqdm packaging wheel
   "${pip[@]}" --no-deps --no-build-isolation "deepspeed==$deepspeed_version"
+fi
+# transformers remakes the Hugging Face test models (tests/data/hf/README.md) and checks exports by hand.
+if ((bench)) && ! installed "transformers-*"; then
+  echo "setup: installing transformers and safetensors into $venv (tests/data/hf's fixtures)"
+  "${pip[@]}" transformers safetensors
 fi
 if ((cuda)) && ! { installed "nvidia_cusparselt_cu13-*" && installed "nvidia_nvshmem_cu13-*" && installed "nvidia_cufile-*"; }; then
   echo "setup: installing cuSPARSELt, NVSHMEM and cuFile for linking libtorch_cuda"

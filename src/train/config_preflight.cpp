@@ -5,6 +5,7 @@
 #include "comm/world.h"
 #include "common/unnamed_file.h"
 #include "data/token_source.h"
+#include "hf/hf_checkpoint_reader.h"
 #include "model/parameter_shapes.h"
 #include "train/freeze_globs.h"
 #include "train/run_start.h"
@@ -29,6 +30,13 @@ void preflight_config(const TrainConfig& c) {
     }
   }
   require_resume_path(c);
+  if (!c.init_from.empty()) {
+    try {
+      HfCheckpointReader(c.init_from, c.model);  // checks every file and tensor shape, reads no weights
+    } catch (const std::runtime_error& e) {
+      throw ConfigError("model.init_from: " + std::string(e.what()));
+    }
+  }
 }
 
 TrainConfig load_run_config(const std::string& path, const std::vector<std::string>& sets, int world_size) {

@@ -8,6 +8,7 @@
 #include "common/printable.h"
 #include "common/printable_json.h"
 #include "common/range_words.h"
+#include "hf/hf_config.h"
 #include "model/mixed_precision.h"
 #include "parallel/context/context_options.h"
 #include "parallel/pipeline/schedule_kind.h"
@@ -69,8 +70,7 @@ void reject_unbuilt(const Reader& r) {
 // DeepSpeed's tuning keys that dtrain accepts and does not use (docs/config.md says what it does
 // instead): their values are checked all the same, so a mistake in one is named, not carried along.
 void check_unused_deepspeed_keys(const Reader& r) {
-  for (const char* key : {"overlap_comm", "contiguous_gradients", "reduce_scatter", "allgather_partitions", "round_robin_gradients",
-                          "stage3_gather_16bit_weights_on_model_save"})
+  for (const char* key : {"overlap_comm", "contiguous_gradients", "reduce_scatter", "allgather_partitions", "round_robin_gradients"})
     r.boolean(std::string("zero_optimization.") + key);
   r.integer("zero_optimization.allgather_bucket_size", 1);
   r.integer("zero_optimization.stage3_max_live_parameters", 0);
@@ -168,6 +168,7 @@ void split_into_shard_groups(TrainConfig& c, int size) {
 // no_shard plain data parallelism. Either may be given; both only when they agree.
 void resolve_sharding(const Reader& r, TrainConfig& c) {
   c.zero_stage = int(r.integer("zero_optimization.stage", 0, 3));
+  c.export_hf_on_save = r.boolean("zero_optimization.stage3_gather_16bit_weights_on_model_save");
   const bool strategy_set = !r.is_null("parallel.fsdp.sharding_strategy");
   const std::string strategy = strategy_set ? r.text("parallel.fsdp.sharding_strategy") : "";
   if (strategy_set) {
@@ -268,10 +269,34 @@ void resolve_precision(const Reader& r, TrainConfig& c) {
   c.grad_accum_16bit = accum != "fp32";
 }
 
+namespace {
+
+// The model of model.init_from's config.json; a shape key the config gives as well must agree with
+// it, except seq_len, which may be shorter than GPT-2's position table (and any length for Llama).
+TransformerConfig model_of_init_from(const Reader& r, const std::string& dir) {
+  HfModelShape hf;
+  try {
+    hf = read_hf_model_shape(dir);
+  } catch (const std::runtime_error& e) {
+    fail(r.origin(), "'model.init_from': " + std::string(e.what()));
+  }
+  const nlohmann::json from = to_json(hf.config);
+  for (const char* key : {"arch", "n_layer", "n_head", "n_kv_head", "d_model", "d_ff", "vocab_size", "tie_embeddings", "norm_eps", "rope_theta"}) {
+    const std::string path = std::string("model.") + key;
+    if (r.is_null(path) || r.at(path) == from[key]) continue;
+    fail(r.origin(), "'" + path + "' is " + printable_json(r.at(path)) + ", but model.init_from's " + dir + "/" + kHfConfigFile + " gives " +
+                         printable_json(from[key]) + ": the model's shape comes from the checkpoint; remove the key");
+  }
+  return hf.config;
+}
+
+}  // namespace
+
 TransformerConfig resolve_model(const Reader& r) {
   TransformerConfig m;
+  const std::string init_from = r.text("model.init_from");
   try {
-    m = model_preset(r.text("model.preset"));
+    m = init_from.empty() ? model_preset(r.text("model.preset")) : model_of_init_from(r, init_from);
   } catch (const std::invalid_argument& e) {
     fail(r.origin(), e.what());
   }

@@ -32,6 +32,7 @@ TrainConfig resolve_config(const json& user, int world_size, const std::string& 
   check_unused_deepspeed_keys(r);
 
   c.model = resolve_model(r);
+  c.init_from = r.text("model.init_from");
   c.json["model"].update(to_json(c.model));
   c.data_source = r.text("data.source");
   c.val_fraction = r.number("data.val_fraction", 0);

@@ -36,6 +36,12 @@ struct TrainConfig {
   std::vector<std::string> warnings;
 
   TransformerConfig model;
+  // model.init_from: a Hugging Face GPT-2 or Llama directory whose weights a fresh start loads
+  // (hf/hf_checkpoint_reader.h), and whose config.json gave `model` its shape.
+  std::string init_from;
+  // zero_optimization.stage3_gather_16bit_weights_on_model_save: every checkpoint is also exported
+  // as a Hugging Face model (hf/hf_export.h) into its hf/ directory, in the run's precision.
+  bool export_hf_on_save = false;
   std::string data_source;
   double val_fraction = 0.05;
   bool shuffle = true;

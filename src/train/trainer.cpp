@@ -9,6 +9,8 @@
 #include <optional>
 
 #include "ckpt/checkpoint_manager.h"
+#include "hf/hf_checkpoint_reader.h"
+#include "hf/hf_export.h"
 #include "ckpt/crash_points.h"
 #include "ckpt/durable_file.h"
 #include "comm/collectives.h"
@@ -64,6 +66,7 @@ class Trainer {
   void build_data();
   void build_model();
   void resume_or_start();
+  void init_from_hf();
   // Loads a checkpoint into the model, optimizer and progress_ (every check first).
   void read_checkpoint(const std::string& dir);
   // After read_checkpoint on rank 0 (which checked it) or here on the others: the data position and
@@ -167,6 +170,27 @@ void Trainer::continue_lineage(const std::string& resumed_from) {
   checkpoints_->set_lineage(own ? CheckpointManager::read_manifest(resumed_from).lineage : CheckpointManager::new_lineage());
 }
 
+// A fresh start with model.init_from: every rank reads its own pieces of the Hugging Face weights,
+// as it would read a checkpoint's. A resumed run continues its checkpoint instead, which already
+// started from them.
+void Trainer::init_from_hf() {
+  const auto t0 = Clock::now();
+  std::exception_ptr error;
+  try {
+    plan_.optimizer->finish_parameter_updates();  // no gather may write into what is loaded
+    HfCheckpointReader hf(c_.init_from, c_.model);
+    load_hf_parameters(hf, plan_.layout.parameters);
+    plan_.evict_offloaded();
+  } catch (...) {
+    error = std::current_exception();
+  }
+  const std::vector<int> failed = ranks_that_failed(*world_, !error, "model.init_from");
+  if (error) std::rethrow_exception(error);
+  if (!failed.empty())
+    throw std::runtime_error("rank " + std::to_string(failed.front()) + " could not read model.init_from " + c_.init_from + " (its log says why), so this rank stops too");
+  log_.info("model.init_from: loaded " + c_.init_from + " (" + c_.model.describe() + ", " + fixed(seconds_since(t0), 2) + " s)");
+}
+
 void Trainer::resume_or_start() {
   checkpoints_ = std::make_unique<CheckpointManager>(c_.checkpoint, world_->rank(),
                                                      [this](bool ok) { return ranks_that_failed(*world_, ok, "checkpoint"); });
@@ -189,6 +213,7 @@ void Trainer::resume_or_start() {
                    ? "; it was saved by a " + progress_.precision + " run, and its fp32 weights continue in " + precision_name(c_.precision)
                    : ""));
   }
+  if (from.empty() && !c_.init_from.empty()) init_from_hf();
   // The run directory's config.json says what this start did: the checkpoint it resumed, or never.
   c_.json["train"]["resume"] = from.empty() ? "never" : from;
   if (world_->rank() == 0) write_file_atomically(c_.run_dir + "/config.json", c_.json.dump(2));
@@ -234,6 +259,16 @@ void Trainer::save(int64_t step) {
       },
       [&](const std::string& tmp) { write_training_index(tmp, plan_.layout, *plan_.optimizer, c_.model); });
   log_.info("checkpoint: " + dir + " (" + fixed(seconds_since(t0), 2) + " s)" + (health.healthy ? "" : ", marked unhealthy"));
+  // DeepSpeed's stage3_gather_16bit_weights_on_model_save writes a model file beside each save; here
+  // rank 0 exports the committed checkpoint, in the run's precision, into its hf/ directory.
+  if (c_.export_hf_on_save && world_->rank() == 0) {
+    const auto t1 = Clock::now();
+    HfExportOptions options;
+    options.dtype = c_.precision;
+    export_hf_checkpoint(dir, dir + "/hf", options);
+    log_.info("checkpoint: " + dir + "/hf, a Hugging Face model (zero_optimization.stage3_gather_16bit_weights_on_model_save; " +
+              fixed(seconds_since(t1), 2) + " s)");
+  }
 }
 
 // After divergence: with train.on_divergence=rollback (and rollbacks left), reloads the newest
