@@ -52,7 +52,7 @@ inline TrainingRun train(const std::string& dir, int nproc, const std::vector<st
   for (const auto& s : sets) argv.insert(argv.end(), {"--set", s});
   std::vector<std::string> full_env = {"OMP_NUM_THREADS=1"};
   full_env.insert(full_env.end(), env.begin(), env.end());
-  TrainingRun run{run_process(argv, 180, full_env), dir, {}};
+  TrainingRun run{run_process(argv, 180, full_env), dir, {}, {}};
   std::ifstream metrics(dir + "/metrics.jsonl");
   for (std::string line; std::getline(metrics, line);) {
     auto j = nlohmann::json::parse(line);
