@@ -7,6 +7,9 @@
 #include <sstream>
 
 #include "data/pretoken_split.h"
+#include "data/text_tokenization.h"
+#include "data/token_shard_format.h"
+#include "data/token_source.h"
 #include "data/tokenizer.h"
 #include "support/scratch.h"
 
@@ -146,6 +149,49 @@ TEST(Tokenizers, Gpt2SplitLeavesTheLastSpaceOfARunToTheWordAfterIt) {
   pieces.clear();
   split_pretokens("x1234 \n\nY'S", SplitPattern::Llama3, pieces);
   EXPECT_EQ(pieces, (std::vector<std::string_view>{"x", "123", "4", " \n\n", "Y", "'S"}));
+}
+
+}  // namespace
+
+namespace {
+
+std::vector<int32_t> stream_ids(const TokenStream& tokens) {
+  std::vector<int64_t> all(size_t(tokens.size()));
+  tokens.read(0, tokens.size(), all.data());
+  return std::vector<int32_t>(all.begin(), all.end());
+}
+
+// Chunked tokenization into shards of both widths reads back, through bin:, as the reference ids of
+// the whole text: chunk boundaries change nothing for byte-level BPE.
+TEST(TokenizedCorpus, ShardsOfEitherWidthHoldTheWholeTextsIds) {
+  const std::string corpus = file_text(kFixtures + "corpus.txt");
+  const std::vector<int32_t> expected = file_ids(kFixtures + "corpus.gpt2_style.ids");
+  auto tokenizer = load_tokenizer(kFixtures + "gpt2_style.json");
+  for (const ShardFormat format : {kUint16Shard, kUint32Shard}) {
+    const std::string dir = scratch_dir("shards_" + std::to_string(format.width));
+    TokenShardWriter writer(dir, "corpus", format, 1000);
+    size_t chunks = 0, last_done = 0;
+    tokenize_text(corpus, *tokenizer, [&](const std::vector<int32_t>& ids, size_t done) {
+      EXPECT_GT(done, last_done);
+      last_done = done, ++chunks;
+      writer.write(ids);
+    }, 200);
+    EXPECT_GT(chunks, 5u);
+    EXPECT_EQ(last_done, corpus.size());
+    const std::vector<std::string> shards = writer.finish();
+    EXPECT_EQ(shards.size(), (expected.size() + 999) / 1000);
+    const TokenSource source = load_tokens("bin:" + dir + "/corpus_*.bin");
+    EXPECT_EQ(stream_ids(source.tokens), expected) << "width " << format.width;
+    EXPECT_EQ(source.tokens.max_possible_token(), format.width == 2 ? 65535 : int64_t(UINT32_MAX));
+  }
+}
+
+TEST(TokenizedCorpus, ATextSourceIsTokenizedByTheGivenTokenizer) {
+  auto tokenizer = load_tokenizer(kFixtures + "llama3_style.json");
+  const TokenSource source = load_tokens("text:" + kFixtures + "corpus.txt", tokenizer.get());
+  EXPECT_EQ(stream_ids(source.tokens), file_ids(kFixtures + "corpus.llama3_style.ids"));
+  EXPECT_NE(source.description.find("tokens by byte-level BPE"), std::string::npos) << source.description;
+  EXPECT_EQ(load_tokens("text:" + kFixtures + "corpus.txt").tokens.size(), int64_t(file_text(kFixtures + "corpus.txt").size()));
 }
 
 }  // namespace
