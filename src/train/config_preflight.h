@@ -13,6 +13,7 @@ namespace dtrain {
 // Throws ConfigError naming the key when:
 // - data.source names no corpus this host can read (an unknown scheme, a bin: glob that matches
 //   nothing, a missing or too short file): the ranks' own loading, run here once;
+// - data.tokenizer is no tokenizer file dtrain reads, or makes ids past model.vocab_size;
 // - a train.freeze glob matches no parameter of the model (its names, listed without allocating it);
 // - dist.backend names a backend this build lacks (nccl in a CPU-only build);
 // - an NVMe offload's nvme_path is missing, not a directory or not writable;

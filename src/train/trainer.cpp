@@ -115,7 +115,8 @@ void Trainer::setup_run_dir() {
 }
 
 void Trainer::build_data() {
-  TokenSource source = load_tokens(c_.data_source);
+  const std::unique_ptr<Tokenizer> tokenizer = c_.tokenizer.empty() ? nullptr : load_tokenizer(c_.tokenizer);
+  TokenSource source = load_tokens(c_.data_source, tokenizer.get());
   if (!source.warning.empty()) std::cerr << "warning: " << source.warning << "\n";
   dataset_ = std::make_shared<TokenDataset>(source.tokens, c_.model.seq_len, c_.val_fraction, c_.model.vocab_size);
   const ShuffleOrder order = resolve_shuffle_order(c_.shuffle_order, dataset_->size(Split::Train));
