@@ -5,7 +5,8 @@
 # it only checks (well under a second) and touches nothing.
 # Usage: scripts/setup.sh [--bench | --cuda]
 #   --bench  adds the peers the benchmarks compare against: PyTorch with all its dependencies in the
-#            same .venv (torchrun, FSDP2, DTensor, pipelining), DeepSpeed and OpenMPI.
+#            same .venv (torchrun, FSDP2, DTensor, pipelining), DeepSpeed, OpenMPI, and Hugging Face
+#            tokenizers and sentencepiece (which also remake the tokenizer test fixtures).
 #   --cuda   adds what the CUDA build links against beyond the machine's CUDA 13 toolkit, cuDNN and
 #            NCCL: the three libraries libtorch_cuda needs that the toolkit lacks, as torch's own wheels.
 set -euo pipefail
@@ -66,6 +67,12 @@ if ((bench)) && [[ ! -d $site/deepspeed ]]; then
   echo "setup: installing DeepSpeed $deepspeed_version into $venv for the ZeRO benchmark's peer rows"
   "${pip[@]}" hjson ninja psutil py-cpuinfo pydantic msgpack einops tqdm packaging wheel
   "${pip[@]}" --no-deps --no-build-isolation "deepspeed==$deepspeed_version"
+fi
+# The tokenizer fixtures' reference libraries (tests/data/tokenizers/make_fixtures.py) and the
+# tokenization benchmark's peer.
+if ((bench)) && ! { installed "tokenizers-0.23.3" && installed "sentencepiece-0.2.3"; }; then
+  echo "setup: installing Hugging Face tokenizers and sentencepiece into $venv for the tokenizer fixtures and benchmark"
+  "${pip[@]}" "tokenizers==0.23.3" "sentencepiece==0.2.3"
 fi
 if ((cuda)) && ! { installed "nvidia_cusparselt_cu13-*" && installed "nvidia_nvshmem_cu13-*" && installed "nvidia_cufile-*"; }; then
   echo "setup: installing cuSPARSELt, NVSHMEM and cuFile for linking libtorch_cuda"
