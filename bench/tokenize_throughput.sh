@@ -2,9 +2,8 @@
 # Tokenization throughput: `dtrain prepare` (byte-level BPE, one thread) against Hugging Face's
 # `tokenizers` (encode_batch over the same chunks, 1 thread, and 2 threads as a second peer row) on
 # the same corpora with the same tokenizer.json, trained here by `tokenizers` on the fortune files
-# (GPT-2's layout and Llama 3's, 32768 tokens each). Corpora: the fortune files repeated to ~20 MB
-# (English), and tests/data/tokenizers/corpus.txt repeated to ~8 MB (accents, CJK, emoji, whitespace
-# runs). Each side reports MB/s of encoding alone (tokenizer loaded, file read); dtrain's includes
+# (GPT-2's layout and Llama 3's, 32768 tokens each). Corpora: the fortune files (English, ~2.5 MB),
+# and tests/data/tokenizers/corpus.txt repeated to ~2 MB (accents, CJK, emoji, whitespace runs). Each side reports MB/s of encoding alone (tokenizer loaded, file read); dtrain's includes
 # writing its shards. ROUNDS rounds alternate the sides, each row's number is its best round; the ids
 # of both sides are compared (SHA-256 of the uint32 ids). Prints a table; raw output stays in
 # bench/out/tokenize_throughput/.
@@ -31,9 +30,9 @@ for f in sorted(glob.glob("/usr/share/games/fortunes/*")):
 english = "".join(texts)
 if not english:
     sys.exit("the fortunes package is missing (scripts/setup.sh installs it)")
-open(f"{out}/english.txt", "w").write(english * max(1, 20_000_000 // len(english)))
+open(f"{out}/english.txt", "w").write(english)
 multi = open("tests/data/tokenizers/corpus.txt", encoding="utf-8", newline="").read()
-open(f"{out}/multilingual.txt", "w", newline="").write(multi * (8_000_000 // len(multi)))
+open(f"{out}/multilingual.txt", "w", newline="").write(multi * (2_000_000 // len(multi)))
 llama3 = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
 for name, pre, ignore in [("gpt2", pre_tokenizers.ByteLevel(add_prefix_space=False), False),
                           ("llama3", pre_tokenizers.Sequence([pre_tokenizers.Split(Regex(llama3), "isolated"),
@@ -49,7 +48,7 @@ PY
 ids_hash() { $py -c "import array,glob,hashlib,sys
 a=array.array('I')
 for f in sorted(glob.glob(sys.argv[1])):
-    b=open(f,'rb').read()[1024:]; a.extend(array.array('H',b))
+    a.fromlist(array.array('H', open(f, 'rb').read()[1024:]).tolist())
 print(hashlib.sha256(a.tobytes()).hexdigest())" "$1"; }
 
 for round in $(seq "$rounds"); do
