@@ -10,6 +10,7 @@
 #include "tools/export_command.h"
 #include "tools/generate_command.h"
 #include "tools/pipeline_show_command.h"
+#include "tools/prepare_command.h"
 #include "train/config_command.h"
 #include "train/run_command.h"
 #include "train/train_command.h"
@@ -28,6 +29,7 @@ const Command kCommands[] = {
     {"train", dtrain::train_command, "train as one rank of a launched job"},
     {"generate", dtrain::generate_command, "sample text from a checkpoint"},
     {"export", dtrain::export_command, "write a checkpoint as a Hugging Face model (--format hf)"},
+    {"prepare", dtrain::prepare_command, "tokenize a text corpus once into token shards (bin:)"},
     {"config", dtrain::config_command, "config check: resolve and validate a config"},
     {"bench-comm", dtrain::bench_comm_command, "collective bandwidth table (run under launch)"},
     {"pipeline", dtrain::pipeline_command, "pipeline show: a schedule's timeline, bubble and activations per rank"},

@@ -5,8 +5,9 @@
 # it only checks (well under a second) and touches nothing.
 # Usage: scripts/setup.sh [--bench | --cuda]
 #   --bench  adds the peers the benchmarks compare against: PyTorch with all its dependencies in the
-#            same .venv (torchrun, FSDP2, DTensor, pipelining), DeepSpeed and OpenMPI, and transformers for
-#            the Hugging Face test models (tests/data/hf).
+#            same .venv (torchrun, FSDP2, DTensor, pipelining), DeepSpeed, OpenMPI, Hugging Face
+#            tokenizers and sentencepiece (which also remake the tokenizer test fixtures), and transformers
+#            for the Hugging Face test models (tests/data/hf).
 #   --cuda   adds what the CUDA build links against beyond the machine's CUDA 13 toolkit, cuDNN and
 #            NCCL: the three libraries libtorch_cuda needs that the toolkit lacks, as torch's own wheels.
 set -euo pipefail
@@ -28,7 +29,7 @@ case "${1:-}" in
 esac
 
 packages=(build-essential cmake python3-venv ca-certificates libgloo-dev nlohmann-json3-dev libcli11-dev
-          libgtest-dev libxxhash-dev liburing-dev fortunes-min fortunes procps)
+          libgtest-dev libxxhash-dev liburing-dev libsentencepiece-dev libicu-dev pkg-config fortunes-min fortunes procps)
 ((bench)) && packages+=(openmpi-bin libopenmpi-dev)
 
 missing=()
@@ -69,9 +70,15 @@ if ((bench)) && [[ ! -d $site/deepspeed ]]; then
   "${pip[@]}" --no-deps --no-build-isolation "deepspeed==$deepspeed_version"
 fi
 # transformers remakes the Hugging Face test models (tests/data/hf/README.md) and checks exports by hand.
-if ((bench)) && ! installed "transformers-*"; then
+if ((bench)) && ! installed "transformers-5.24.0"; then
   echo "setup: installing transformers and safetensors into $venv (tests/data/hf's fixtures)"
-  "${pip[@]}" transformers safetensors
+  "${pip[@]}" "transformers==5.24.0" "safetensors==0.8.0"
+fi
+# The tokenizer fixtures' reference libraries (tests/data/tokenizers/make_fixtures.py) and the
+# tokenization benchmark's peer.
+if ((bench)) && ! { installed "tokenizers-0.23.3" && installed "sentencepiece-0.2.3"; }; then
+  echo "setup: installing Hugging Face tokenizers and sentencepiece into $venv for the tokenizer fixtures and benchmark"
+  "${pip[@]}" "tokenizers==0.23.3" "sentencepiece==0.2.3"
 fi
 if ((cuda)) && ! { installed "nvidia_cusparselt_cu13-*" && installed "nvidia_nvshmem_cu13-*" && installed "nvidia_cufile-*"; }; then
   echo "setup: installing cuSPARSELt, NVSHMEM and cuFile for linking libtorch_cuda"

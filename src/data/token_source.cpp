@@ -15,6 +15,8 @@
 #include "common/byte_words.h"
 #include "common/printable.h"
 #include "common/regular_file.h"
+#include "data/text_tokenization.h"
+#include "data/token_shard_format.h"
 
 namespace dtrain {
 
@@ -62,7 +64,29 @@ std::string synthetic_corpus() {
   return text;
 }
 
-TokenSource load_builtin() {
+// `text`'s ids by `tokenizer`, held at the width of a shard of its vocabulary.
+TokenStream tokenized(std::string_view text, Tokenizer& tokenizer, std::string& description) {
+  const int width = shard_format_for(tokenizer.vocab_size()).width;
+  std::string held;
+  int64_t count = 0;
+  tokenize_text(text, tokenizer, [&](const std::vector<int32_t>& ids, size_t) {
+    held.resize(held.size() + ids.size() * size_t(width));
+    char* at = held.data() + size_t(count) * size_t(width);
+    for (const int32_t id : ids) {
+      const uint32_t wide = uint32_t(id);
+      const uint16_t narrow = uint16_t(id);
+      std::memcpy(at, width == 2 ? static_cast<const void*>(&narrow) : &wide, size_t(width));
+      at += width;
+    }
+    count += int64_t(ids.size());
+  });
+  description += ", " + std::to_string(count) + " tokens by " + tokenizer.description();
+  TokenStream tokens;
+  tokens.append(TokenBytes::hold(std::move(held)), 0, count, width);
+  return tokens;
+}
+
+TokenSource load_builtin(Tokenizer* tokenizer) {
   const std::string dir = builtin_corpus_dir();
   std::vector<std::string> files;
   if (DIR* d = ::opendir(dir.c_str())) {
@@ -79,7 +103,10 @@ TokenSource load_builtin() {
   }
   std::sort(files.begin(), files.end());
   if (files.empty()) {
-    TokenSource s{TokenStream::of_text(synthetic_corpus()), "built-in synthetic corpus (1 MB)",
+    std::string description = "built-in synthetic corpus (1 MB";
+    const std::string text = synthetic_corpus();
+    TokenStream tokens = tokenizer ? tokenized(text, *tokenizer, description) : TokenStream::of_text(text);
+    TokenSource s{tokens, description + ")",
                   "the fortunes package is missing (no text in " + dir +
                       "); training on a synthetic corpus instead (scripts/setup.sh installs fortunes)"};
     return s;
@@ -90,20 +117,28 @@ TokenSource load_builtin() {
     std::istringstream lines(read_file("fortune file", f));
     for (std::string line; std::getline(lines, line);) text += (line == "%" ? "" : line) + "\n";
   }
-  const std::string description = "built-in corpus (" + std::to_string(files.size()) + " fortune files, " + byte_words(text.size()) + ")";
-  return {TokenStream::of_text(std::move(text)), description, ""};
+  std::string description = "built-in corpus (" + std::to_string(files.size()) + " fortune files, " + byte_words(text.size());
+  TokenStream tokens = tokenizer ? tokenized(text, *tokenizer, description) : TokenStream::of_text(std::move(text));
+  return {tokens, description + ")", ""};
 }
 
-TokenSource load_text(const std::string& path) {
+TokenSource load_text(const std::string& path, Tokenizer* tokenizer) {
   auto text = map_file("text file", path);
   if (text->size() < 2)  // one token pair (input, target) at the least
     fail("text file '" + printable(path) + "' " + (text->size() == 0 ? "is empty" : "holds 1 byte; at least 2 are needed"));
-  TokenSource source{{}, "text file " + printable(path) + " (" + byte_words(double(text->size())) + ")", ""};
-  source.tokens.append(text, 0, int64_t(text->size()), 1);
-  return source;
+  std::string description = "text file " + printable(path) + " (" + byte_words(double(text->size()));
+  if (!tokenizer) {
+    TokenSource source{{}, description + ")", ""};
+    source.tokens.append(text, 0, int64_t(text->size()), 1);
+    return source;
+  }
+  TokenStream tokens = tokenized({reinterpret_cast<const char*>(text->data()), text->size()}, *tokenizer, description);
+  text->release(0, text->size());
+  if (tokens.size() < 2) fail("text file '" + printable(path) + "' tokenizes to " + std::to_string(tokens.size()) + " token; at least 2 are needed");
+  return {tokens, description + ")", ""};
 }
 
-// One shard: llm.c's layout (256 int32 header: magic 20240520, version 1, token count; then uint16
+// One shard: llm.c's layout (data/token_shard_format.h: a 256 int32 header, then uint16 or uint32
 // tokens) or nanoGPT's (uint16 tokens only).
 void append_shard(const std::string& path, TokenStream& out) {
   const auto bytes = map_file("shard", path);
@@ -111,19 +146,22 @@ void append_shard(const std::string& path, TokenStream& out) {
   size_t offset = 0, count = bytes->size() / 2;
   int32_t header[3] = {0, 0, 0};
   if (bytes->size() >= 1024) std::memcpy(header, bytes->data(), sizeof header);
-  if (header[0] == 20240520) {
-    if (header[1] != 1) fail(shard + " has llm.c version " + std::to_string(header[1]) + " (1 expected)");
+  const ShardFormat format = header[0] == kUint32Shard.magic ? kUint32Shard : kUint16Shard;
+  if (header[0] == format.magic) {
+    if (header[1] != format.version)
+      fail(shard + " has llm.c version " + std::to_string(header[1]) + " (" + std::to_string(format.version) + " expected)");
     // Checked before it becomes a size_t: -1 would wrap to a count whose byte size wraps past the check below.
     if (header[2] < 0) fail(shard + " is damaged: its header promises " + std::to_string(header[2]) + " tokens");
     offset = 1024;
     count = size_t(header[2]);
-    if (bytes->size() < offset + 2 * count)
+    const size_t width = size_t(format.width);
+    if (bytes->size() < offset + width * count)
       fail(shard + " is truncated: its header promises " + std::to_string(count) + " tokens, the file holds " +
-           std::to_string((bytes->size() - offset) / 2));
+           std::to_string((bytes->size() - offset) / width));
   } else if (bytes->size() % 2 != 0) {
     fail(shard + " has an odd size; uint16 tokens expected");
   }
-  out.append(bytes, offset, int64_t(count), 2);
+  out.append(bytes, offset, int64_t(count), header[0] == kUint32Shard.magic ? 4 : 2);
 }
 
 TokenSource load_bin(const std::string& pattern) {
@@ -145,9 +183,9 @@ std::string builtin_corpus_dir() {
   return dir && *dir ? dir : "/usr/share/games/fortunes";
 }
 
-TokenSource load_tokens(const std::string& source) {
-  if (source == "builtin") return load_builtin();
-  if (source.rfind("text:", 0) == 0) return load_text(source.substr(5));
+TokenSource load_tokens(const std::string& source, Tokenizer* tokenizer) {
+  if (source == "builtin") return load_builtin(tokenizer);
+  if (source.rfind("text:", 0) == 0) return load_text(source.substr(5), tokenizer);
   if (source.rfind("bin:", 0) == 0) return load_bin(source.substr(4));
   fail("\"" + printable(source) + "\" is not one of \"builtin\", \"text:PATH\", \"bin:GLOB\"");
 }

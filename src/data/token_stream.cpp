@@ -80,10 +80,16 @@ void TokenStream::read(int64_t start, int64_t count, int64_t* out) const {
     const uint8_t* p = piece->bytes->data() + piece->offset + size_t(first) * size_t(piece->width);
     if (piece->width == 1) {
       for (int64_t i = 0; i < n; ++i) out[i] = p[i];
-    } else {
+    } else if (piece->width == 2) {
       for (int64_t i = 0; i < n; ++i) {
         uint16_t token;
         std::memcpy(&token, p + 2 * i, 2);
+        out[i] = token;
+      }
+    } else {
+      for (int64_t i = 0; i < n; ++i) {
+        uint32_t token;
+        std::memcpy(&token, p + 4 * i, 4);
         out[i] = token;
       }
     }

@@ -41,13 +41,13 @@ class TokenStream {
   // A stream of `text`'s bytes, held in memory (the built-in corpus, tests).
   static TokenStream of_text(std::string text);
   // Appends `count` tokens of `width` bytes (1: a byte; 2: a uint16 in host order, as nanoGPT and
-  // llm.c write them) starting at `offset` of `bytes`.
+  // llm.c write them; 4: a uint32, llm.c's Llama 3 shards) starting at `offset` of `bytes`.
   void append(std::shared_ptr<const TokenBytes> bytes, size_t offset, int64_t count, int width);
 
   int64_t size() const { return size_; }
   // Tokens [start, start + count) into `out`.
   void read(int64_t start, int64_t count, int64_t* out) const;
-  // The largest id the pieces' widths can hold (255 or 65535): no token can exceed it.
+  // The largest id the pieces' widths can hold (255, 65535 or 2^32-1): no token can exceed it.
   int64_t max_possible_token() const;
   // The largest token, reading the whole stream once.
   int64_t max_token() const;

@@ -5,6 +5,7 @@
 #include "comm/world.h"
 #include "common/unnamed_file.h"
 #include "data/token_source.h"
+#include "data/tokenizer.h"
 #include "hf/hf_checkpoint_reader.h"
 #include "model/parameter_shapes.h"
 #include "train/freeze_globs.h"
@@ -12,12 +13,23 @@
 
 namespace dtrain {
 
+std::unique_ptr<Tokenizer> load_run_tokenizer(const TrainConfig& c) {
+  try {
+    std::unique_ptr<Tokenizer> tokenizer = load_tokenizer(c.tokenizer);
+    require_vocab_fits(*tokenizer, c.model.vocab_size, "model.vocab_size");
+    return tokenizer;
+  } catch (const std::exception& e) {
+    throw ConfigError(std::string("data.tokenizer: ") + e.what());  // the file and what is wrong with it, or the sizes
+  }
+}
+
 void preflight_config(const TrainConfig& c) {
   try {
-    load_tokens(c.data_source);  // maps files and reads their headers: cheap at any corpus size
+    load_tokens(c.data_source);  // maps files and reads their headers: cheap at any corpus size; text is not tokenized here
   } catch (const std::runtime_error& e) {
     throw ConfigError(e.what());  // it names data.source and the file
   }
+  load_run_tokenizer(c);
   if (!c.freeze.empty()) require_freeze_globs_match(c.freeze, parameter_names(c.model));
   if (const std::string missing = backend_missing_from_build(c.backend); !missing.empty()) throw ConfigError(missing);
   for (const auto& [key, offload] : {std::pair{"zero_optimization.offload_optimizer", c.offload_optimizer},

@@ -35,7 +35,7 @@ const nlohmann::json& config_defaults() {
     "model": {"preset": "demo", "arch": null, "n_layer": null, "n_head": null, "n_kv_head": null, "d_model": null,
               "d_ff": null, "seq_len": null, "vocab_size": null, "tie_embeddings": null, "norm_eps": null,
               "rope_theta": null, "init_from": ""},
-    "data": {"source": "builtin", "val_fraction": 0.05, "shuffle": true, "shuffle_order": "auto"},
+    "data": {"source": "builtin", "tokenizer": "", "val_fraction": 0.05, "shuffle": true, "shuffle_order": "auto"},
     "train": {"steps": 300, "stop_at_step": 0, "seed": 1234, "deterministic": false, "trace": false, "resume": "auto", "start_over": false, "freeze": [], "run_dir": "",
               "threads": 0, "activation_checkpointing": "none", "eval_every": 100, "eval_samples": 64, "spike_factor": 5.0, "spike_window": 50,
               "skip_spikes": false, "divergence_steps": 10, "on_divergence": "stop", "rollback_lr_factor": 0.5,

@@ -74,7 +74,8 @@ int run_command(int argc, char** argv) {
   SamplingOptions options;
   options.seed = config.seed;
   const std::string dir = resolve_checkpoint_dir(config.checkpoint_dir());
-  std::cout << "\nsample from " << printable(dir) << ":\n" << sample_text(dir, prompt, options) << "\n";
+  const std::unique_ptr<Tokenizer> tokenizer = load_run_tokenizer(config);
+  std::cout << "\nsample from " << printable(dir) << ":\n" << sample_text(dir, prompt, options, *tokenizer) << "\n";
   return 0;
 }
 

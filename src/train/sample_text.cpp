@@ -6,6 +6,7 @@
 
 #include "ckpt/checkpoint_manager.h"
 #include "common/printable.h"
+#include "common/regular_file.h"
 #include "train/training_state.h"
 
 namespace dtrain {
@@ -41,19 +42,35 @@ void check_prompt(const std::string& prompt) {
   if (prompt.empty()) throw std::invalid_argument("--prompt must hold at least one character: sampling continues a text");
 }
 
-std::string sample_text(const std::string& checkpoint_dir, const std::string& prompt, const SamplingOptions& options) {
+std::unique_ptr<Tokenizer> checkpoint_tokenizer(const std::string& checkpoint_dir, const std::string& path) {
+  if (!path.empty()) return load_tokenizer(path);
+  const FileContents config = read_regular_file(checkpoint_dir + "/config.json");
+  std::string recorded;
+  if (config.problem.empty()) {
+    const nlohmann::json recorded_config = nlohmann::json::parse(config.bytes, nullptr, false);
+    const nlohmann::json::json_pointer key("/data/tokenizer");
+    if (!recorded_config.is_discarded() && recorded_config.contains(key) && recorded_config[key].is_string())
+      recorded = recorded_config[key].get<std::string>();
+  }
+  try {
+    return load_tokenizer(recorded);
+  } catch (const std::runtime_error& e) {
+    throw std::runtime_error(std::string(e.what()) + " (the checkpoint's data.tokenizer; --tokenizer names another)");
+  }
+}
+
+std::string sample_text(const std::string& checkpoint_dir, const std::string& prompt, const SamplingOptions& options,
+                        Tokenizer& tokenizer) {
   check_prompt(prompt);
   Transformer model = load_model(checkpoint_dir);
-  std::vector<int64_t> tokens(prompt.begin(), prompt.end());
-  for (auto& t : tokens) {
-    t = static_cast<unsigned char>(t);
-    if (t >= model->config().vocab_size)
-      throw std::invalid_argument("--prompt holds byte " + std::to_string(t) + ", outside the model's vocabulary of " +
-                                  std::to_string(model->config().vocab_size) + " tokens");
-  }
-  std::string text = prompt;
-  for (int64_t t : sample_tokens(model, tokens, options)) text += t < 256 ? char(t) : '?';  // a larger token is no byte
-  return printable_lines(text);
+  require_vocab_fits(tokenizer, model->config().vocab_size, "the checkpoint's model.vocab_size");
+  std::vector<int32_t> ids;
+  tokenizer.encode(prompt, ids);
+  if (ids.empty()) throw std::invalid_argument("--prompt encodes to no token: sampling continues a text");
+  std::vector<int64_t> tokens(ids.begin(), ids.end());
+  const std::vector<int64_t> sampled = sample_tokens(model, tokens, options);
+  tokens.insert(tokens.end(), sampled.begin(), sampled.end());
+  return printable_lines(tokenizer.decode(tokens));
 }
 
 }  // namespace dtrain

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <optional>
 
 #include "common/printable.h"
@@ -35,6 +36,8 @@ TrainConfig resolve_config(const json& user, int world_size, const std::string& 
   c.init_from = r.text("model.init_from");
   c.json["model"].update(to_json(c.model));
   c.data_source = r.text("data.source");
+  c.tokenizer = r.text("data.tokenizer");
+  if (!c.tokenizer.empty()) c.json["data"]["tokenizer"] = c.tokenizer = std::filesystem::absolute(c.tokenizer).lexically_normal().string();
   c.val_fraction = r.number("data.val_fraction", 0);
   if (c.val_fraction >= 1) fail(origin, "'data.val_fraction' must be below 1");
   c.shuffle = r.boolean("data.shuffle");

@@ -43,6 +43,9 @@ struct TrainConfig {
   // as a Hugging Face model (hf/hf_export.h) into its hf/ directory, in the run's precision.
   bool export_hf_on_save = false;
   std::string data_source;
+  // data.tokenizer: a tokenizer.json or SentencePiece model the text sources are tokenized with, made
+  // absolute (the checkpoints' config.json names it for generate and export); empty: bytes are tokens.
+  std::string tokenizer;
   double val_fraction = 0.05;
   bool shuffle = true;
   // data.shuffle_order; nullopt is "auto", which the trainer resolves once it knows the training samples.

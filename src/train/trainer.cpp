@@ -20,6 +20,7 @@
 #include "data/token_source.h"
 #include "launch/host_capacity.h"
 #include "optim/lr_schedule.h"
+#include "train/config_preflight.h"
 #include "train/host_memory.h"
 #include "train/evaluation.h"
 #include "train/injected_faults.h"
@@ -118,7 +119,9 @@ void Trainer::setup_run_dir() {
 }
 
 void Trainer::build_data() {
-  TokenSource source = load_tokens(c_.data_source);
+  // `dtrain train` under a launcher has no preflight: the tokenizer is checked here as it is there.
+  const std::unique_ptr<Tokenizer> tokenizer = c_.tokenizer.empty() ? nullptr : load_run_tokenizer(c_);
+  TokenSource source = load_tokens(c_.data_source, tokenizer.get());
   if (!source.warning.empty()) std::cerr << "warning: " << source.warning << "\n";
   dataset_ = std::make_shared<TokenDataset>(source.tokens, c_.model.seq_len, c_.val_fraction, c_.model.vocab_size);
   const ShuffleOrder order = resolve_shuffle_order(c_.shuffle_order, dataset_->size(Split::Train));
