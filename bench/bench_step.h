@@ -41,8 +41,7 @@ struct BenchStep {
   // The step's end, after backward: the gradient norm, clipping and the optimizer's update.
   void update() {
     const double norm = dtrain::global_grad_norm(flat->grad());
-    if (config.gradient_clipping > 0) dtrain::clip_grads(flat->grad(), norm, config.gradient_clipping);
-    optimizer->step(flat->data(), flat->grad(), flat->decay_spans(), optimizer->base_lr());
+    optimizer->step(flat->data(), flat->grad(), flat->decay_spans(), optimizer->base_lr(), dtrain::clip_factor(norm, config.gradient_clipping));
   }
 
   const dtrain::TrainConfig& config;

@@ -16,9 +16,10 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) void update(float* 
                                                                             float* __restrict m, float* __restrict v, int64_t n,
                                                                             AdamWStep s) {
   for (int64_t i = 0; i < n; ++i) {
+    const float gi = g[i] * s.grad_scale;
     const float param = p[i] + s.decay * p[i];
-    const float mi = m[i] + s.grad_weight * (g[i] - m[i]);
-    const float vi = v[i] * s.beta2 + s.one_minus_beta2 * g[i] * g[i];
+    const float mi = m[i] + s.grad_weight * (gi - m[i]);
+    const float vi = v[i] * s.beta2 + s.one_minus_beta2 * gi * gi;
     m[i] = mi;
     v[i] = vi;
     p[i] = param + s.step_size * (mi / (std::sqrt(vi) * s.inv_sqrt_bias2 + s.eps));

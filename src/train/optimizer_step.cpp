@@ -20,8 +20,7 @@ UpdateOutcome apply_optimizer_step(ParallelPlan& plan, StabilityGuard& guard, do
   if (plan.scaler) plan.scaler->update(out.overflow);
   if (!out.overflow) out.verdict = guard.check(loss, out.grad_norm, &out.reason);
   if (!out.applied()) return out;
-  clip_grads(grads, out.grad_norm, clipping);
-  plan.optimizer->step(plan.updated_parameters(), grads, plan.decay_spans(), lr);
+  plan.optimizer->step(plan.updated_parameters(), grads, plan.decay_spans(), lr, clip_factor(out.grad_norm, clipping));
   return out;
 }
 
