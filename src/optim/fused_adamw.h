@@ -25,8 +25,9 @@ struct AdamWStep {
   float grad_scale;
 };
 
-// Updates elements [0, n) of p, m and v from g (which it only reads), split over the intra-op threads (one parallel loop
+// Updates elements [0, n) of p, m and v from g, writing 0 over each gradient once read where
+// `zero_grads` says (the next step accumulates into it), split over the intra-op threads (one parallel loop
 // for the whole range, each thread walking the decay spans inside its share).
-void fused_adamw(float* p, const float* g, float* m, float* v, int64_t n, const Spans& decay, const AdamWStep& s);
+void fused_adamw(float* p, float* g, float* m, float* v, int64_t n, const Spans& decay, const AdamWStep& s, bool zero_grads);
 
 }  // namespace dtrain

@@ -28,7 +28,7 @@ struct StageElements {
 double global_grad_norm(const at::Tensor& grads, Group* shard_group = nullptr, const SplitElements& split = {}, const StageElements& stages = {});
 
 // The factor clipping scales the gradients by: max_norm / (norm + 1e-6) when norm exceeds max_norm
-// (> 0), else 1. The optimizer applies it as it reads them (FlatOptimizer::step's grad_scale).
+// (> 0), else 1. The optimizer applies it as it reads them (GradUse::scale).
 double clip_factor(double norm, double max_norm);
 
 }  // namespace dtrain

@@ -8,8 +8,8 @@ ResidentOptimizer::ResidentOptimizer(std::unique_ptr<ElementwiseRule> rule, cons
   for (size_t i = 0; i < rule_->state_names().size(); ++i) state_.push_back(at::zeros_like(like));
 }
 
-void ResidentOptimizer::step_pieces(const std::vector<StatePiece>& pieces, double lr, double grad_scale) {
-  rule_->update(pieces, state_, ++steps_, lr, grad_scale);
+void ResidentOptimizer::step_pieces(const std::vector<StatePiece>& pieces, double lr, const GradUse& use) {
+  rule_->update(pieces, state_, ++steps_, lr, use);
 }
 
 std::map<std::string, at::Tensor> ResidentOptimizer::state() const {

@@ -18,7 +18,7 @@ class Sgd : public ElementwiseRule {
   explicit Sgd(SgdOptions options) : options_(options) {}
   std::vector<std::string> state_names() const override { return {"momentum_buffer"}; }
   void update(const std::vector<StatePiece>& pieces, const std::vector<at::Tensor>& state, int64_t step, double lr,
-              double grad_scale) override;
+              const GradUse& use) override;
   double base_lr() const override { return options_.lr; }
 
  private:

@@ -67,7 +67,7 @@ TEST(AdamW, MatchesAPerTensorReferenceIncludingDecayMask) {
       const double bc1 = 1 - std::pow(b1, step), bc2 = 1 - std::pow(b2, step);
       p.addcdiv_(m, (v.sqrt() / std::sqrt(bc2)).add_(eps), -lr / bc1);
     }
-    opt->step(flat.data(), flat.grad(), flat.decay_spans(), lr, 1.0);
+    opt->step(flat.data(), flat.grad(), flat.decay_spans(), lr, {});
   }
   for (size_t i = 0; i < named.size(); ++i)
     EXPECT_TRUE(torch::allclose(named[i].second, reference[i].second, 1e-6, 1e-7)) << named[i].first;
@@ -94,8 +94,8 @@ TEST(AdamW, TheFusedPassAndAtenOperationsUpdateAlike) {
   auto a = make_flat_optimizer(spec, fused), b = make_flat_optimizer(spec, fused);
   for (int step = 0; step < 3; ++step) {
     const at::Tensor g = torch::randn({n});
-    a->step(fused, g, decay, 0.01, 1.0);
-    b->step(strided, g, decay, 0.01, 1.0);
+    a->step(fused, g, decay, 0.01, {});
+    b->step(strided, g, decay, 0.01, {});
   }
   EXPECT_TRUE(torch::allclose(fused, strided, 1e-6, 1e-7)) << (fused - strided).abs().max().item<double>();
   EXPECT_FALSE(torch::equal(fused, start));
@@ -114,11 +114,11 @@ TEST(ElementwiseOptimizer, PiecesWithTheirStateAnywhereUpdateLikeTheWhole) {
     auto a_opt = make_flat_optimizer(spec, whole), b_opt = make_flat_optimizer(spec, pieces);
     for (int step = 0; step < 3; ++step) {
       const at::Tensor g = torch::randn({n});
-      a_opt->step(whole, g, decay, 0.01, 1.0);
+      a_opt->step(whole, g, decay, 0.01, {});
       // The first a elements keep their state at the end, the rest at the start: a rotation.
       b_opt->step_pieces({{pieces.narrow(0, 0, a), g.narrow(0, 0, a), spans_within(decay, 0, a), n - a},
                           {pieces.narrow(0, a, n - a), g.narrow(0, a, n - a), spans_within(decay, a, n - a), 0}},
-                         0.01, 1.0);
+                         0.01, {});
     }
     EXPECT_TRUE(torch::equal(whole, pieces)) << spec.dump();
     for (const auto& [name, t] : a_opt->state()) {
@@ -148,7 +148,7 @@ TEST(Sgd, MomentumAndNesterovMatchTheReference) {
       auto g = torch::tensor({0.5 * (step + 1), -1.0});
       buf = step == 0 ? g.clone() : buf * 0.9 + g;
       ref -= 0.1 * (nesterov ? g + 0.9 * buf : buf);
-      opt->step(p, g, Spans{{0, 2}}, 0.1, 1.0);
+      opt->step(p, g, Spans{{0, 2}}, 0.1, {});
     }
     EXPECT_TRUE(torch::allclose(p, ref, 1e-6, 1e-7)) << "nesterov=" << nesterov;
   }
@@ -173,7 +173,7 @@ TEST(FlatOptimizer, BadParamsNameTheKey) {
 TEST(OptimizerState, RoundTripsAndRejectsAnotherModelSize) {
   auto p = torch::randn({6});
   auto opt = make_flat_optimizer({{"type", "AdamW"}}, p);
-  opt->step(p, torch::ones({6}), Spans{{0, 6}}, 0.1, 1.0);
+  opt->step(p, torch::ones({6}), Spans{{0, 6}}, 0.1, {});
   auto restored = make_flat_optimizer({{"type", "AdamW"}}, p);
   restored->load_state(opt->state());
   EXPECT_TRUE(torch::equal(restored->state().at("exp_avg"), opt->state().at("exp_avg")));
@@ -282,13 +282,43 @@ TEST(GradClip, TheFactorAppliedInTheUpdateMatchesClippingFirst) {
       for (double factor : factors) {
         const at::Tensor g = torch::randn({n});
         at::Tensor clipped = g.clone().mul_(factor);
-        a->step(folded, g.clone(), decay, 0.01, factor);
-        b->step(clipped_first, clipped, decay, 0.01, 1.0);
-        c->step(unclipped, g.clone(), decay, 0.01, 1.0);
+        a->step(folded, g.clone(), decay, 0.01, {factor});
+        b->step(clipped_first, clipped, decay, 0.01, {});
+        c->step(unclipped, g.clone(), decay, 0.01, {});
       }
       const std::string what = spec.dump() + (contiguous ? " fused" : " ATen");
       EXPECT_TRUE(torch::equal(folded, clipped_first)) << what << ": " << (folded - clipped_first).abs().max().item<double>();
       for (const auto& [name, t] : a->state()) EXPECT_TRUE(torch::equal(t, b->state().at(name))) << what << " " << name;
       EXPECT_FALSE(torch::equal(folded, unclipped)) << what;
+    }
+}
+
+// An update asked to leave the gradients zero updates exactly as one that is not (the fused pass
+// writes each 0 after reading it; ATen's path and SGD zero in a pass after), on every path, and
+// zeroes the pieces' gradients only: a ZeRO rank's other elements are another rank's to clear.
+TEST(ElementwiseOptimizer, ZeroingTheGradientsInTheUpdateChangesNothingElse) {
+  const int64_t n = (1 << 16) + 999, a = 3001;
+  const Spans decay = {{0, 1000}, {5000, n - 6000}};
+  for (const nlohmann::json& spec : {nlohmann::json{{"type", "AdamW"}, {"params", {{"lr", 0.01}, {"weight_decay", 0.1}}}},
+                                     nlohmann::json{{"type", "SGD"}, {"params", {{"momentum", 0.9}, {"weight_decay", 0.1}}}}})
+    for (const bool contiguous : {true, false}) {
+      torch::manual_seed(41);
+      const at::Tensor start = torch::randn({n});
+      auto laid_out = [&](const at::Tensor& t) {
+        return contiguous ? t.clone() : torch::zeros({2 * n}).slice(0, 0, 2 * n, 2).copy_(t);
+      };
+      at::Tensor zeroing = laid_out(start), kept = laid_out(start);
+      auto z = make_flat_optimizer(spec, start), k = make_flat_optimizer(spec, start);
+      const std::string what = spec.dump() + (contiguous ? " fused" : " ATen");
+      for (double factor : {0.5, 1.0}) {
+        const at::Tensor g = torch::randn({n});
+        at::Tensor zeroed = laid_out(g);
+        z->step_pieces({{zeroing.narrow(0, a, n - a), zeroed.narrow(0, a, n - a), spans_within(decay, a, n - a), a}}, 0.01, {factor, true});
+        k->step_pieces({{kept.narrow(0, a, n - a), laid_out(g).narrow(0, a, n - a), spans_within(decay, a, n - a), a}}, 0.01, {factor});
+        EXPECT_TRUE(torch::equal(zeroed.narrow(0, 0, a), g.narrow(0, 0, a))) << what << ": outside the piece";
+        EXPECT_EQ(torch::count_nonzero(zeroed.narrow(0, a, n - a)).item<int64_t>(), 0) << what;
+      }
+      EXPECT_TRUE(torch::equal(zeroing, kept)) << what;
+      for (const auto& [name, t] : z->state()) EXPECT_TRUE(torch::equal(t, k->state().at(name))) << what << " " << name;
     }
 }
