@@ -24,7 +24,8 @@ bool fusable(std::initializer_list<at::Tensor> tensors) {
 }
 }  // namespace
 
-void AdamW::update(const std::vector<StatePiece>& pieces, const std::vector<at::Tensor>& state, int64_t step, double lr, const GradUse& use) {
+void AdamW::update(const std::vector<StatePiece>& pieces, const std::vector<at::Tensor>& state, int64_t step, double lr,
+                   const GradUse& use) {
   at::NoGradGuard no_grad;
   const double bias1 = 1 - std::pow(options_.beta1, double(step));
   const double bias2 = 1 - std::pow(options_.beta2, double(step));

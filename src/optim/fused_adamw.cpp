@@ -28,8 +28,9 @@ __attribute__((always_inline)) inline void update_body(float* __restrict p, floa
   }
 }
 
-__attribute__((target_clones("avx512f", "avx2", "default"))) void update(float* __restrict p, float* __restrict g, float* __restrict m, float* __restrict v,
-                                                                            int64_t n, AdamWStep s) {
+__attribute__((target_clones("avx512f", "avx2", "default"))) void update(float* __restrict p, float* __restrict g,
+                                                                            float* __restrict m, float* __restrict v, int64_t n,
+                                                                            AdamWStep s) {
   update_body<false>(p, g, m, v, n, s);
 }
 
