@@ -38,11 +38,12 @@ struct BenchStep {
     targets = at::randint(config.model.vocab_size, {config.micro_batch, config.model.seq_len}, opts);
   }
 
-  // The step's end, after backward: the gradient norm, clipping and the optimizer's update.
+  // The step's end, after backward: the gradient norm, and the optimizer's update, which clips the
+  // gradients and leaves them zero for the next step, as the trainer's does under data parallelism.
   void update() {
     const double norm = dtrain::global_grad_norm(flat->grad());
-    if (config.gradient_clipping > 0) dtrain::clip_grads(flat->grad(), norm, config.gradient_clipping);
-    optimizer->step(flat->data(), flat->grad(), flat->decay_spans(), optimizer->base_lr());
+    optimizer->step(flat->data(), flat->grad(), flat->decay_spans(), optimizer->base_lr(),
+                    {dtrain::clip_factor(norm, config.gradient_clipping), /*zero_after=*/true});
   }
 
   const dtrain::TrainConfig& config;

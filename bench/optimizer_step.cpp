@@ -43,7 +43,7 @@ int main(int argc, char** argv) {
   std::vector<double> ms;
   for (int i = 0; i < steps + 2; ++i) {
     const auto t0 = std::chrono::steady_clock::now();
-    optimizer->step(flat.data(), flat.grad(), flat.decay_spans(), 1e-3);
+    optimizer->step(flat.data(), flat.grad(), flat.decay_spans(), 1e-3, {});
     if (i >= 2) ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
   }
   std::sort(ms.begin(), ms.end());

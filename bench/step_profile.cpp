@@ -1,12 +1,13 @@
-// Where a training step's time goes, by kind of work: ATen's profiler records every operator of a
-// step (the trainer's: zeroed flat gradients, the working copies refreshed, forward, loss, backward,
-// clipping and the optimizer's update, without data loading or logging), each operator's self time
-// (its time less that of the operators it calls) is given to a kind, and the kinds are summed over
-// the profiled steps. An operator inside attention, a norm, the loss or a GEMM belongs to that kind
-// whatever it is (the copies a GEMM makes of its operands are the GEMM's); elsewhere casts, adds and
-// sums are told apart by name and shapes. Time on the step's thread outside any operator (autograd's
-// engine, the model's own code) is "outside operators". The GEMM rate is the model's matmul FLOPs
-// (TransformerConfig::train_flops_per_token) over the time of the GEMM and attention kinds.
+// Where a training step's time goes, by kind of work: ATen's profiler records every operator of a step
+// (the trainer's: the working copies refreshed, forward, loss, backward, the gradient norm and the
+// optimizer's update, which clips the gradients and zeroes them for the next step, without data
+// loading or logging), each operator's self time (its time less that of the operators it calls) is
+// given to a kind, and the kinds are summed over the profiled steps. An operator inside attention, a
+// norm, the loss or a GEMM belongs to that kind whatever it is (the copies a GEMM makes of its
+// operands are the GEMM's); elsewhere casts, adds and sums are told apart by name and shapes. Time on
+// the step's thread outside any operator (autograd's engine, the model's own code) is "outside
+// operators". The GEMM rate is the model's matmul FLOPs (TransformerConfig::train_flops_per_token)
+// over the time of the GEMM and attention kinds.
 // Usage: build/bench_step_profile [--config bench/gpt_bench.json] [--precision bf16] [--threads 2]
 //        [--steps 6] [--warmup 3] [--by-shape]
 #include <CLI/CLI.hpp>
@@ -129,10 +130,6 @@ int main(int argc, char** argv) {
 
   auto step = [&] {
     RECORD_USER_SCOPE("dtrain::step");
-    {
-      RECORD_USER_SCOPE("dtrain::optimizer");
-      bench.flat->zero_grad();
-    }
     {
       RECORD_USER_SCOPE("dtrain::refresh_working_copy");
       model->refresh_working_copy();

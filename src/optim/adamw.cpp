@@ -24,7 +24,8 @@ bool fusable(std::initializer_list<at::Tensor> tensors) {
 }
 }  // namespace
 
-void AdamW::update(const std::vector<StatePiece>& pieces, const std::vector<at::Tensor>& state, int64_t step, double lr) {
+void AdamW::update(const std::vector<StatePiece>& pieces, const std::vector<at::Tensor>& state, int64_t step, double lr,
+                   const GradUse& use) {
   at::NoGradGuard no_grad;
   const double bias1 = 1 - std::pow(options_.beta1, double(step));
   const double bias2 = 1 - std::pow(options_.beta2, double(step));
@@ -33,9 +34,10 @@ void AdamW::update(const std::vector<StatePiece>& pieces, const std::vector<at::
     const int64_t n = params.numel();
     at::Tensor m = state[0].narrow(0, p.state_offset, n), v = state[1].narrow(0, p.state_offset, n);
     if (fusable({params, p.grads, m, v})) {
-      update_fused(params, p.grads, m, v, p.decay, bias1, bias2, lr);
+      update_fused(params, p.grads, m, v, p.decay, bias1, bias2, lr, use);
       continue;
     }
+    if (use.scale != 1) p.grads.mul_(use.scale);
     if (!denom_.defined() || denom_.numel() < std::min(n, kDenomChunk)) denom_ = at::empty({std::min(n, kDenomChunk)}, params.options());
     if (options_.weight_decay != 0)
       for (const Span& s : p.decay) {
@@ -50,20 +52,23 @@ void AdamW::update(const std::vector<StatePiece>& pieces, const std::vector<at::
       at::sqrt_out(denom, v.narrow(0, from, len)).mul_(1.0 / std::sqrt(bias2)).add_(options_.eps);
       params.narrow(0, from, len).addcdiv_(m.narrow(0, from, len), denom, -lr / bias1);
     }
+    if (use.zero_after) p.grads.zero_();
   }
 }
 
-// One fused pass over the piece, weight decay where its spans say.
+// One fused pass over the piece, weight decay where its spans say, each gradient scaled (and zeroed) as it is read.
 void AdamW::update_fused(at::Tensor& params, const at::Tensor& grads, at::Tensor& m, at::Tensor& v, const Spans& decay, double bias1,
-                         double bias2, double lr) {
+                         double bias2, double lr, const GradUse& use) {
   const AdamWStep s{float(-lr * options_.weight_decay),
               float(1 - options_.beta1),
               float(options_.beta2),
               float(1 - options_.beta2),
               float(1 / std::sqrt(bias2)),
               float(options_.eps),
-              float(-lr / bias1)};
-  fused_adamw(params.data_ptr<float>(), grads.data_ptr<float>(), m.data_ptr<float>(), v.data_ptr<float>(), params.numel(), decay, s);
+              float(-lr / bias1),
+              float(use.scale)};
+  fused_adamw(params.data_ptr<float>(), grads.data_ptr<float>(), m.data_ptr<float>(), v.data_ptr<float>(), params.numel(), decay, s,
+              use.zero_after);
 }
 
 }  // namespace dtrain

@@ -17,11 +17,19 @@
 
 namespace dtrain {
 
+// What an update does with the gradients it reads besides using them. Where the update is one fused
+// pass, both happen as it reads each gradient; elsewhere the gradients are scaled in place first, as
+// clipping on its own would, and zeroed in a pass after.
+struct GradUse {
+  double scale = 1;         // each gradient times this (the clipping factor)
+  bool zero_after = false;  // leave them zero, for the next step to accumulate into
+};
+
 class FlatOptimizer {
  public:
   virtual ~FlatOptimizer() = default;
-  // One update of `params` from `grads` at learning rate `lr`.
-  virtual void step(at::Tensor& params, const at::Tensor& grads, const Spans& decay, double lr) = 0;
+  // One update of `params` from `grads` at learning rate `lr`, the gradients used as `use` says.
+  virtual void step(at::Tensor& params, const at::Tensor& grads, const Spans& decay, double lr, const GradUse& use) = 0;
   // After this every rank's parameters hold the last update whole (ZeRO's all-gathers of the updated
   // pieces may otherwise still be running into them while the next forward pass starts).
   virtual void finish_parameter_updates() {}
@@ -57,10 +65,10 @@ struct StatePiece {
 // scattered pieces a rank owns, one step counted for all of them.
 class ElementwiseOptimizer : public FlatOptimizer {
  public:
-  void step(at::Tensor& params, const at::Tensor& grads, const Spans& decay, double lr) final {
-    step_pieces({{params, grads, decay, 0}}, lr);
+  void step(at::Tensor& params, const at::Tensor& grads, const Spans& decay, double lr, const GradUse& use) final {
+    step_pieces({{params, grads, decay, 0}}, lr, use);
   }
-  virtual void step_pieces(const std::vector<StatePiece>& pieces, double lr) = 0;
+  virtual void step_pieces(const std::vector<StatePiece>& pieces, double lr, const GradUse& use) = 0;
 };
 
 // The arithmetic of an elementwise optimizer, apart from where its state lives: in memory
@@ -71,8 +79,9 @@ class ElementwiseRule {
   // The flat state tensors the rule keeps, one value per element each ("exp_avg", "exp_avg_sq").
   virtual std::vector<std::string> state_names() const = 0;
   // Step number `step` (1 for the first) of `pieces`, whose state_offset index `state` (tensors in
-  // state_names()' order).
-  virtual void update(const std::vector<StatePiece>& pieces, const std::vector<at::Tensor>& state, int64_t step, double lr) = 0;
+  // state_names()' order), their gradients used as `use` says.
+  virtual void update(const std::vector<StatePiece>& pieces, const std::vector<at::Tensor>& state, int64_t step, double lr,
+                      const GradUse& use) = 0;
   virtual double base_lr() const = 0;
   // Bytes of scratch the update keeps between steps.
   virtual int64_t scratch_bytes() const { return 0; }

@@ -19,10 +19,15 @@ struct AdamWStep {
   float inv_sqrt_bias2;    // 1 / sqrt(1 - beta2^step)
   float eps;
   float step_size;         // -lr / (1 - beta1^step)
+  // Each gradient times this as it is read (the clipping factor; 1 for none). In fp32, as ATen's
+  // in-place multiplication of an fp32 buffer by a scalar rounds, so the update is bit for bit that
+  // of a separate clipping pass followed by the unscaled update.
+  float grad_scale;
 };
 
-// Updates elements [0, n) of p, m and v from g, split over the intra-op threads (one parallel loop
+// Updates elements [0, n) of p, m and v from g, writing 0 over each gradient once read where
+// `zero_grads` says (the next step accumulates into it), split over the intra-op threads (one parallel loop
 // for the whole range, each thread walking the decay spans inside its share).
-void fused_adamw(float* p, const float* g, float* m, float* v, int64_t n, const Spans& decay, const AdamWStep& s);
+void fused_adamw(float* p, float* g, float* m, float* v, int64_t n, const Spans& decay, const AdamWStep& s, bool zero_grads);
 
 }  // namespace dtrain

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "comm/collectives.h"
+#include "optim/fused_squares.h"
 
 namespace dtrain {
 
@@ -13,11 +14,17 @@ namespace {
 at::Tensor squares(const at::Tensor& grads, int64_t from, int64_t to, const Spans& excluded = {}) {
   at::Tensor sum = at::zeros({1}, grads.options().dtype(at::kDouble));
   int64_t next = from;
-  // Squares summed in fp64, a run of elements at a time: an fp32 norm of a whole buffer is off by
-  // ~1e-5 of itself at 10^5 elements (every layout's clipping factor would carry its own error),
-  // while an fp64 copy of the whole buffer would cost twice its memory.
+  // Squares summed in fp64: an fp32 norm of a whole buffer is off by ~1e-5 of itself at 10^5
+  // elements (every layout's clipping factor would carry its own error). Contiguous fp32 on the CPU
+  // takes one read pass (optim/fused_squares.h); elsewhere ATen's operations take a run of elements
+  // at a time, since an fp64 copy of the whole buffer would cost twice its memory.
+  const bool fused = grads.dim() == 1 && grads.is_cpu() && grads.scalar_type() == at::kFloat && grads.is_contiguous();
   constexpr int64_t kRun = int64_t(1) << 20;
   auto add = [&](int64_t a, int64_t b) {
+    if (fused) {
+      if (a < b) sum += fused_sum_of_squares(grads.const_data_ptr<float>() + a, b - a);
+      return;
+    }
     for (int64_t from = a; from < b; from += kRun)
       sum += grads.narrow(0, from, std::min(kRun, b - from)).to(at::kDouble).square().sum().reshape({1});
   };
@@ -58,12 +65,9 @@ double global_grad_norm(const at::Tensor& grads, Group* shard_group, const Split
   return std::sqrt(sq.item<double>());
 }
 
-double clip_grads(at::Tensor& grads, double norm, double max_norm) {
+double clip_factor(double norm, double max_norm) {
   if (max_norm <= 0 || !(norm > max_norm)) return 1.0;
-  const double factor = max_norm / (norm + 1e-6);
-  at::NoGradGuard no_grad;
-  grads.mul_(factor);
-  return factor;
+  return max_norm / (norm + 1e-6);
 }
 
 }  // namespace dtrain

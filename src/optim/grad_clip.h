@@ -27,7 +27,8 @@ struct StageElements {
 // whole model; the squares of `split` elements are summed across its group first.
 double global_grad_norm(const at::Tensor& grads, Group* shard_group = nullptr, const SplitElements& split = {}, const StageElements& stages = {});
 
-// Scales `grads` by max_norm / (norm + 1e-6) when norm exceeds max_norm (> 0). Returns the factor.
-double clip_grads(at::Tensor& grads, double norm, double max_norm);
+// The factor clipping scales the gradients by: max_norm / (norm + 1e-6) when norm exceeds max_norm
+// (> 0), else 1. The optimizer applies it as it reads them (GradUse::scale).
+double clip_factor(double norm, double max_norm);
 
 }  // namespace dtrain

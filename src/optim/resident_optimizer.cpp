@@ -8,7 +8,9 @@ ResidentOptimizer::ResidentOptimizer(std::unique_ptr<ElementwiseRule> rule, cons
   for (size_t i = 0; i < rule_->state_names().size(); ++i) state_.push_back(at::zeros_like(like));
 }
 
-void ResidentOptimizer::step_pieces(const std::vector<StatePiece>& pieces, double lr) { rule_->update(pieces, state_, ++steps_, lr); }
+void ResidentOptimizer::step_pieces(const std::vector<StatePiece>& pieces, double lr, const GradUse& use) {
+  rule_->update(pieces, state_, ++steps_, lr, use);
+}
 
 std::map<std::string, at::Tensor> ResidentOptimizer::state() const {
   std::map<std::string, at::Tensor> out = {{"step", at::scalar_tensor(steps_, at::kLong)}};

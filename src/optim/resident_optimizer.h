@@ -10,7 +10,7 @@ namespace dtrain {
 class ResidentOptimizer : public ElementwiseOptimizer {
  public:
   ResidentOptimizer(std::unique_ptr<ElementwiseRule> rule, const at::Tensor& like);
-  void step_pieces(const std::vector<StatePiece>& pieces, double lr) override;
+  void step_pieces(const std::vector<StatePiece>& pieces, double lr, const GradUse& use) override;
   std::map<std::string, at::Tensor> state() const override;
   void load_state(const std::map<std::string, at::Tensor>& state) override;
   double base_lr() const override { return rule_->base_lr(); }

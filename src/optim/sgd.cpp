@@ -4,11 +4,12 @@
 
 namespace dtrain {
 
-void Sgd::update(const std::vector<StatePiece>& pieces, const std::vector<at::Tensor>& state, int64_t step, double lr) {
+void Sgd::update(const std::vector<StatePiece>& pieces, const std::vector<at::Tensor>& state, int64_t step, double lr, const GradUse& use) {
   at::NoGradGuard no_grad;
   for (const auto& p : pieces) {
     at::Tensor params = p.params;
     at::Tensor d = p.grads;
+    if (use.scale != 1) d.mul_(use.scale);
     if (options_.weight_decay != 0 && !p.decay.empty()) {
       d = p.grads.clone();
       for (const Span& s : p.decay) d.narrow(0, s.offset, s.numel).add_(params.narrow(0, s.offset, s.numel), options_.weight_decay);
@@ -20,6 +21,7 @@ void Sgd::update(const std::vector<StatePiece>& pieces, const std::vector<at::Te
       d = options_.nesterov ? d.add(buf, options_.momentum) : buf;
     }
     params.add_(d, -lr);
+    if (use.zero_after) p.grads.zero_();
   }
 }
 

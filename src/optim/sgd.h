@@ -17,7 +17,8 @@ class Sgd : public ElementwiseRule {
  public:
   explicit Sgd(SgdOptions options) : options_(options) {}
   std::vector<std::string> state_names() const override { return {"momentum_buffer"}; }
-  void update(const std::vector<StatePiece>& pieces, const std::vector<at::Tensor>& state, int64_t step, double lr) override;
+  void update(const std::vector<StatePiece>& pieces, const std::vector<at::Tensor>& state, int64_t step, double lr,
+              const GradUse& use) override;
   double base_lr() const override { return options_.lr; }
 
  private:

@@ -20,8 +20,11 @@ UpdateOutcome apply_optimizer_step(ParallelPlan& plan, StabilityGuard& guard, do
   if (plan.scaler) plan.scaler->update(out.overflow);
   if (!out.overflow) out.verdict = guard.check(loss, out.grad_norm, &out.reason);
   if (!out.applied()) return out;
-  clip_grads(grads, out.grad_norm, clipping);
-  plan.optimizer->step(plan.updated_parameters(), grads, plan.decay_spans(), lr);
+  // The update clips the gradients as it reads them and, where the next step would only zero them,
+  // zeroes them once read.
+  const GradUse use{clip_factor(out.grad_norm, clipping), plan.grad_sync->zeroes_grads_only()};
+  plan.optimizer->step(plan.updated_parameters(), grads, plan.decay_spans(), lr, use);
+  if (use.zero_after) plan.grad_sync->grads_left_zero();
   return out;
 }
 

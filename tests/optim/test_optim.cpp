@@ -6,6 +6,7 @@
 
 #include "optim/flat_optimizer.h"
 #include "optim/flat_parameters.h"
+#include "optim/fused_squares.h"
 #include "optim/grad_clip.h"
 #include "optim/lr_schedule.h"
 
@@ -66,7 +67,7 @@ TEST(AdamW, MatchesAPerTensorReferenceIncludingDecayMask) {
       const double bc1 = 1 - std::pow(b1, step), bc2 = 1 - std::pow(b2, step);
       p.addcdiv_(m, (v.sqrt() / std::sqrt(bc2)).add_(eps), -lr / bc1);
     }
-    opt->step(flat.data(), flat.grad(), flat.decay_spans(), lr);
+    opt->step(flat.data(), flat.grad(), flat.decay_spans(), lr, {});
   }
   for (size_t i = 0; i < named.size(); ++i)
     EXPECT_TRUE(torch::allclose(named[i].second, reference[i].second, 1e-6, 1e-7)) << named[i].first;
@@ -93,8 +94,8 @@ TEST(AdamW, TheFusedPassAndAtenOperationsUpdateAlike) {
   auto a = make_flat_optimizer(spec, fused), b = make_flat_optimizer(spec, fused);
   for (int step = 0; step < 3; ++step) {
     const at::Tensor g = torch::randn({n});
-    a->step(fused, g, decay, 0.01);
-    b->step(strided, g, decay, 0.01);
+    a->step(fused, g, decay, 0.01, {});
+    b->step(strided, g, decay, 0.01, {});
   }
   EXPECT_TRUE(torch::allclose(fused, strided, 1e-6, 1e-7)) << (fused - strided).abs().max().item<double>();
   EXPECT_FALSE(torch::equal(fused, start));
@@ -113,11 +114,11 @@ TEST(ElementwiseOptimizer, PiecesWithTheirStateAnywhereUpdateLikeTheWhole) {
     auto a_opt = make_flat_optimizer(spec, whole), b_opt = make_flat_optimizer(spec, pieces);
     for (int step = 0; step < 3; ++step) {
       const at::Tensor g = torch::randn({n});
-      a_opt->step(whole, g, decay, 0.01);
+      a_opt->step(whole, g, decay, 0.01, {});
       // The first a elements keep their state at the end, the rest at the start: a rotation.
       b_opt->step_pieces({{pieces.narrow(0, 0, a), g.narrow(0, 0, a), spans_within(decay, 0, a), n - a},
                           {pieces.narrow(0, a, n - a), g.narrow(0, a, n - a), spans_within(decay, a, n - a), 0}},
-                         0.01);
+                         0.01, {});
     }
     EXPECT_TRUE(torch::equal(whole, pieces)) << spec.dump();
     for (const auto& [name, t] : a_opt->state()) {
@@ -147,7 +148,7 @@ TEST(Sgd, MomentumAndNesterovMatchTheReference) {
       auto g = torch::tensor({0.5 * (step + 1), -1.0});
       buf = step == 0 ? g.clone() : buf * 0.9 + g;
       ref -= 0.1 * (nesterov ? g + 0.9 * buf : buf);
-      opt->step(p, g, Spans{{0, 2}}, 0.1);
+      opt->step(p, g, Spans{{0, 2}}, 0.1, {});
     }
     EXPECT_TRUE(torch::allclose(p, ref, 1e-6, 1e-7)) << "nesterov=" << nesterov;
   }
@@ -172,7 +173,7 @@ TEST(FlatOptimizer, BadParamsNameTheKey) {
 TEST(OptimizerState, RoundTripsAndRejectsAnotherModelSize) {
   auto p = torch::randn({6});
   auto opt = make_flat_optimizer({{"type", "AdamW"}}, p);
-  opt->step(p, torch::ones({6}), Spans{{0, 6}}, 0.1);
+  opt->step(p, torch::ones({6}), Spans{{0, 6}}, 0.1, {});
   auto restored = make_flat_optimizer({{"type", "AdamW"}}, p);
   restored->load_state(opt->state());
   EXPECT_TRUE(torch::equal(restored->state().at("exp_avg"), opt->state().at("exp_avg")));
@@ -224,11 +225,100 @@ TEST(LrSchedule, DeepSpeedSchedulesFollowTheirFormulas) {
 }
 
 TEST(GradClip, NormMatchesADirectComputationAndClipsToMax) {
-  auto g = torch::tensor({3.0f, 4.0f, 0.0f, 12.0f});
-  const double norm = global_grad_norm(g);
-  EXPECT_NEAR(norm, 13.0, 1e-6);
-  const double factor = clip_grads(g, norm, 1.3);
-  EXPECT_NEAR(factor, 1.3 / (13.0 + 1e-6), 1e-9);
-  EXPECT_NEAR(g.norm().item<double>(), 1.3, 1e-5);
-  EXPECT_EQ(clip_grads(g, 1.3, 0), 1.0);  // gradient_clipping 0 disables it
+  const auto g = torch::tensor({3.0f, 4.0f, 0.0f, 12.0f});
+  EXPECT_NEAR(global_grad_norm(g), 13.0, 1e-12);
+  EXPECT_NEAR(clip_factor(13.0, 1.3), 1.3 / (13.0 + 1e-6), 1e-15);
+  EXPECT_EQ(clip_factor(1.2, 1.3), 1.0);  // within the bound: unclipped
+  EXPECT_EQ(clip_factor(13.0, 0), 1.0);   // gradient_clipping 0 disables it
+}
+
+// The one-pass fp64 norm of contiguous CPU fp32 and ATen's (reached through a strided view of the
+// same values) against a long double sum, with a run of elements left out. Both sum exact squares
+// of fp32 values in fp64, in other orders: the one pass adds at most ~4.1e3 terms in a chain (a
+// lane's 4096 of a block, the 16 lanes, the blocks), so its relative error is below
+// 4.1e3 · 2^-53 ≈ 4.6e-13; 1e-12 is asked of both. Its bits do not depend on the thread count.
+TEST(GradClip, TheOnePassNormMatchesAtenAndALongDoubleSum) {
+  const int64_t n = 3 * (int64_t(1) << 16) + 12345;  // blocks and a tail that is no multiple of the lanes
+  torch::manual_seed(21);
+  const at::Tensor g = torch::randn({n}) * torch::rand({n}).mul_(8).exp_();  // magnitudes over ~3 decades
+  at::Tensor strided_storage = torch::zeros({2 * n});
+  at::Tensor strided = strided_storage.slice(0, 0, 2 * n, 2);
+  strided.copy_(g);
+  const StageElements stages{Spans{{1000, 5000}, {n - 7, 3}}, nullptr};
+  long double sum = 0;
+  const float* x = g.const_data_ptr<float>();
+  for (int64_t i = 0; i < n; ++i)
+    if (!(i >= 1000 && i < 6000) && !(i >= n - 7 && i < n - 4)) sum += (long double)x[i] * x[i];
+  const double expected = std::sqrt(double(sum));
+  const double fused = global_grad_norm(g, nullptr, {}, stages), aten = global_grad_norm(strided, nullptr, {}, stages);
+  EXPECT_NEAR(fused, expected, 1e-12 * expected);
+  EXPECT_NEAR(aten, expected, 1e-12 * expected);
+  EXPECT_NEAR(fused_sum_of_squares(x + 5, 17), double(g.narrow(0, 5, 17).to(at::kDouble).square().sum().item<double>()), 1e-9);
+  const int threads = at::get_num_threads();
+  at::set_num_threads(1);
+  const double one_thread = global_grad_norm(g, nullptr, {}, stages);
+  at::set_num_threads(threads);
+  EXPECT_EQ(one_thread, fused);
+}
+
+// The clipping factor applied as AdamW's fused pass reads each gradient rounds as clipping the
+// buffer first (an fp32 product each way), so the update is the same bit for bit; ATen's path and
+// SGD scale the gradients in place first. A factor that changes from step to step, as a norm's does,
+// so that AdamW's near-invariance to a constant scale cannot hide a dropped factor.
+TEST(GradClip, TheFactorAppliedInTheUpdateMatchesClippingFirst) {
+  const int64_t n = (1 << 16) + 999;
+  const Spans decay = {{0, 1000}, {5000, n - 6000}};
+  const double factors[] = {0.3, 1.0, 0.05, 0.7};
+  for (const nlohmann::json& spec : {nlohmann::json{{"type", "AdamW"}, {"params", {{"lr", 0.01}, {"weight_decay", 0.1}}}},
+                                    nlohmann::json{{"type", "SGD"}, {"params", {{"momentum", 0.9}, {"weight_decay", 0.1}}}}})
+    for (const bool contiguous : {true, false}) {
+      torch::manual_seed(31);
+      const at::Tensor start = torch::randn({n});
+      auto laid_out = [&] {  // every other element of a buffer twice the size: not contiguous, so ATen's path
+        return contiguous ? start.clone() : torch::zeros({2 * n}).slice(0, 0, 2 * n, 2).copy_(start);
+      };
+      at::Tensor folded = laid_out(), clipped_first = laid_out(), unclipped = laid_out();
+      auto a = make_flat_optimizer(spec, start), b = make_flat_optimizer(spec, start), c = make_flat_optimizer(spec, start);
+      for (double factor : factors) {
+        const at::Tensor g = torch::randn({n});
+        at::Tensor clipped = g.clone().mul_(factor);
+        a->step(folded, g.clone(), decay, 0.01, {factor});
+        b->step(clipped_first, clipped, decay, 0.01, {});
+        c->step(unclipped, g.clone(), decay, 0.01, {});
+      }
+      const std::string what = spec.dump() + (contiguous ? " fused" : " ATen");
+      EXPECT_TRUE(torch::equal(folded, clipped_first)) << what << ": " << (folded - clipped_first).abs().max().item<double>();
+      for (const auto& [name, t] : a->state()) EXPECT_TRUE(torch::equal(t, b->state().at(name))) << what << " " << name;
+      EXPECT_FALSE(torch::equal(folded, unclipped)) << what;
+    }
+}
+
+// An update asked to leave the gradients zero updates exactly as one that is not (the fused pass
+// writes each 0 after reading it; ATen's path and SGD zero in a pass after), on every path, and
+// zeroes the pieces' gradients only: a ZeRO rank's other elements are another rank's to clear.
+TEST(ElementwiseOptimizer, ZeroingTheGradientsInTheUpdateChangesNothingElse) {
+  const int64_t n = (1 << 16) + 999, a = 3001;
+  const Spans decay = {{0, 1000}, {5000, n - 6000}};
+  for (const nlohmann::json& spec : {nlohmann::json{{"type", "AdamW"}, {"params", {{"lr", 0.01}, {"weight_decay", 0.1}}}},
+                                     nlohmann::json{{"type", "SGD"}, {"params", {{"momentum", 0.9}, {"weight_decay", 0.1}}}}})
+    for (const bool contiguous : {true, false}) {
+      torch::manual_seed(41);
+      const at::Tensor start = torch::randn({n});
+      auto laid_out = [&](const at::Tensor& t) {
+        return contiguous ? t.clone() : torch::zeros({2 * n}).slice(0, 0, 2 * n, 2).copy_(t);
+      };
+      at::Tensor zeroing = laid_out(start), kept = laid_out(start);
+      auto z = make_flat_optimizer(spec, start), k = make_flat_optimizer(spec, start);
+      const std::string what = spec.dump() + (contiguous ? " fused" : " ATen");
+      for (double factor : {0.5, 1.0}) {
+        const at::Tensor g = torch::randn({n});
+        at::Tensor zeroed = laid_out(g);
+        z->step_pieces({{zeroing.narrow(0, a, n - a), zeroed.narrow(0, a, n - a), spans_within(decay, a, n - a), a}}, 0.01, {factor, true});
+        k->step_pieces({{kept.narrow(0, a, n - a), laid_out(g).narrow(0, a, n - a), spans_within(decay, a, n - a), a}}, 0.01, {factor});
+        EXPECT_TRUE(torch::equal(zeroed.narrow(0, 0, a), g.narrow(0, 0, a))) << what << ": outside the piece";
+        EXPECT_EQ(torch::count_nonzero(zeroed.narrow(0, a, n - a)).item<int64_t>(), 0) << what;
+      }
+      EXPECT_TRUE(torch::equal(zeroing, kept)) << what;
+      for (const auto& [name, t] : z->state()) EXPECT_TRUE(torch::equal(t, k->state().at(name))) << what << " " << name;
+    }
 }

@@ -35,8 +35,8 @@ TEST(HostOffloadOptimizer, UpdatesOnTheHostExactlyLikeWhereTheParametersLive) {
       HostOffloadOptimizer offloaded(std::move(inner), n, expected.options(), expected.device(), params_on_host);
       for (int step = 0; step < 3; ++step) {
         const at::Tensor g = torch::randn({n});
-        in_place->step_pieces(pieces_of(expected, g, decay, a), 0.01);
-        offloaded.step_pieces(pieces_of(got, g, decay, a), 0.01);
+        in_place->step_pieces(pieces_of(expected, g, decay, a), 0.01, {});
+        offloaded.step_pieces(pieces_of(got, g, decay, a), 0.01, {});
       }
       const std::string what = std::string(nvme ? "state on NVMe" : "state in host memory") +
                                (params_on_host ? ", parameters on the host" : ", parameters staged");

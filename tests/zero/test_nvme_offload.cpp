@@ -42,14 +42,16 @@ TEST(NvmeOptimizer, StreamsTheStateThroughSubGroupsExactlyLikeMemory) {
         if (uring == std::string("0")) EXPECT_EQ(nvme.io_mode(), "synchronous pread/pwrite (DTRAIN_IO_URING=0)");
         else EXPECT_TRUE(nvme.io_mode() == "io_uring" || contains(nvme.io_mode(), "io_uring unavailable")) << nvme.io_mode();
         for (int step = 0; step < 3; ++step) {
-          const at::Tensor g = torch::randn({n});
-          // Two pieces whose state lies in the other order, as a ZeRO rank's pieces may.
+          // Each its own copy: SGD scales the gradients it is given in place.
+          const at::Tensor g = torch::randn({n}), g2 = g.clone();
+          // Two pieces whose state lies in the other order, as a ZeRO rank's pieces may, with the
+          // gradients scaled (clipped) on the way.
           memory->step_pieces({{expected.narrow(0, 0, a), g.narrow(0, 0, a), spans_within(decay, 0, a), n - a},
                                {expected.narrow(0, a, n - a), g.narrow(0, a, n - a), spans_within(decay, a, n - a), 0}},
-                              0.01);
-          nvme.step_pieces({{got.narrow(0, 0, a), g.narrow(0, 0, a), spans_within(decay, 0, a), n - a},
-                            {got.narrow(0, a, n - a), g.narrow(0, a, n - a), spans_within(decay, a, n - a), 0}},
-                           0.01);
+                              0.01, {0.7});
+          nvme.step_pieces({{got.narrow(0, 0, a), g2.narrow(0, 0, a), spans_within(decay, 0, a), n - a},
+                            {got.narrow(0, a, n - a), g2.narrow(0, a, n - a), spans_within(decay, a, n - a), 0}},
+                           0.01, {0.7});
         }
         const std::string what = spec.dump() + " sub-group " + std::to_string(sub_group) + " io_uring " + uring;
         EXPECT_TRUE(torch::equal(expected, got)) << what;
@@ -92,8 +94,8 @@ TEST(NvmeOptimizer, StreamsTheParametersFromTheirFileWithTheState) {
     at::Tensor untouched = at::full({n}, 7.0f);  // stands for the file's mapping, which the step must not use
     for (int step = 0; step < 3; ++step) {
       const at::Tensor g = torch::randn({n});
-      memory->step_pieces({{expected, g, decay, 0}}, 0.01);
-      nvme.step_pieces({{untouched, g, decay, 0}}, 0.01);
+      memory->step_pieces({{expected, g, decay, 0}}, 0.01, {});
+      nvme.step_pieces({{untouched, g, decay, 0}}, 0.01, {});
     }
     at::Tensor in_file = at::empty({n});
     ASSERT_EQ(::pread(fd, in_file.data_ptr(), size_t(n * 4), 0), n * 4);

@@ -44,6 +44,11 @@ class BucketedGradSync {
 
   // Forgets the gradients of the last step.
   virtual void zero_grad() = 0;
+  // Whether zero_grad() does nothing but zero grads(), so that an update that leaves grads() zero
+  // spares it that pass (a shard of the gradient is overwritten by its reduce-scatter instead).
+  virtual bool zeroes_grads_only() const { return false; }
+  // Says the update left grads() zero: the next zero_grad() has nothing left to do.
+  virtual void grads_left_zero() {}
   // The reduced gradients this rank holds after finish_gradient_sync(): the whole flat gradient or
   // this rank's shard of it.
   virtual at::Tensor& grads() = 0;

@@ -21,7 +21,12 @@ class DataParallel : public BucketedGradSync {
   DataParallel(FlatParameters& params, std::shared_ptr<Group> group, DataParallelOptions options);
 
   bool reduces_every_micro_batch() const override { return false; }
-  void zero_grad() override { params_.zero_grad(); }
+  void zero_grad() override {
+    if (!grads_zero_) params_.zero_grad();
+    grads_zero_ = false;
+  }
+  bool zeroes_grads_only() const override { return true; }
+  void grads_left_zero() override { grads_zero_ = true; }
   at::Tensor& grads() override { return params_.grad(); }
   Group* shard_group() override { return nullptr; }
 
@@ -31,6 +36,7 @@ class DataParallel : public BucketedGradSync {
 
   std::optional<at::ScalarType> wire_dtype_;
   std::vector<at::Tensor> wire_;  // per bucket, in wire_dtype_: what was sent, reduced in place
+  bool grads_zero_ = false;       // the last update left the gradients zero, and nothing has written them since
 };
 
 }  // namespace dtrain

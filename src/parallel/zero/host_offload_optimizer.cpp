@@ -14,7 +14,7 @@ HostOffloadOptimizer::HostOffloadOptimizer(std::unique_ptr<ElementwiseOptimizer>
   if (!params_on_host_) params_ = at::empty({numel}, host);
 }
 
-void HostOffloadOptimizer::step_pieces(const std::vector<StatePiece>& pieces, double lr) {
+void HostOffloadOptimizer::step_pieces(const std::vector<StatePiece>& pieces, double lr, const GradUse& use) {
   std::vector<StatePiece> host;
   // The copies in are queued on the compute stream and the last one blocks, which waits for all of
   // them: the update reads them next. The ones back out need not wait: they run on the compute
@@ -29,7 +29,9 @@ void HostOffloadOptimizer::step_pieces(const std::vector<StatePiece>& pieces, do
     host.push_back({params, grads, p.decay, p.state_offset});
   }
   for (size_t i = 0; i < in.size(); ++i) in[i].first.copy_(in[i].second, /*non_blocking=*/i + 1 < in.size());
-  inner_->step_pieces(host, lr);
+  inner_->step_pieces(host, lr, {use.scale, false});  // the staging copy needs no zeroing; the gradients it came from do
+  if (use.zero_after)
+    for (const auto& p : pieces) p.grads.zero_();
   if (params_on_host_) return;
   for (size_t i = 0; i < pieces.size(); ++i) {
     at::Tensor out = pieces[i].params;

@@ -22,7 +22,7 @@ class HostOffloadOptimizer : public ElementwiseOptimizer {
   HostOffloadOptimizer(std::unique_ptr<ElementwiseOptimizer> inner, int64_t numel, at::TensorOptions options, at::Device device,
                        bool params_on_host);
 
-  void step_pieces(const std::vector<StatePiece>& pieces, double lr) override;
+  void step_pieces(const std::vector<StatePiece>& pieces, double lr, const GradUse& use) override;
   std::map<std::string, at::Tensor> state() const override { return inner_->state(); }
   std::vector<StateEntry> state_entries() const override { return inner_->state_entries(); }
   void load_state(const std::map<std::string, at::Tensor>& state) override { inner_->load_state(state); }

@@ -65,7 +65,7 @@ std::vector<uint64_t> NvmeOptimizer::transfer(bool write, int64_t group, int set
   return tickets;
 }
 
-void NvmeOptimizer::step_pieces(const std::vector<StatePiece>& pieces, double lr) {
+void NvmeOptimizer::step_pieces(const std::vector<StatePiece>& pieces, double lr, const GradUse& use) {
   ++steps_;
   const int sets = int(buffers_.size());
   std::vector<std::vector<uint64_t>> writing(static_cast<size_t>(sets));
@@ -91,7 +91,7 @@ void NvmeOptimizer::step_pieces(const std::vector<StatePiece>& pieces, double lr
     }
     std::vector<at::Tensor> state;
     for (size_t i = 0; i < names_.size(); ++i) state.push_back(buffers[i].narrow(0, 0, n));
-    rule_->update(mine, state, steps_, lr);
+    rule_->update(mine, state, steps_, lr, use);
     writing[size_t(set)] = transfer(true, g, set);
   }
   io_->wait_all();

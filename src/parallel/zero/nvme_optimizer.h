@@ -32,7 +32,7 @@ class NvmeOptimizer : public ElementwiseOptimizer {
   // streams them through the buffers with the state instead of touching the pieces' params, so the
   // shard never becomes resident. The pieces' params must be that file's mapping.
   void stream_parameters_from(int fd, const std::string& name);
-  void step_pieces(const std::vector<StatePiece>& pieces, double lr) override;
+  void step_pieces(const std::vector<StatePiece>& pieces, double lr, const GradUse& use) override;
   // The files' shared mappings: a checkpoint reads (a resume writes) the state through the page
   // cache, which the kernel can reclaim, not through memory of this process's own. Live, like state
   // kept in memory: a later step changes what they hold.

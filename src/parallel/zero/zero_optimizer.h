@@ -27,7 +27,7 @@ class ZeroOptimizer : public FlatOptimizer {
   // shard-sized `like`, or an NvmeOptimizer of that many elements. `stage` (1, 2 or 3) says what step() receives, as above.
   // `gather` (stages 1 and 2) brings every rank's updated pieces back after each step.
   ZeroOptimizer(std::unique_ptr<ElementwiseOptimizer> inner, BucketShards shards, int stage, std::unique_ptr<ParameterAllGather> gather);
-  void step(at::Tensor& params, const at::Tensor& grads, const Spans& decay, double lr) override;
+  void step(at::Tensor& params, const at::Tensor& grads, const Spans& decay, double lr, const GradUse& use) override;
   void finish_parameter_updates() override {
     if (gather_) gather_->finish();
   }
