@@ -99,6 +99,15 @@ class FullyShardedParameters : public ForwardPartHooks {
   // ReduceScatterGrads has taken `unit`'s gradients: its backward is over.
   void gradients_taken(int unit) { release(unit); }
 
+  // Units of rows of one parameter (parameter_units.h's RowSplit) belong to no part's gathers: the
+  // parameter is read by its row blocks (model/row_blocked_table.h), whose reader gathers each one
+  // with these. The parameter itself keeps its shape and no storage.
+  bool is_row_unit(int unit) const { return row_unit_[size_t(unit)]; }
+  void prefetch_unit(int unit) { gather(unit); }
+  // The unit's elements, whole until release_unit.
+  at::Tensor acquire_unit(int unit);
+  void release_unit(int unit) { release(unit); }
+
   // What the passes since start_trace() did, in order: "begin"/"end" of a part's forward, "backward"
   // when its backward begins, "read" (of its pieces from the shard's file, started ahead), "gather"
   // (launched), "gathered" (waited for) and "free" of its parameters, each with the part's index and
@@ -157,6 +166,7 @@ class FullyShardedParameters : public ForwardPartHooks {
   bool gather_16bit_ = false;        // every unit with a working_ buffer is gathered into it
   std::vector<at::Tensor> sending_;  // per unit, while its gather runs: this rank's piece rounded or moved to the device
   std::vector<State> state_;
+  std::vector<bool> row_unit_;  // per unit: rows of a parameter cut by rows
   std::vector<CommHandle> gathering_;
   std::vector<std::vector<int>> units_of_part_;  // per part: the units its forward reads, its own and those it borrows
   std::vector<int> part_of_unit_;                // the part that owns each unit
