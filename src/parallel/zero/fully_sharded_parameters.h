@@ -9,7 +9,9 @@
 // for good once ReduceScatterGrads has taken its gradients, or earlier when no backward reads it:
 // the embeddings' backward reads no parameter values, so their unit goes after their forward, or,
 // tied to the head, once the head's backward is over (a hook on the last block's output gradient);
-// the embedding's gradient then arrives with no copy of its weight left whole.
+// the embedding's gradient then arrives with no copy of its weight left whole. A tied table larger
+// than a unit is instead cut into units of rows (parameter_units.h's RowSplit) that belong to no
+// part: the lookup and the head gather them one at a time (sharded_table.h).
 //
 // The module's parameters stay the tensors autograd knows; each is a view into its unit's buffer,
 // whose storage is allocated on gather and emptied on free (what autograd saved for backward sees
