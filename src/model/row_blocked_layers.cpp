@@ -85,12 +85,16 @@ struct RowBlockedHead : public torch::autograd::Function<RowBlockedHead> {
     const at::Tensor g = mp.operand(g_out.reshape({-1, g_out.size(-1)}));
     const bool input_grad = ctx->needs_input_grad(0);
     at::Tensor dx = input_grad ? at::zeros({input.size(0), input.size(1)}, input.options().dtype(at::kFloat)) : at::Tensor();
-    each_block(table, [&](int b, const at::Tensor& rows) {
+    // As each_block, but each block is released before its weight gradient, which reads none of it.
+    for (int b = 0; b < table.blocks(); ++b) {
+      const at::Tensor rows = table.acquire(b);
+      if (b + 1 < table.blocks()) table.prefetch(b + 1);
       const at::Tensor g_block = g.narrow(1, table.first_row(b), rows.size(0)).contiguous();
       if (input_grad) dx.add_(gemm_nt(mp, g_block, mp.matmul_input(rows).t(), at::kFloat));
+      table.release(b);
       // A weight gradient is a sum over every token: fp32, as MixedLinear keeps it.
       table.block_gradient(b, mp.kept_gradient(gemm_nt(mp, g_block.t(), input.t(), at::kFloat)));
-    });
+    }
     return {at::Tensor(), at::Tensor(), input_grad ? dx.view(ctx->saved_data["x_sizes"].toIntVector()) : at::Tensor(), at::Tensor()};
   }
 };
