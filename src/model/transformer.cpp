@@ -5,6 +5,7 @@
 #include <string>
 
 #include "model/parameter_init.h"
+#include "model/row_blocked_layers.h"
 
 namespace dtrain {
 
@@ -106,6 +107,12 @@ void TransformerImpl::set_input_linears(const InputLinears& run) {
   head_input_ = run;
 }
 
+void TransformerImpl::set_row_blocked_table(RowBlockedTable* table) {
+  TORCH_CHECK(!table || (c_.tie_embeddings && parts_.embedding && parts_.head),
+              "a row-blocked table serves a tied head and the lookup on the same model");
+  row_blocked_table_ = table;
+}
+
 void TransformerImpl::set_sequence_shard(at::Tensor positions) {
   positions_ = std::move(positions);
   rope_cos_ = rope_sin_ = at::Tensor();  // built again for these positions
@@ -200,7 +207,7 @@ at::Tensor TransformerImpl::forward_chunk(size_t k, const at::Tensor& input) {
   if (embed) {
     x = part(0, [&] {
       const at::Tensor tokens = positions_.defined() ? input.index_select(1, positions_) : input;
-      auto e = wte(tokens);
+      auto e = row_blocked_table_ ? row_blocked_lookup(*row_blocked_table_, wte->weight, tokens) : wte(tokens);
       if (wpe) e = e + (positions_.defined() ? wpe->weight.index_select(0, positions_) : wpe->weight.narrow(0, 0, T));
       return after_embedding_ ? after_embedding_(e) : e;
     });
@@ -214,6 +221,7 @@ at::Tensor TransformerImpl::forward_chunk(size_t k, const at::Tensor& input) {
   if (head) {
     x = part(c_.n_layer + 1, [&] {
       const at::Tensor h = ln_f(x);
+      if (row_blocked_table_) return row_blocked_head(*row_blocked_table_, mp_, wte->weight, h);
       return head_input_ ? head_input_(h, {head_.get()})[0] : head_(h);
     });
   }

@@ -20,6 +20,7 @@
 #include "model/linear.h"
 #include "model/mixed_precision.h"
 #include "model/norm.h"
+#include "model/row_blocked_table.h"
 #include "model/transformer_config.h"
 
 namespace dtrain {
@@ -91,6 +92,9 @@ class TransformerImpl : public torch::nn::Module {
   std::vector<at::Tensor> matmul_only_weights() const;
   // Called around each part of every forward pass (null: none). The hooks outlive the model's use.
   void set_part_hooks(ForwardPartHooks* hooks) { hooks_ = hooks; }
+  // The tied token table read in row blocks by the lookup and the head (row_blocked_table.h), for a
+  // model holding both and tied; null: read whole. The table outlives the model's use.
+  void set_row_blocked_table(RowBlockedTable* table);
   // How the layers that read one input run together, in every block and in the head (layer_hooks.h).
   void set_input_linears(const InputLinears& run);
   // What the embeddings' output becomes before the first block (layer_hooks.h).
@@ -123,6 +127,7 @@ class TransformerImpl : public torch::nn::Module {
   std::shared_ptr<ActivationStore> activation_store_;
   MixedPrecision mp_;
   ForwardPartHooks* hooks_ = nullptr;
+  RowBlockedTable* row_blocked_table_ = nullptr;
   InputLinears head_input_;
   HiddenMapping after_embedding_;
 };

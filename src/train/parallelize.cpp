@@ -15,6 +15,7 @@
 #include "parallel/zero/nvme_optimizer.h"
 #include "parallel/zero/parameter_units.h"
 #include "parallel/zero/reduce_scatter_grads.h"
+#include "parallel/zero/sharded_table.h"
 #include "parallel/zero/zero_optimizer.h"
 #include "train/activation_store_setup.h"
 #include "train/config_errors.h"
@@ -56,7 +57,9 @@ class Parallelizer {
   void find_split_gradients();
   void apply_precision();
   void apply_data_parallel(std::vector<std::pair<std::string, at::Tensor>> named);
-  void shard_parameters(const std::shared_ptr<Group>& group, const std::vector<GradBucket>& units, const DataParallelOptions& options);
+  RowSplit table_split(const std::vector<GradBucket>& units) const;
+  void shard_parameters(const std::shared_ptr<Group>& group, const std::vector<GradBucket>& units, const DataParallelOptions& options,
+                        const RowSplit& split);
   void keep_shard_on_nvme();
   void make_optimizer();
   std::unique_ptr<ElementwiseOptimizer> make_shard_optimizer(int64_t numel);
@@ -198,8 +201,12 @@ void Parallelizer::apply_data_parallel(std::vector<std::pair<std::string, at::Te
   const DeviceMesh& mesh = *plan_.mesh;
   group_ = mesh.group("dp_shard_cp");
   if (c_.zero_stage == 3) {
-    const auto units = make_unit_buckets(flat.entries(), ParameterParts(parts_), precision_.enabled() ? matmul_only_ : std::vector<at::Tensor>{});
-    shard_parameters(group_, units, options);
+    const ParameterParts parts(parts_);
+    const std::vector<at::Tensor> gathered_16bit = precision_.enabled() ? matmul_only_ : std::vector<at::Tensor>{};
+    std::vector<GradBucket> units = make_unit_buckets(flat.entries(), parts, gathered_16bit);
+    const RowSplit split = table_split(units);
+    if (!split.name.empty()) units = make_unit_buckets(flat.entries(), parts, gathered_16bit, split);
+    shard_parameters(group_, units, options, split);
   } else if (c_.zero_stage == 2) {
     auto reduce_scatter = std::make_unique<ReduceScatterGrads>(flat, group_, options);
     reduce_scatter->average_across(mesh.group("dp_replicate"));
@@ -227,9 +234,30 @@ void Parallelizer::apply_data_parallel(std::vector<std::pair<std::string, at::Te
   find_stage_gradients();
 }
 
+// ZeRO stage 3 cuts a tied token table into units of rows no larger than the largest other unit,
+// which the lookup and the head read block by block (parallel/zero/sharded_table.h), where the model
+// computes both on this rank in one pass: not under tensor parallelism (whose lookup and head split
+// the vocabulary themselves), nor under a pipeline (which holds every unit whole for its step), nor
+// with 16-bit gathers of the table (param_dtype), which round the position embedding gathered with it.
+RowSplit Parallelizer::table_split(const std::vector<GradBucket>& units) const {
+  const std::string name = "wte.weight";
+  const auto& entries = plan_.flat->entries();
+  const auto table = std::find_if(entries.begin(), entries.end(), [&](const FlatEntry& e) { return e.name == name; });
+  if (!c_.model.tie_embeddings || !model_->parts().embedding || !model_->parts().head || plan_.mesh->size("tp") > 1 || plan_.pipeline ||
+      c_.gather_16bit || table == entries.end())
+    return {};
+  int64_t largest = 0;
+  for (const GradBucket& u : units) {
+    const int index = int(table - entries.begin());
+    if (index < u.first_entry || index >= u.first_entry + u.entries) largest = std::max(largest, u.numel);
+  }
+  if (largest == 0 || table->numel <= largest) return {};
+  return {name, c_.model.d_model, largest};
+}
+
 // ZeRO stage 3: the parameters live in per-unit shards, gathered around each part of the model.
 void Parallelizer::shard_parameters(const std::shared_ptr<Group>& group, const std::vector<GradBucket>& units,
-                                    const DataParallelOptions& options) {
+                                    const DataParallelOptions& options, const RowSplit& split) {
   if (!world_.device().is_cpu() && c_.offload_param.device != "none" && c_.offload_optimizer.device == "none")
     throw ConfigError("zero_optimization.offload_param.device=" + c_.offload_param.device + " on a " + world_.device().str() +
                       " run needs zero_optimization.offload_optimizer.device \"cpu\" or \"nvme\" too: the optimizer updates the " +
@@ -255,6 +283,22 @@ void Parallelizer::shard_parameters(const std::shared_ptr<Group>& group, const s
   auto reduce_scatter = std::make_unique<ReduceScatterGrads>(*plan_.flat, group, options, units);
   reduce_scatter->average_across(plan_.mesh->group("dp_replicate"));
   reduce_scatter->on_gradients_taken([s = &sharded](int unit) { s->gradients_taken(unit); });
+  if (!split.name.empty()) {
+    const auto& entries = plan_.flat->entries();
+    const int entry = int(std::find_if(entries.begin(), entries.end(), [&](const FlatEntry& e) { return e.name == split.name; }) - entries.begin());
+    std::vector<int> rows;
+    int64_t largest = 0;
+    for (int u = 0; u < int(units.size()); ++u)
+      if (sharded.is_row_unit(u)) {
+        rows.push_back(u);
+        largest = std::max(largest, units[size_t(u)].numel);
+      }
+    plan_.row_table = std::make_unique<ShardedTable>(sharded, *reduce_scatter, units, rows, entries[size_t(entry)], entry, split.row_numel);
+    model_->set_row_blocked_table(plan_.row_table.get());
+    plan_.setup_lines.push_back("zero-3: " + split.name + " in " + std::to_string(rows.size()) + " units of rows (at most " +
+                                mib(largest * int64_t(plan_.flat->options().dtype().itemsize())) +
+                                " MiB each, no more than a block's), read and reduced block by block by the lookup and the tied head");
+  }
   plan_.grad_sync = std::move(reduce_scatter);
   model_->set_part_hooks(&sharded);
 }

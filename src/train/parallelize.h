@@ -27,6 +27,7 @@
 #include "comm/device_mesh.h"
 #include "comm/world.h"
 #include "model/loss.h"
+#include "model/row_blocked_table.h"
 #include "model/transformer.h"
 #include "optim/grad_clip.h"
 #include "optim/flat_optimizer.h"
@@ -47,6 +48,7 @@ struct ParallelPlan {
   std::unique_ptr<FlatParameters> flat;
   std::unique_ptr<FullyShardedParameters> sharded;  // ZeRO stage 3 only
   std::unique_ptr<BucketedGradSync> grad_sync;
+  std::unique_ptr<RowBlockedTable> row_table;  // ZeRO stage 3 with a tied table the model reads by row blocks
   std::unique_ptr<FlatOptimizer> optimizer;
   ParameterAllGather* parameter_gather = nullptr;  // ZeRO stages 1 and 2 only; owned by optimizer
   std::unique_ptr<LossScaler> scaler;               // fp16 only

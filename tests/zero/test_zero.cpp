@@ -209,6 +209,32 @@ TEST(ParameterUnits, EachBlockIsAUnitAndTheRestRunsWhereTheyLie) {
   EXPECT_EQ(make_unit_buckets(entries, one_block).size(), 2u);
 }
 
+// A parameter named by a RowSplit becomes units of whole rows of about equal size, none over the
+// bound, and the entry after it starts a unit of its own; only those units cover part of an entry.
+TEST(ParameterUnits, ATableCutByRowsIsUnitsOfWholeRowsNoLargerThanTheBound) {
+  const ParameterParts parts(parts_of({{0, {"wte.weight", "wpe.weight"}}, {1, {"blocks.0.ln1.weight"}}}, 1));
+  // 10 rows of 4 elements; wpe (8) before it in the flat buffer, the block's norm (4) after.
+  const std::vector<FlatEntry> entries = {{"blocks.0.ln1.weight", at::Tensor(), 0, 4, true},
+                                          {"wpe.weight", at::Tensor(), 4, 8, true},
+                                          {"wte.weight", at::Tensor(), 12, 40, true}};
+  const auto units = make_unit_buckets(entries, parts, {}, RowSplit{"wte.weight", 4, 13});
+  // At most 13 elements: 3 rows; ceil(10 / 3) = 4 units of ceil(10 / 4) = 3 rows, the last 1.
+  ASSERT_EQ(units.size(), 6u);
+  EXPECT_EQ(units[1].numel, 8);  // wpe alone: the table is not in its unit
+  const std::vector<std::pair<int64_t, int64_t>> rows = {{12, 12}, {24, 12}, {36, 12}, {48, 4}};
+  for (size_t k = 0; k < rows.size(); ++k) {
+    const GradBucket& u = units[k + 2];
+    EXPECT_EQ(u.offset, rows[k].first) << "row unit " << k;
+    EXPECT_EQ(u.numel, rows[k].second) << "row unit " << k;
+    EXPECT_EQ(u.first_entry, 2);
+    EXPECT_EQ(u.entries, 1);
+    EXPECT_TRUE(is_row_unit(u, entries)) << "row unit " << k;
+  }
+  EXPECT_FALSE(is_row_unit(units[0], entries));
+  EXPECT_FALSE(is_row_unit(units[1], entries));
+  EXPECT_EQ(make_unit_buckets(entries, parts).size(), 2u);  // without the split: the block, the embeddings
+}
+
 // The part of a parameter is what the model's list says, whatever its name: a stage holding blocks
 // 2 and 3 alone keeps their global part indices, and a name no part lists is refused by name.
 TEST(ParameterUnits, APartIsWhatTheModelListsNotWhatTheNameSays) {
@@ -299,6 +325,34 @@ TEST(ZeroStage3, TheEmbeddingsGradientIsReducedInRoundsNoLargerThanABucket) {
     EXPECT_LT(largest, embedding) << "stage " << stage;
     expect_same_training(run, reference, 3);
   }
+}
+
+// A tied table larger than a block (the tiny model with 2048 tokens: 64 Ki elements against a
+// block's 12.7 Ki) is cut into units of rows at stage 3, which the lookup and the head read one at a
+// time and whose gradients are reduced as the head's backward hands each over, the lookup's rows
+// after: training is the reference's within the fp32 tolerance of reordered sums, with two micro-batches
+// accumulated, and a checkpoint written that way resumes at stage 1, and one of stage 1 at stage 3.
+TEST(ZeroStage3, ATiedTableLargerThanABlockIsReadAndReducedByRows) {
+  const std::vector<std::string> job = {"model.vocab_size=2048", "train.steps=4", "train_batch_size=16",
+                                        "train_micro_batch_size_per_gpu=4"};
+  const TrainingRun reference = train_at_stage(scratch_dir("zero_rows_reference"), 2, job, 0);
+  const TrainingRun run = train_at_stage(scratch_dir("zero_rows"), 2, job, 3);
+  EXPECT_TRUE(contains(run.result.output, "zero-3: wte.weight in 6 units of rows")) << run.result.output;
+  expect_same_training(run, reference, 4);
+  for (const auto& [first_stage, second_stage] : {std::pair{3, 1}, std::pair{1, 3}}) {
+    const std::string dir = scratch_dir("zero_rows_resume_" + std::to_string(first_stage) + std::to_string(second_stage));
+    auto first = job;
+    first.push_back("train.stop_at_step=2");
+    train_at_stage(dir, 2, first, first_stage);
+    const TrainingRun resumed = train_at_stage(dir, 2, job, second_stage);
+    EXPECT_TRUE(contains(resumed.result.output, "resumed from " + resumed.dir + "/ckpt/step-00000002 at step 2")) << resumed.result.output;
+    expect_same_training(resumed, reference, 4);
+  }
+  // Under bf16 the head rounds each block as it reads it, as the whole table's working copy is rounded.
+  auto bf16 = job;
+  bf16.push_back("bf16.enabled=true");
+  expect_equivalent(train_at_stage(scratch_dir("zero_rows_bf16"), 2, bf16, 3), train_at_stage(scratch_dir("zero_rows_bf16_reference"), 2, bf16, 0),
+                    kBf16Reordered, "bf16 at stage 3 with the table in units of rows against stage 0");
 }
 
 // Stages 1 and 2 gather the updated parameters during the next forward pass: each bucket's gather

@@ -66,6 +66,12 @@ class BucketedGradSync {
   virtual void reduced(int /*bucket*/) {}
   // Runs on the owner's thread once every reduction of a backward is complete.
   virtual void every_bucket_reduced() {}
+  // `buckets` get their gradients from the caller, not from autograd's hooks (a parameter cut into
+  // buckets of rows, whose reader hands each block's gradient over): launch_fed(b) starts one, in
+  // whatever order the caller hands them over (the same on every rank), and one not handed over by
+  // the end of a backward is launched then, from what its parameter holds.
+  void fed_by_caller(const std::vector<int>& buckets);
+  void launch_fed(int bucket);
 
   FlatParameters& params_;
   std::shared_ptr<Group> group_;
@@ -79,6 +85,7 @@ class BucketedGradSync {
 
   std::vector<int> bucket_of_entry_;
   std::vector<int> ready_in_bucket_;
+  std::vector<bool> fed_, fed_launched_;  // per bucket: fed_by_caller, and launched in this backward
   std::vector<std::shared_ptr<torch::autograd::Node>> accumulators_;  // kept alive: they hold our hooks
   int next_bucket_ = 0;
   bool sync_ = true;

@@ -73,7 +73,12 @@ FullyShardedParameters::FullyShardedParameters(FlatParameters& params, std::vect
     const GradBucket& b = units_[u];
     const ShardPiece& p = shards_.pieces()[u];
     whole_.push_back(at::zeros({p.padded_numel}, options));
-    for (int i = b.first_entry; i < b.first_entry + b.entries; ++i) {
+    row_unit_.push_back(dtrain::is_row_unit(b, entries_));
+    if (row_unit_.back()) {
+      const FlatEntry& e = entries_[size_t(b.first_entry)];
+      whole_[u].narrow(0, 0, b.numel).copy_(e.param.detach().reshape({-1}).narrow(0, b.offset - e.offset, b.numel));
+    }
+    for (int i = b.first_entry; i < b.first_entry + b.entries && !row_unit_.back(); ++i) {
       const FlatEntry& e = entries_[i];
       at::Tensor slot = whole_[u].narrow(0, e.offset - b.offset, e.numel);
       slot.copy_(e.param.detach().reshape({-1}));
@@ -81,14 +86,18 @@ FullyShardedParameters::FullyShardedParameters(FlatParameters& params, std::vect
     }
     for (Span s : spans_within(params.decay_spans(), p.begin, p.local)) shard_decay_.push_back({p.shard_offset + s.offset, s.numel});
     part_of_unit_.push_back(part_of.of(entries_[b.first_entry].name));
-    units_of_part_[size_t(part_of_unit_.back())].push_back(u);
+    if (!row_unit_.back()) units_of_part_[size_t(part_of_unit_.back())].push_back(u);
   }
+  // A parameter cut by rows lives in its units alone: the tensor autograd knows keeps no storage.
+  for (int u = 0; u < int(units_.size()); ++u)
+    if (row_unit_[size_t(u)]) empty_storage(entries_[size_t(units_[u].first_entry)].param);
   read_last_by_ = part_of_unit_;
   freed_after_backward_of_.resize(units_of_part_.size());
   for (const ForwardPart& part : parts)
     for (const std::string& name : part.borrowed)
       for (int u = 0; u < int(units_.size()); ++u) {
         const GradBucket& b = units_[u];
+        if (row_unit_[size_t(u)]) continue;  // gathered by its reader
         const auto first = entries_.begin() + b.first_entry;
         if (std::none_of(first, first + b.entries, [&](const FlatEntry& e) { return e.name == name; })) continue;
         units_of_part_[size_t(part.index)].push_back(u);
@@ -110,6 +119,11 @@ void FullyShardedParameters::keep_working_copies(at::ScalarType dtype, const std
   for (int u = 0; u < int(units_.size()); ++u) {
     TORCH_CHECK(state_[u] == State::Whole, "FullyShardedParameters::keep_working_copies: unit ", u, " is not whole");
     const GradBucket& b = units_[u];
+    if (row_unit_[size_t(u)]) {  // its reader rounds each block as it reads it: no working copy
+      const auto it = std::find_if(working.begin(), working.end(), [&](const auto& w) { return w.first.is_same(entries_[b.first_entry].param); });
+      if (it != working.end()) *it->second = at::Tensor();
+      continue;
+    }
     matmul_only_[u] = true;
     for (int i = b.first_entry; i < b.first_entry + b.entries; ++i) {
       const FlatEntry& e = entries_[i];
@@ -249,6 +263,11 @@ void FullyShardedParameters::wait(int unit) {
   }
   state_[unit] = State::Whole;
   note("gathered", part_of_unit_[unit]);
+}
+
+at::Tensor FullyShardedParameters::acquire_unit(int unit) {
+  wait(unit);
+  return whole_[unit].narrow(0, 0, units_[unit].numel);
 }
 
 void FullyShardedParameters::release(int unit) {

@@ -9,7 +9,9 @@
 // for good once ReduceScatterGrads has taken its gradients, or earlier when no backward reads it:
 // the embeddings' backward reads no parameter values, so their unit goes after their forward, or,
 // tied to the head, once the head's backward is over (a hook on the last block's output gradient);
-// the embedding's gradient then arrives with no copy of its weight left whole.
+// the embedding's gradient then arrives with no copy of its weight left whole. A tied table larger
+// than a unit is instead cut into units of rows (parameter_units.h's RowSplit) that belong to no
+// part: the lookup and the head gather them one at a time (sharded_table.h).
 //
 // The module's parameters stay the tensors autograd knows; each is a view into its unit's buffer,
 // whose storage is allocated on gather and emptied on free (what autograd saved for backward sees
@@ -99,6 +101,15 @@ class FullyShardedParameters : public ForwardPartHooks {
   // ReduceScatterGrads has taken `unit`'s gradients: its backward is over.
   void gradients_taken(int unit) { release(unit); }
 
+  // Units of rows of one parameter (parameter_units.h's RowSplit) belong to no part's gathers: the
+  // parameter is read by its row blocks (model/row_blocked_table.h), whose reader gathers each one
+  // with these. The parameter itself keeps its shape and no storage.
+  bool is_row_unit(int unit) const { return row_unit_[size_t(unit)]; }
+  void prefetch_unit(int unit) { gather(unit); }
+  // The unit's elements, whole until release_unit.
+  at::Tensor acquire_unit(int unit);
+  void release_unit(int unit) { release(unit); }
+
   // What the passes since start_trace() did, in order: "begin"/"end" of a part's forward, "backward"
   // when its backward begins, "read" (of its pieces from the shard's file, started ahead), "gather"
   // (launched), "gathered" (waited for) and "free" of its parameters, each with the part's index and
@@ -157,6 +168,7 @@ class FullyShardedParameters : public ForwardPartHooks {
   bool gather_16bit_ = false;        // every unit with a working_ buffer is gathered into it
   std::vector<at::Tensor> sending_;  // per unit, while its gather runs: this rank's piece rounded or moved to the device
   std::vector<State> state_;
+  std::vector<bool> row_unit_;  // per unit: rows of a parameter cut by rows
   std::vector<CommHandle> gathering_;
   std::vector<std::vector<int>> units_of_part_;  // per part: the units its forward reads, its own and those it borrows
   std::vector<int> part_of_unit_;                // the part that owns each unit

@@ -36,11 +36,20 @@ std::vector<std::pair<std::string, at::Tensor>> group_matmul_weights(const std::
 }
 
 std::vector<GradBucket> make_unit_buckets(const std::vector<FlatEntry>& entries, const ParameterParts& parts,
-                                          const std::vector<at::Tensor>& gathered_16bit) {
+                                          const std::vector<at::Tensor>& gathered_16bit, const RowSplit& split) {
   std::vector<GradBucket> units;
   int part = -1;
   bool in_16bit = false;
   for (int i = 0; i < int(entries.size()); ++i) {
+    const FlatEntry& e = entries[i];
+    if (!split.name.empty() && e.name == split.name) {
+      const int64_t rows = e.numel / split.row_numel, most = std::max<int64_t>(1, split.max_numel / split.row_numel);
+      const int64_t blocks = (rows + most - 1) / most, per_block = (rows + blocks - 1) / blocks;
+      for (int64_t first = 0; first < rows; first += per_block)
+        units.push_back({e.offset + first * split.row_numel, std::min(per_block, rows - first) * split.row_numel, i, 1});
+      part = -1;  // what follows starts a unit of its own
+      continue;
+    }
     const int p = parts.of(entries[i].name);
     const bool is_16bit = is_one_of(entries[i].param, gathered_16bit);
     if (units.empty() || p != part || is_16bit != in_16bit) units.push_back({entries[i].offset, 0, i, 0});
@@ -50,6 +59,11 @@ std::vector<GradBucket> make_unit_buckets(const std::vector<FlatEntry>& entries,
     units.back().entries += 1;
   }
   return units;
+}
+
+bool is_row_unit(const GradBucket& unit, const std::vector<FlatEntry>& entries) {
+  const FlatEntry& e = entries[size_t(unit.first_entry)];
+  return unit.entries == 1 && (unit.offset != e.offset || unit.numel != e.numel);
 }
 
 }  // namespace dtrain

@@ -7,6 +7,7 @@
 // Which part a parameter belongs to comes from the model's own list of its parts
 // (TransformerImpl::forward_parts), not from its name.
 #pragma once
+#include <cstdint>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -42,9 +43,23 @@ std::vector<std::pair<std::string, at::Tensor>> group_matmul_weights(const std::
                                                                     const ParameterParts& parts,
                                                                     const std::vector<at::Tensor>& matmul_only);
 
+// A parameter cut into units of whole rows, of equal size but the last and none over `max_numel`
+// elements: a table the model reads by blocks of rows (model/row_blocked_table.h), so that no unit is
+// the table's size. No name: nothing is cut.
+struct RowSplit {
+  std::string name;
+  int64_t row_numel = 0;
+  int64_t max_numel = 0;
+};
+
 // One bucket per unit: the longest runs of consecutive entries in the same forward part, split where
-// entries in `gathered_16bit` (the matmul-only weights, under mixed precision) begin or end.
+// entries in `gathered_16bit` (the matmul-only weights, under mixed precision) begin or end, and the
+// parameter `split` names cut into units of its own (GradBucket's entries then 1 for each, its
+// offset and numel those of the rows).
 std::vector<GradBucket> make_unit_buckets(const std::vector<FlatEntry>& entries, const ParameterParts& parts,
-                                          const std::vector<at::Tensor>& gathered_16bit = {});
+                                          const std::vector<at::Tensor>& gathered_16bit = {}, const RowSplit& split = {});
+
+// Whether `unit` covers only part of its one entry (a unit of rows of a RowSplit parameter).
+bool is_row_unit(const GradBucket& unit, const std::vector<FlatEntry>& entries);
 
 }  // namespace dtrain

@@ -18,16 +18,73 @@ ReduceScatterGrads::ReduceScatterGrads(FlatParameters& params, std::shared_ptr<G
   TORCH_CHECK(!params_.grad().defined(), "ReduceScatterGrads needs parameters without a whole gradient buffer");
   shard_grad_ = at::zeros({shards_.shard_numel()}, params_.options());
   rounds_.resize(buckets_.size());
+  fed_grads_.resize(buckets_.size());
+}
+
+void ReduceScatterGrads::feed_by_rows(const std::vector<int>& buckets, int entry, int64_t row_numel) {
+  fed_by_caller(buckets);
+  row_buckets_ = buckets;
+  row_entry_ = entry;
+  row_numel_ = row_numel;
+}
+
+void ReduceScatterGrads::feed(int bucket, at::Tensor grad) {
+  TORCH_CHECK(grad.numel() == buckets_[bucket].numel, "ReduceScatterGrads::feed: bucket ", bucket, " holds ", buckets_[bucket].numel,
+              " elements, its gradient ", grad.numel());
+  fed_grads_[bucket] = std::move(grad);
+  launch_fed(bucket);
+}
+
+void ReduceScatterGrads::feed_rows(const at::Tensor& rows, const at::Tensor& grads) {
+  fed_rows_.push_back(rows.to(at::kLong));
+  fed_row_grads_.push_back(grads);
+}
+
+// Each rank's rows, all-gathered (padded with row -1 to the most any rank has), then the parts of
+// them this rank's pieces hold, each divided by the ranks as the reduce-scatter's average does.
+void ReduceScatterGrads::add_fed_rows() {
+  if (row_entry_ < 0) return;
+  at::NoGradGuard no_grad;
+  const auto options = shard_grad_.options();
+  at::Tensor rows = fed_rows_.empty() ? at::empty({0}, options.dtype(at::kLong)) : at::cat(fed_rows_);
+  at::Tensor grads = fed_row_grads_.empty() ? at::empty({0, row_numel_}, options) : at::cat(fed_row_grads_).to(options.dtype());
+  fed_rows_.clear();
+  fed_row_grads_.clear();
+  const int ranks = group_->size();
+  const at::Tensor counts = all_gather(*group_, at::full({1}, rows.numel(), options.dtype(at::kLong)), "zero-3:table rows count");
+  const int64_t most = counts.max().item<int64_t>();
+  if (most == 0) return;
+  rows = at::cat({rows, at::full({most - rows.numel()}, -1, rows.options())});
+  grads = at::cat({grads, at::zeros({most - grads.size(0), row_numel_}, options)});
+  const at::Tensor all_rows = all_gather(*group_, rows, "zero-3:table rows").cpu();
+  const at::Tensor all_grads = all_gather(*group_, grads.reshape({-1}), "zero-3:table row gradients").view({-1, row_numel_}).div_(ranks);
+  const int64_t table = params_.entries()[size_t(row_entry_)].offset;
+  const int64_t* row = all_rows.data_ptr<int64_t>();
+  for (int64_t i = 0; i < all_rows.numel(); ++i) {
+    if (row[i] < 0) continue;
+    const int64_t begin = table + row[i] * row_numel_, end = begin + row_numel_;
+    for (int b : row_buckets_) {
+      const ShardPiece& p = shards_.pieces()[size_t(b)];
+      const int64_t lo = std::max(begin, p.begin), hi = std::min(end, p.begin + p.local);
+      if (lo < hi) shard_grad_.narrow(0, p.shard_offset + lo - p.begin, hi - lo).add_(all_grads[i].narrow(0, lo - begin, hi - lo));
+    }
+  }
 }
 
 void ReduceScatterGrads::zero_grad() {
   params_.zero_grad();
+  fed_rows_.clear();
+  fed_row_grads_.clear();
   accumulate_ = false;
 }
 
 void ReduceScatterGrads::copy_gradients(int bucket, int64_t from, int64_t numel, at::Tensor into) const {
   const auto& b = buckets_[bucket];
-  for (int i = b.first_entry; i < b.first_entry + b.entries; ++i) {
+  if (const at::Tensor& fed = fed_grads_[size_t(bucket)]; fed.defined()) {
+    const int64_t end = std::min(from + numel, b.numel);
+    if (from < end) into.narrow(0, 0, end - from).copy_(fed.reshape({-1}).narrow(0, from, end - from));
+  }
+  for (int i = b.first_entry; i < b.first_entry + b.entries && !fed_grads_[size_t(bucket)].defined(); ++i) {
     const auto& e = params_.entries()[i];
     const int64_t start = e.offset - b.offset, lo = std::max(from, start), hi = std::min(from + numel, start + e.numel);
     if (lo >= hi) continue;
@@ -78,6 +135,7 @@ CommHandle ReduceScatterGrads::reduce(int bucket) {
     from += slice;
   } while (from < p.piece);
   for (int i = b.first_entry; i < b.first_entry + b.entries; ++i) params_.entries()[i].param.mutable_grad().reset();
+  fed_grads_[size_t(bucket)].reset();
   if (gradients_taken_) gradients_taken_(bucket);
   // The watcher waits for the last round; the one before it is waited for here.
   while (in_flight.size() > 1) {
@@ -88,6 +146,7 @@ CommHandle ReduceScatterGrads::reduce(int bucket) {
 }
 
 void ReduceScatterGrads::every_bucket_reduced() {
+  add_fed_rows();
   accumulate_ = true;
   if (replicas_ && ends_step_) all_reduce(*replicas_, shard_grad_, ReduceOp::Avg, "hybrid shard: gradient all-reduce across replicas");
 }

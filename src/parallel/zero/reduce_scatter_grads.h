@@ -39,6 +39,14 @@ class ReduceScatterGrads : public BucketedGradSync {
   // Called with a bucket's index once its gradients are in the send buffer (ZeRO-3 frees the unit).
   void on_gradients_taken(std::function<void(int)> callback) { gradients_taken_ = std::move(callback); }
 
+  // A parameter cut into buckets of rows (ZeRO-3's token table read by row blocks: entry `entry`,
+  // rows of `row_numel` elements, buckets `buckets`): each block's gradient is handed over with
+  // feed() and reduce-scattered at once, and the lookup's rows with feed_rows(), gathered from every
+  // rank and added to the shard's rows once the backward's reductions are done.
+  void feed_by_rows(const std::vector<int>& buckets, int entry, int64_t row_numel);
+  void feed(int bucket, at::Tensor grad);
+  void feed_rows(const at::Tensor& rows, const at::Tensor& grads);
+
   bool reduces_every_micro_batch() const override { return true; }
   // The most elements one send buffer held since construction (what the rounds bound).
   int64_t largest_send_numel() const { return largest_send_numel_; }
@@ -66,7 +74,15 @@ class ReduceScatterGrads : public BucketedGradSync {
   // Waits for a round and moves its result into the shard.
   void finish_round(int bucket, Round& round);
 
+  // The lookup's rows of this backward, added to the shard: gathered from every rank, averaged.
+  void add_fed_rows();
+
   BucketShards shards_;
+  std::vector<at::Tensor> fed_grads_;  // per bucket: the gradient feed() handed over, until copied
+  std::vector<int> row_buckets_;       // feed_by_rows
+  int row_entry_ = -1;
+  int64_t row_numel_ = 0;
+  std::vector<at::Tensor> fed_rows_, fed_row_grads_;  // feed_rows() since the last reduction
   std::optional<at::ScalarType> wire_dtype_;
   int64_t round_numel_;  // reduce_bucket_size in elements: above twice this a bucket goes in rounds
   at::Tensor shard_grad_;  // this rank's pieces end to end; the padding stays zero
