@@ -61,29 +61,45 @@ at::Tensor hf_tensor(ShardedCheckpointReader& ckpt, const HfTensor& t, at::Scala
   return whole.to(dtype).contiguous();
 }
 
-// The directory the run's training data lies in, from its config's data.source ("bin:GLOB",
-// "text:PATH"); empty for the built-in data or a checkpoint without the run's config.
-std::string data_dir(const std::string& checkpoint) {
+// The run's data section, from the checkpoint's config.json; empty without one.
+json data_config(const std::string& checkpoint) {
   const std::string path = checkpoint + "/config.json";
-  if (!fs::exists(path)) return "";
-  const json config = read_json_file(path);
-  const json source = config.value("data", json::object()).value("source", json());
+  if (!fs::exists(path)) return json::object();
+  return read_json_file(path).value("data", json::object());
+}
+
+// The directory the run's training data lies in (data.source "bin:GLOB", "text:PATH"); empty for
+// the built-in data.
+std::string data_dir(const json& data) {
+  const json source = data.value("source", json());
   if (!source.is_string()) return "";
   const std::string s = source.get<std::string>();
   const size_t colon = s.find(':');
   if (colon == std::string::npos) return "";
-  const fs::path data = s.substr(colon + 1);
-  return fs::is_directory(data) ? data.string() : data.parent_path().string();
+  const fs::path path = s.substr(colon + 1);
+  return fs::is_directory(path) ? path.string() : path.parent_path().string();
 }
 
+// The tokenizer the run trained with (data.tokenizer), under the name Hugging Face gives it, and the
+// files Hugging Face keeps beside it; without one, those found beside the training data.
 void copy_tokenizer_files(const std::string& checkpoint, const std::string& out, const HfExportOptions& options) {
-  const std::string dir = data_dir(checkpoint);
-  if (dir.empty()) return;
-  for (const char* file : {"tokenizer.json", "tokenizer.model", "tokenizer_config.json", "special_tokens_map.json"}) {
-    const fs::path from = fs::path(dir) / file;
+  const json data = data_config(checkpoint);
+  const std::string named = data.value("tokenizer", std::string());
+  std::vector<std::pair<fs::path, std::string>> files;  // from, name in the export
+  std::string dir = data_dir(data);
+  if (!named.empty()) {
+    if (!fs::is_regular_file(named))
+      throw std::runtime_error("the checkpoint's run trained with data.tokenizer '" + printable(named) + "', which is not a file any more");
+    files.emplace_back(named, fs::path(named).extension() == ".model" ? "tokenizer.model" : "tokenizer.json");
+    dir = fs::path(named).parent_path().string();
+  }
+  if (dir.empty() && files.empty()) return;
+  for (const char* file : {"tokenizer.json", "tokenizer.model", "tokenizer_config.json", "special_tokens_map.json"})
+    if (named.empty() || std::string(file).rfind("tokenizer.", 0) != 0) files.emplace_back(fs::path(dir) / file, file);
+  for (const auto& [from, name] : files) {
     if (!fs::is_regular_file(from)) continue;
-    fs::copy_file(from, fs::path(out) / file);
-    if (options.progress) options.progress("export: " + std::string(file) + " from " + printable(dir));
+    fs::copy_file(from, fs::path(out) / name);
+    if (options.progress) options.progress("export: " + name + " from " + printable(from.string()));
   }
 }
 

@@ -7,6 +7,7 @@
 #include <torch/torch.h>
 
 #include <filesystem>
+#include <fstream>
 
 #include "ckpt/safetensors.h"
 #include "hf/hf_checkpoint_reader.h"
@@ -134,6 +135,26 @@ TEST(HfExport, EverySaveExportsWithDeepSpeedsGatherOnSave) {
   const auto trained = final_parameters(run, 2);
   const auto exported = imported_parameters(hf, trained);
   for (const auto& [name, t] : trained) EXPECT_TRUE(exported.at(name).equal(t.to(at::kBFloat16).to(at::kFloat))) << name;
+}
+
+// The tokenizer a run trained with goes along, under the name Hugging Face gives it: a SentencePiece
+// model as tokenizer.model, byte for byte.
+TEST(HfExport, TheRunsTokenizerGoesAlong) {
+  const std::string tokenizers = std::string(DTRAIN_SOURCE_DIR) + "/tests/data/tokenizers/";
+  const TrainingRun run = train(scratch_dir("hf_export_tokenizer_run"), 1,
+                                {"train.steps=1", "data.source=text:" + tokenizers + "corpus.txt",
+                                 "data.tokenizer=" + tokenizers + "sentencepiece.model", "model.vocab_size=600", "model.seq_len=32"});
+  ASSERT_EQ(run.result.exit_code, 0) << run.result.output;
+  const std::string out = scratch_dir("hf_export_tokenizer") + "/model";
+  const ProcessResult e = run_dtrain({"export", "--checkpoint", ckpt(run.dir, 1), "--format", "hf", "--out", out});
+  ASSERT_EQ(e.exit_code, 0) << e.output;
+  const auto bytes = [](const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  };
+  ASSERT_TRUE(fs::exists(out + "/tokenizer.model")) << e.output;
+  EXPECT_EQ(bytes(out + "/tokenizer.model"), bytes(tokenizers + "sentencepiece.model"));
+  EXPECT_FALSE(fs::exists(out + "/tokenizer.json"));
 }
 
 TEST(HfExport, RefusesBadInputWithoutWritingAnything) {
