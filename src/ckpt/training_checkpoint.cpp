@@ -186,6 +186,12 @@ const nlohmann::json& model_config_of(const ShardedCheckpointReader& ckpt) {
   return ckpt.metadata()["model_config"];
 }
 
+void check_parameters(const ShardedCheckpointReader& ckpt, const std::vector<ParamSpec>& specs) {
+  std::map<std::string, GlobalTensor> wanted;
+  for (const ParamSpec& s : specs) wanted[model_key(s.name)] = {s.shape, s.dtype, {}};
+  check_tensors(ckpt, wanted, /*parameters_only=*/true);
+}
+
 void load_parameters(ShardedCheckpointReader& ckpt, const std::vector<HeldParameter>& parameters) {
   const EarlierNames earlier = check_tensors(ckpt, expected_tensors(parameters, {}), /*parameters_only=*/true);  // generation needs nothing else
   at::NoGradGuard no_grad;

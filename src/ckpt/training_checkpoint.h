@@ -93,6 +93,10 @@ const nlohmann::json& model_config_of(const ShardedCheckpointReader& ckpt);
 // The parameters alone (generation, export), once the index holds every one of `parameters` with its
 // shape and dtype (or under its earlier name, mapped), and no other parameter.
 void load_parameters(ShardedCheckpointReader& ckpt, const std::vector<HeldParameter>& parameters);
+
+// The checks load_parameters makes before it reads a byte: every parameter of `specs` present with
+// its shape and dtype, and no other, without reading any (an export must not hold the whole model).
+void check_parameters(const ShardedCheckpointReader& ckpt, const std::vector<ParamSpec>& specs);
 // Every parameter, whole, by the name the checkpoint stores it under.
 std::map<std::string, at::Tensor> read_parameters(const std::string& dir);
 

@@ -28,8 +28,8 @@ std::string resolve_checkpoint_dir(const std::string& path) {
   std::vector<std::string> warnings;
   std::optional<CheckpointInfo> found;
   try {
-    // Loading the model proves the checkpoint fits the config its own metadata describes.
-    found = CheckpointManager::resolve(path, [](const std::string& dir) { load_model(dir); }, &warnings);
+    // The checkpoint must fit the config its own metadata describes; checked without reading the weights.
+    found = CheckpointManager::resolve(path, check_model, &warnings);
   } catch (const std::invalid_argument& e) {
     throw std::runtime_error(std::string("checkpoint ") + e.what());
   }

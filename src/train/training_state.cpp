@@ -193,4 +193,11 @@ Transformer load_model(const std::string& dir) {
   return model;
 }
 
+void check_model(const std::string& dir) {
+  ShardedCheckpointReader ckpt(dir);
+  std::vector<ParamSpec> specs;
+  for (ParameterShape& s : parameter_shapes(transformer_config_from_json(model_config_of(ckpt)))) specs.push_back({s.name, s.shape});
+  check_parameters(ckpt, specs);
+}
+
 }  // namespace dtrain

@@ -57,5 +57,8 @@ TrainerProgress load_training_state(const std::string& dir, const TrainingLayout
 // The model alone, for generation: rebuilds the Transformer from the index's model config (a
 // checkpoint of the earlier fused names maps as for training).
 Transformer load_model(const std::string& dir);
+// Whether the checkpoint in `dir` holds every parameter of the model its metadata describes, with
+// its shape, and no other, reading no weights.
+void check_model(const std::string& dir);
 
 }  // namespace dtrain
