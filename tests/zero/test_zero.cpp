@@ -64,6 +64,19 @@ TrainingRun train_at_stage(const std::string& dir, int nproc, std::vector<std::s
   return run;
 }
 
+// `job` on 2 ranks stopped after step `stop` at `first_stage`, then resumed in the same run
+// directory at `second_stage`; the resumed run, checked to have resumed there.
+TrainingRun resumed_across_stages(const std::string& name, const std::vector<std::string>& job, int stop, int first_stage, int second_stage) {
+  const std::string dir = scratch_dir(name + std::to_string(first_stage) + std::to_string(second_stage));
+  auto first = job;
+  first.push_back("train.stop_at_step=" + std::to_string(stop));
+  train_at_stage(dir, 2, first, first_stage);
+  const TrainingRun resumed = train_at_stage(dir, 2, job, second_stage);
+  EXPECT_TRUE(contains(resumed.result.output, "resumed from " + ckpt(resumed.dir, stop) + " at step " + std::to_string(stop)))
+      << resumed.result.output;
+  return resumed;
+}
+
 // The checkpoint holds every parameter and its optimizer state by name, whatever pieces each rank
 // wrote, so a run stopped under one stage continues under another: exactly as the uninterrupted run where both sides do the same arithmetic
 // (stages 0 and 1; stages 2 and 3 with themselves), within the fp32 tolerance where the sums differ.
@@ -73,12 +86,7 @@ TEST(Zero, CheckpointsResumeAcrossStages) {
   for (int stage : {0, 2, 3}) straight[stage] = train_at_stage(scratch_dir("zero_straight" + std::to_string(stage)), 2, job, stage);
   for (const auto& [first_stage, second_stage] :
        {std::pair{1, 0}, std::pair{0, 1}, std::pair{2, 2}, std::pair{2, 0}, std::pair{3, 3}, std::pair{3, 1}, std::pair{1, 3}}) {
-    const std::string dir = scratch_dir("zero_resume_" + std::to_string(first_stage) + std::to_string(second_stage));
-    auto first = job;
-    first.push_back("train.stop_at_step=3");
-    train_at_stage(dir, 2, first, first_stage);
-    const TrainingRun resumed = train_at_stage(dir, 2, job, second_stage);
-    EXPECT_TRUE(contains(resumed.result.output, "resumed from " + resumed.dir + "/ckpt/step-00000003 at step 3")) << resumed.result.output;
+    const TrainingRun resumed = resumed_across_stages("zero_resume_", job, 3, first_stage, second_stage);
     const TrainingRun& expected = straight[second_stage == 1 ? 0 : second_stage];
     if (first_stage != second_stage && std::max(first_stage, second_stage) >= 2) {
       expect_same_training(resumed, expected, 6);
@@ -340,13 +348,7 @@ TEST(ZeroStage3, ATiedTableLargerThanABlockIsReadAndReducedByRows) {
   EXPECT_TRUE(contains(run.result.output, "zero-3: wte.weight in 6 units of rows")) << run.result.output;
   expect_same_training(run, reference, 4);
   for (const auto& [first_stage, second_stage] : {std::pair{3, 1}, std::pair{1, 3}}) {
-    const std::string dir = scratch_dir("zero_rows_resume_" + std::to_string(first_stage) + std::to_string(second_stage));
-    auto first = job;
-    first.push_back("train.stop_at_step=2");
-    train_at_stage(dir, 2, first, first_stage);
-    const TrainingRun resumed = train_at_stage(dir, 2, job, second_stage);
-    EXPECT_TRUE(contains(resumed.result.output, "resumed from " + resumed.dir + "/ckpt/step-00000002 at step 2")) << resumed.result.output;
-    expect_same_training(resumed, reference, 4);
+    expect_same_training(resumed_across_stages("zero_rows_resume_", job, 2, first_stage, second_stage), reference, 4);
   }
   // Under bf16 the head rounds each block as it reads it, as the whole table's working copy is rounded.
   auto bf16 = job;
