@@ -6,6 +6,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <future>
@@ -182,8 +183,11 @@ RunningJob start_job(const std::string& marker, const std::vector<std::string>& 
   job.result = std::async(std::launch::async, [argv = launch(flags, program), ready = job.ready] {
     return run_process(argv, 60, {"WORKER_READY_DIR=" + ready});
   });
-  const bool running =
-      wait_for([&] { return std::distance(fs::directory_iterator(job.ready), {}) == sleepers; }, 30);
+  // A sleeper writes NAME.tmp and renames it to NAME: only the renamed files say it runs.
+  const auto started = [&] {
+    return std::count_if(fs::directory_iterator(job.ready), {}, [](const fs::directory_entry& e) { return e.path().extension() != ".tmp"; });
+  };
+  const bool running = wait_for([&] { return started() == sleepers; }, 30);
   job.agent = running ? launcher_pid(marker) : 0;
   return job;
 }
