@@ -284,20 +284,12 @@ void Parallelizer::shard_parameters(const std::shared_ptr<Group>& group, const s
   reduce_scatter->average_across(plan_.mesh->group("dp_replicate"));
   reduce_scatter->on_gradients_taken([s = &sharded](int unit) { s->gradients_taken(unit); });
   if (!split.name.empty()) {
-    const auto& entries = plan_.flat->entries();
-    const int entry = int(std::find_if(entries.begin(), entries.end(), [&](const FlatEntry& e) { return e.name == split.name; }) - entries.begin());
-    std::vector<int> rows;
-    int64_t largest = 0;
-    for (int u = 0; u < int(units.size()); ++u)
-      if (sharded.is_row_unit(u)) {
-        rows.push_back(u);
-        largest = std::max(largest, units[size_t(u)].numel);
-      }
-    plan_.row_table = std::make_unique<ShardedTable>(sharded, *reduce_scatter, units, rows, entries[size_t(entry)], entry, split.row_numel);
-    model_->set_row_blocked_table(plan_.row_table.get());
-    plan_.setup_lines.push_back("zero-3: " + split.name + " in " + std::to_string(rows.size()) + " units of rows (at most " +
-                                mib(largest * int64_t(plan_.flat->options().dtype().itemsize())) +
+    auto table = std::make_unique<ShardedTable>(sharded, *reduce_scatter, units, plan_.flat->entries(), split);
+    plan_.setup_lines.push_back("zero-3: " + split.name + " in " + std::to_string(table->blocks()) + " units of rows (at most " +
+                                mib(table->largest_block_numel() * int64_t(plan_.flat->options().dtype().itemsize())) +
                                 " MiB each, no more than a block's), read and reduced block by block by the lookup and the tied head");
+    plan_.row_table = std::move(table);
+    model_->set_row_blocked_table(plan_.row_table.get());
   }
   plan_.grad_sync = std::move(reduce_scatter);
   model_->set_part_hooks(&sharded);

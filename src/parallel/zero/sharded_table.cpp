@@ -1,13 +1,22 @@
 #include "parallel/zero/sharded_table.h"
 
+#include <algorithm>
+
 namespace dtrain {
 
 ShardedTable::ShardedTable(FullyShardedParameters& params, ReduceScatterGrads& grads, const std::vector<GradBucket>& units,
-                           std::vector<int> row_units, const FlatEntry& entry, int entry_index, int64_t row_numel)
-    : params_(params), grads_(grads), units_(std::move(row_units)), row_numel_(row_numel) {
-  for (int u : units_) first_row_.push_back((units[size_t(u)].offset - entry.offset) / row_numel);
-  first_row_.push_back(entry.numel / row_numel);
-  grads_.feed_by_rows(units_, entry_index, row_numel);
+                           const std::vector<FlatEntry>& entries, const RowSplit& split)
+    : params_(params), grads_(grads), row_numel_(split.row_numel) {
+  const auto entry = std::find_if(entries.begin(), entries.end(), [&](const FlatEntry& e) { return e.name == split.name; });
+  TORCH_CHECK(entry != entries.end(), "the flat layout has no entry '", split.name, "' to read by rows");
+  for (int u = 0; u < int(units.size()); ++u)
+    if (params.is_row_unit(u)) {
+      units_.push_back(u);
+      first_row_.push_back((units[size_t(u)].offset - entry->offset) / row_numel_);
+      largest_numel_ = std::max(largest_numel_, units[size_t(u)].numel);
+    }
+  first_row_.push_back(entry->numel / row_numel_);
+  grads_.feed_by_rows(units_, int(entry - entries.begin()), row_numel_);
 }
 
 at::Tensor ShardedTable::acquire(int block) {

@@ -5,19 +5,24 @@
 #pragma once
 #include <vector>
 
+#include "optim/flat_parameters.h"
+
 #include "model/row_blocked_table.h"
 #include "parallel/zero/fully_sharded_parameters.h"
+#include "parallel/zero/parameter_units.h"
 #include "parallel/zero/reduce_scatter_grads.h"
 
 namespace dtrain {
 
 class ShardedTable : public RowBlockedTable {
  public:
-  // `units`: the row units of entry `entry` of the flat layout, in order; rows of `row_numel`.
-  ShardedTable(FullyShardedParameters& params, ReduceScatterGrads& grads, const std::vector<GradBucket>& units, std::vector<int> row_units,
-               const FlatEntry& entry, int entry_index, int64_t row_numel);
+  // The table `split` names among the flat layout's `entries`, over the units of its rows that
+  // `params` made of `units` (parameter_units.h), in order.
+  ShardedTable(FullyShardedParameters& params, ReduceScatterGrads& grads, const std::vector<GradBucket>& units,
+               const std::vector<FlatEntry>& entries, const RowSplit& split);
 
   int blocks() const override { return int(units_.size()); }
+  int64_t largest_block_numel() const { return largest_numel_; }
   int64_t first_row(int block) const override { return first_row_[size_t(block)]; }
   void prefetch(int block) override { params_.prefetch_unit(units_[size_t(block)]); }
   at::Tensor acquire(int block) override;
@@ -31,6 +36,7 @@ class ShardedTable : public RowBlockedTable {
   std::vector<int> units_;
   std::vector<int64_t> first_row_;  // per block, and the table's rows after the last
   int64_t row_numel_;
+  int64_t largest_numel_ = 0;
 };
 
 }  // namespace dtrain
