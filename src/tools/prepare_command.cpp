@@ -3,7 +3,6 @@
 #include <CLI/CLI.hpp>
 #include <glob.h>
 
-#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <iomanip>
@@ -11,6 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "common/elapsed.h"
 #include "common/byte_words.h"
 #include "common/flag_bounds.h"
 #include "common/parse_command_line.h"
@@ -22,10 +22,6 @@
 namespace dtrain {
 
 namespace {
-
-using Clock = std::chrono::steady_clock;
-
-double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
 
 std::string rate(double bytes, double seconds) {
   std::ostringstream s;
@@ -76,8 +72,8 @@ int prepare_command(int argc, char** argv) {
   std::cerr << "prepare: " << printable(input) << " (" << byte_words(double(text->size())) << ") with " << tokenizer->description()
             << " -> " << printable(pattern) << " (uint" << 8 * format.width << " tokens)\n";
   TokenShardWriter writer(out, prefix, format, shard_tokens);
-  const Clock::time_point start = Clock::now();
-  Clock::time_point last_report = start;
+  const SteadyClock::time_point start = SteadyClock::now();
+  SteadyClock::time_point last_report = start;
   size_t released = 0;
   const std::string_view view(reinterpret_cast<const char*>(text->data()), text->size());
   tokenize_text(view, *tokenizer, [&](const std::vector<int32_t>& ids, size_t done) {
@@ -85,7 +81,7 @@ int prepare_command(int argc, char** argv) {
     text->release(released, done - released);  // a pass over the corpus stays out of this process's memory
     released = done;
     if (seconds_since(last_report) >= 1.0 && done < text->size()) {
-      last_report = Clock::now();
+      last_report = SteadyClock::now();
       std::cerr << "prepare: " << std::fixed << std::setprecision(1) << 100.0 * double(done) / double(text->size()) << "% ("
                 << byte_words(double(done)) << "), " << writer.tokens() << " tokens, " << rate(double(done), seconds_since(start)) << "\n";
     }

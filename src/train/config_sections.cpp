@@ -8,7 +8,6 @@
 #include "common/printable.h"
 #include "common/printable_json.h"
 #include "common/range_words.h"
-#include "hf/hf_config.h"
 #include "model/mixed_precision.h"
 #include "parallel/context/context_options.h"
 #include "parallel/pipeline/schedule_kind.h"
@@ -267,59 +266,6 @@ void resolve_precision(const Reader& r, TrainConfig& c) {
     fail(r.origin(), "'data_types.grad_accum_dtype' is \"" + accum + "\" but the run computes in " + compute +
                          "; gradients accumulate in fp32 or in the run's own 16-bit type (set " + accum + ".enabled=true, or remove the key)");
   c.grad_accum_16bit = accum != "fp32";
-}
-
-namespace {
-
-// The model of model.init_from's config.json; a shape key the config gives as well must agree with
-// it, except seq_len, which may be shorter than GPT-2's position table (and any length for Llama).
-TransformerConfig model_of_init_from(const Reader& r, const std::string& dir) {
-  HfModelShape hf;
-  try {
-    hf = read_hf_model_shape(dir);
-  } catch (const std::runtime_error& e) {
-    fail(r.origin(), "'model.init_from': " + std::string(e.what()));
-  }
-  const nlohmann::json from = to_json(hf.config);
-  for (const char* key : {"arch", "n_layer", "n_head", "n_kv_head", "d_model", "d_ff", "vocab_size", "tie_embeddings", "norm_eps", "rope_theta"}) {
-    const std::string path = std::string("model.") + key;
-    if (r.is_null(path) || r.at(path) == from[key]) continue;
-    fail(r.origin(), "'" + path + "' is " + printable_json(r.at(path)) + ", but model.init_from's " + dir + "/" + kHfConfigFile + " gives " +
-                         printable_json(from[key]) + ": the model's shape comes from the checkpoint; remove the key");
-  }
-  return hf.config;
-}
-
-}  // namespace
-
-TransformerConfig resolve_model(const Reader& r) {
-  TransformerConfig m;
-  const std::string init_from = r.text("model.init_from");
-  try {
-    m = init_from.empty() ? model_preset(r.text("model.preset")) : model_of_init_from(r, init_from);
-  } catch (const std::invalid_argument& e) {
-    fail(r.origin(), e.what());
-  }
-  auto int_key = [&](const char* key, int& field) {
-    if (!r.is_null(std::string("model.") + key)) field = r.small_integer(std::string("model.") + key, 0);
-  };
-  if (!r.is_null("model.arch")) m.arch = r.text("model.arch");
-  int_key("n_layer", m.n_layer);
-  int_key("n_head", m.n_head);
-  int_key("n_kv_head", m.n_kv_head);
-  int_key("d_model", m.d_model);
-  int_key("d_ff", m.d_ff);
-  int_key("seq_len", m.seq_len);
-  int_key("vocab_size", m.vocab_size);
-  if (!r.is_null("model.tie_embeddings")) m.tie_embeddings = r.boolean("model.tie_embeddings");
-  if (!r.is_null("model.norm_eps")) m.norm_eps = r.number("model.norm_eps", 0);
-  if (!r.is_null("model.rope_theta")) m.rope_theta = r.number("model.rope_theta", 1);
-  try {
-    m.validate();
-  } catch (const std::invalid_argument& e) {
-    fail(r.origin(), e.what());
-  }
-  return m;
 }
 
 // gradient_accumulation_steps, or parallel.micro_batches, its other name (a pipeline's micro-batches

@@ -35,7 +35,6 @@ void resolve_sharding(const Reader& r, TrainConfig& c);
 void split_into_shard_groups(TrainConfig& c, int size);
 TrainConfig::Offload resolve_offload(const Reader& r, const std::string& key, int min_stage, int stage);
 void resolve_precision(const Reader& r, TrainConfig& c);
-TransformerConfig resolve_model(const Reader& r);
 // The batch arithmetic, with parallel.micro_batches as another name of gradient_accumulation_steps.
 void resolve_batch(const Reader& r, TrainConfig& c);
 void warn_if_no_checkpoint(TrainConfig& c);

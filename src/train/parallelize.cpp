@@ -11,8 +11,6 @@
 #include "parallel/ddp/data_parallel.h"
 #include "parallel/pipeline/apply_pp.h"
 #include "parallel/tensor/apply_tp.h"
-#include "parallel/zero/host_offload_optimizer.h"
-#include "parallel/zero/nvme_optimizer.h"
 #include "parallel/zero/parameter_units.h"
 #include "parallel/zero/reduce_scatter_grads.h"
 #include "parallel/zero/sharded_table.h"
@@ -21,6 +19,7 @@
 #include "train/config_errors.h"
 #include "train/freeze_globs.h"
 #include "train/host_memory.h"
+#include "train/shard_optimizer.h"
 
 namespace dtrain {
 
@@ -62,8 +61,6 @@ class Parallelizer {
                         const RowSplit& split);
   void keep_shard_on_nvme();
   void make_optimizer();
-  std::unique_ptr<ElementwiseOptimizer> make_shard_optimizer(int64_t numel);
-  std::unique_ptr<ElementwiseOptimizer> make_nvme_optimizer(int64_t numel, at::TensorOptions options);
   void describe();
 
   Transformer& model_;
@@ -312,7 +309,7 @@ void Parallelizer::make_optimizer() {
     return;
   }
   owned_numel_ = shards_->owned_numel();
-  auto inner = make_shard_optimizer(shards_->shard_numel());
+  auto inner = make_shard_optimizer(c_, world_.device(), *plan_.flat, plan_.sharded.get(), shards_->shard_numel(), plan_.setup_lines);
   std::unique_ptr<ParameterAllGather> gather;
   if (!plan_.sharded) {  // stages 1 and 2: the updated pieces come back during the next forward pass
     gather = std::make_unique<ParameterAllGather>(*shards_, group_, plan_.flat->entries(), ParameterParts(parts_));
@@ -320,47 +317,6 @@ void Parallelizer::make_optimizer() {
     model_->set_part_hooks(plan_.parameter_gather);
   }
   plan_.optimizer = std::make_unique<ZeroOptimizer>(std::move(inner), std::move(*shards_), c_.zero_stage, std::move(gather));
-}
-
-// The optimizer of this rank's `numel` shard elements: its state beside the parameters, or where
-// offload_optimizer puts it. On an accelerator an offloaded state is updated by the CPU, where it is
-// (parallel/zero/host_offload_optimizer.h).
-std::unique_ptr<ElementwiseOptimizer> Parallelizer::make_shard_optimizer(int64_t numel) {
-  const std::string& where = c_.offload_optimizer.device;
-  const at::Device device = world_.device();
-  const bool on_host = !device.is_cpu() && where != "none";
-  const at::TensorOptions options = on_host ? plan_.flat->options().device(at::kCPU) : plan_.flat->options();
-  std::unique_ptr<ElementwiseOptimizer> inner =
-      where == "nvme" ? make_nvme_optimizer(numel, options) : make_flat_optimizer(c_.optimizer, at::empty({numel}, options));
-  if (!on_host) return inner;
-  const bool params_on_host = plan_.sharded && plan_.sharded->shard().device() != device;
-  auto offloaded = std::make_unique<HostOffloadOptimizer>(std::move(inner), numel, plan_.flat->options(), device, params_on_host);
-  plan_.setup_lines.push_back("zero_optimization.offload_optimizer.device=" + where + ": the optimizer state is updated on the CPU where it lives, " +
-                              "nothing of it on the " + device.str() + "; " + mib(offloaded->host_bytes()) + " MiB of host memory with the " +
-                              (params_on_host ? "gradients'" : "gradients' and parameters'") + " staging buffers");
-  return offloaded;
-}
-
-// The optimizer state of `numel` shard elements in files under nvme_path (parallel/zero/nvme_optimizer.h).
-std::unique_ptr<ElementwiseOptimizer> Parallelizer::make_nvme_optimizer(int64_t numel, at::TensorOptions options) {
-  const std::string key = "zero_optimization.offload_optimizer";
-  std::unique_ptr<NvmeOptimizer> nvme;
-  offload_to_nvme(key, [&] {
-    nvme = std::make_unique<NvmeOptimizer>(make_elementwise_rule(c_.optimizer), numel, options,
-                                           NvmeOffloadOptions{c_.offload_optimizer.nvme_path, c_.sub_group_size});
-  });
-  if (plan_.sharded && plan_.sharded->shard_in_file()) nvme->stream_parameters_from(plan_.sharded->shard_file(), plan_.sharded->shard_file_name());
-  const int64_t sub_group = std::min(c_.sub_group_size, numel);
-  plan_.setup_lines.push_back(key + ".device=nvme: optimizer state (" + mib(nvme->offloaded_bytes()) + " MiB) in unnamed files under " +
-                              printable(c_.offload_optimizer.nvme_path) + ", streamed in " + std::to_string((numel + sub_group - 1) / sub_group) +
-                              " sub-group(s) of " + std::to_string(sub_group) + " elements through " + mib(nvme->resident_bytes()) +
-                              " MiB of buffers; I/O by " + nvme->io_mode());
-  if (nvme->resident_bytes() >= nvme->streamed_bytes())
-    plan_.setup_lines.push_back("warning: zero_optimization.sub_group_size " + std::to_string(c_.sub_group_size) +
-                                " leaves the buffers as large as the " + std::to_string(numel) +
-                                "-element state they stream, so offloading saves no memory; set it to " +
-                                std::to_string(std::max<int64_t>(1, numel / 16)) + " or so");
-  return nvme;
 }
 
 void Parallelizer::describe() {

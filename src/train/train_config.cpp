@@ -10,6 +10,7 @@
 #include "common/wait_limit.h"
 #include "model/mixed_precision.h"
 #include "optim/flat_optimizer.h"
+#include "train/config_model.h"
 #include "optim/lr_schedule.h"
 #include "train/config_schema.h"
 #include "train/config_sections.h"

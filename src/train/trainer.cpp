@@ -2,25 +2,22 @@
 
 #include <ATen/Parallel.h>
 
-#include <chrono>
 #include <cmath>
-#include <cstdlib>
 #include <iostream>
 #include <optional>
 
 #include "ckpt/checkpoint_manager.h"
-#include "hf/hf_checkpoint_reader.h"
-#include "hf/hf_export.h"
 #include "ckpt/crash_points.h"
 #include "ckpt/durable_file.h"
 #include "comm/collectives.h"
+#include "common/elapsed.h"
 #include "common/number_text.h"
 #include "common/store_bytes.h"
 #include "data/micro_batch_stream.h"
 #include "data/token_source.h"
-#include "launch/host_capacity.h"
 #include "optim/lr_schedule.h"
 #include "train/config_preflight.h"
+#include "train/hf_weights.h"
 #include "train/host_memory.h"
 #include "train/evaluation.h"
 #include "train/injected_faults.h"
@@ -29,6 +26,7 @@
 #include "train/parallelize.h"
 #include "train/rank_agreement.h"
 #include "train/rank_log.h"
+#include "train/rank_runtime.h"
 #include "train/replica_checks.h"
 #include "train/resume_choice.h"
 #include "train/run_directories.h"
@@ -43,8 +41,6 @@ namespace dtrain {
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
 // The exit code of a run stopped because training diverged (docs/training.md).
 constexpr int kDivergedExitCode = 3;
@@ -67,7 +63,6 @@ class Trainer {
   void build_data();
   void build_model();
   void resume_or_start();
-  void init_from_hf();
   // Loads a checkpoint into the model, optimizer and progress_ (every check first).
   void read_checkpoint(const std::string& dir);
   // After read_checkpoint on rank 0 (which checked it) or here on the others: the data position and
@@ -98,7 +93,7 @@ class Trainer {
   std::string last_unhealthy_reason_;
   std::vector<std::string> setup_lines_;  // logged once the run directory (and its logs) exist
   TrainerProgress progress_;
-  Clock::time_point start_ = Clock::now();
+  SteadyClock::time_point start_ = SteadyClock::now();
 };
 
 void Trainer::setup_run_dir() {
@@ -173,32 +168,11 @@ void Trainer::continue_lineage(const std::string& resumed_from) {
   checkpoints_->set_lineage(own ? CheckpointManager::read_manifest(resumed_from).lineage : CheckpointManager::new_lineage());
 }
 
-// A fresh start with model.init_from: every rank reads its own pieces of the Hugging Face weights,
-// as it would read a checkpoint's. A resumed run continues its checkpoint instead, which already
-// started from them.
-void Trainer::init_from_hf() {
-  const auto t0 = Clock::now();
-  std::exception_ptr error;
-  try {
-    plan_.optimizer->finish_parameter_updates();  // no gather may write into what is loaded
-    HfCheckpointReader hf(c_.init_from, c_.model);
-    load_hf_parameters(hf, plan_.layout.parameters);
-    plan_.evict_offloaded();
-  } catch (...) {
-    error = std::current_exception();
-  }
-  const std::vector<int> failed = ranks_that_failed(*world_, !error, "model.init_from");
-  if (error) std::rethrow_exception(error);
-  if (!failed.empty())
-    throw std::runtime_error("rank " + std::to_string(failed.front()) + " could not read model.init_from " + c_.init_from + " (its log says why), so this rank stops too");
-  log_.info("model.init_from: loaded " + c_.init_from + " (" + c_.model.describe() + ", " + fixed(seconds_since(t0), 2) + " s)");
-}
-
 void Trainer::resume_or_start() {
   checkpoints_ = std::make_unique<CheckpointManager>(c_.checkpoint, world_->rank(),
                                                      [this](bool ok) { return ranks_that_failed(*world_, ok, "checkpoint"); });
   if (world_->rank() == 0) checkpoints_->remove_interrupted_saves();
-  const auto t0 = Clock::now();  // rank 0 loads the checkpoint it chooses while choosing it
+  const auto t0 = SteadyClock::now();  // rank 0 loads the checkpoint it chooses while choosing it
   const std::string from = agree("trainer/resume", [this] {
     return choose_checkpoint(claimed_.start, *checkpoints_, c_, [this](const std::string& dir) { read_checkpoint(dir); }, log_);
   });
@@ -216,7 +190,8 @@ void Trainer::resume_or_start() {
                    ? "; it was saved by a " + progress_.precision + " run, and its fp32 weights continue in " + precision_name(c_.precision)
                    : ""));
   }
-  if (from.empty() && !c_.init_from.empty()) init_from_hf();
+  // A resumed run continues its checkpoint, which already started from model.init_from.
+  if (from.empty() && !c_.init_from.empty()) load_init_from(c_, plan_, *world_, log_);
   // The run directory's config.json says what this start did: the checkpoint it resumed, or never.
   c_.json["train"]["resume"] = from.empty() ? "never" : from;
   if (world_->rank() == 0) write_file_atomically(c_.run_dir + "/config.json", c_.json.dump(2));
@@ -227,7 +202,7 @@ void Trainer::resume_or_start() {
 }
 
 void Trainer::train_step(int64_t step) {
-  const auto t0 = Clock::now();
+  const auto t0 = SteadyClock::now();
   if (c_.wall_clock_breakdown) plan_.start_trace();
   StepOutcome out;
   const bool inject = plan_.scaler && overflow_injected(step + 1);
@@ -248,7 +223,7 @@ void Trainer::train_step(int64_t step) {
 }
 
 void Trainer::save(int64_t step) {
-  const auto t0 = Clock::now();
+  const auto t0 = SteadyClock::now();
   // every_hours must trigger on every rank at once: rank 0's clock decides.
   const CheckpointHealth health{guard_->last_step_healthy(), guard_->last_step_healthy() ? "" : last_unhealthy_reason_};
   check_replicas_agree(plan_, *world_, step, replica_drift_injected(step));
@@ -264,14 +239,7 @@ void Trainer::save(int64_t step) {
   log_.info("checkpoint: " + dir + " (" + fixed(seconds_since(t0), 2) + " s)" + (health.healthy ? "" : ", marked unhealthy"));
   // DeepSpeed's stage3_gather_16bit_weights_on_model_save writes a model file beside each save; here
   // rank 0 exports the committed checkpoint, in the run's precision, into its hf/ directory.
-  if (c_.export_hf_on_save && world_->rank() == 0) {
-    const auto t1 = Clock::now();
-    HfExportOptions options;
-    options.dtype = c_.precision;
-    export_hf_checkpoint(dir, dir + "/hf", options);
-    log_.info("checkpoint: " + dir + "/hf, a Hugging Face model (zero_optimization.stage3_gather_16bit_weights_on_model_save; " +
-              fixed(seconds_since(t1), 2) + " s)");
-  }
+  if (c_.export_hf_on_save && world_->rank() == 0) export_save_to_hf(c_, dir, log_);
 }
 
 // After divergence: with train.on_divergence=rollback (and rollbacks left), reloads the newest
@@ -342,17 +310,7 @@ int Trainer::run() {
 }
 
 int Trainer::train() {
-  // ATen, MKL and oneDNN share LibTorch's one OpenMP pool (MKL uses its GNU OpenMP layer): this
-  // sizes all three, so nothing oversubscribes the cores.
-  at::set_num_threads(rank_threads(c_.threads, world_->env().local_world_size));
-  setup_lines_.push_back(keep_freed_host_memory());
-  map_large_blocks_while_setting_up();
-  if (c_.deterministic) {
-    // cuBLAS is deterministic only with a fixed workspace, read when its first handle is made;
-    // without it ATen refuses every CUDA matmul under deterministic algorithms. An explicit setting wins.
-    ::setenv("CUBLAS_WORKSPACE_CONFIG", ":4096:8", 0);
-    at::globalContext().setDeterministicAlgorithms(true, false);
-  }
+  configure_rank_runtime(c_, *world_, setup_lines_);
   // Inputs are checked before the run directory exists, so a bad start leaves nothing on disk.
   mesh_ = make_run_mesh(*world_, c_, setup_lines_);
   build_data();
@@ -378,7 +336,7 @@ int Trainer::train() {
             (c_.peak_flops > 0 ? ", train.peak_flops" : ", " + precision_name(model_->precision().native_gemm ? c_.precision : at::kFloat) + " GEMMs") + ")");
   const int64_t released = release_freed_host_memory();
   if (released >= (1 << 20)) log_.info("host memory: " + mib(released) + " MiB that setting up freed given back to the kernel");
-  start_ = Clock::now();
+  start_ = SteadyClock::now();
   const auto first = progress_.step;
   while (progress_.step < c_.steps) {
     const int64_t step = progress_.step;
