@@ -10,6 +10,8 @@
 #include <cstdio>
 #include <stdexcept>
 
+#include "launch/output_lines.h"
+
 namespace dtrain {
 namespace {
 constexpr size_t kTailLines = 20;
@@ -65,30 +67,7 @@ void WorkerProcess::emit(const std::string& line) {
 }
 
 bool WorkerProcess::pump_output() {
-  if (out_fd_ < 0) return false;
-  char buf[8192];
-  bool open = true;
-  for (;;) {
-    ssize_t n = read(out_fd_, buf, sizeof buf);
-    if (n > 0) {
-      partial_.append(buf, n);
-      continue;
-    }
-    if (n == 0) open = false;
-    break;  // EAGAIN: nothing more for now
-  }
-  size_t start = 0, nl;
-  while ((nl = partial_.find('\n', start)) != std::string::npos) {
-    emit(partial_.substr(start, nl - start));
-    start = nl + 1;
-  }
-  partial_.erase(0, start);
-  if (!open) {
-    if (!partial_.empty()) emit(partial_);
-    partial_.clear();
-    close(out_fd_);
-    out_fd_ = -1;
-  }
+  const bool open = pump_lines(out_fd_, partial_, [this](const std::string& line) { emit(line); });
   std::fflush(stdout);
   return open;
 }
