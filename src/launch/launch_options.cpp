@@ -13,11 +13,12 @@
 namespace dtrain {
 
 void add_launch_flags(CLI::App& app, LaunchOptions& o) {
-  app.add_option("--nproc-per-node", o.nproc_per_node, "workers on this node")->check(CLI::Range(1, 4096))->capture_default_str();
-  app.add_option("--nnodes", o.nnodes, "nodes in the job")->check(CLI::Range(1, 100000))->capture_default_str();
-  app.add_option("--node-rank", o.node_rank, "this node's rank, 0..nnodes-1")->check(whole_number(0, 99999))->capture_default_str();
-  app.add_option("--master-addr", o.master_addr, "address of node 0 (hosts the rendezvous store)")->capture_default_str();
-  app.add_option("--master-port", o.master_port,
+  // Each flag also under the names torchrun, DeepSpeed and accelerate give it (docs/launch.md).
+  app.add_option("--nproc-per-node,--nproc_per_node,--num_gpus", o.nproc_per_node, "workers on this node")->check(CLI::Range(1, 4096))->capture_default_str();
+  app.add_option("--nnodes,--num_nodes,--num_machines", o.nnodes, "nodes in the job")->check(CLI::Range(1, 100000))->capture_default_str();
+  app.add_option("--node-rank,--node_rank,--machine_rank", o.node_rank, "this node's rank, 0..nnodes-1")->check(whole_number(0, 99999))->capture_default_str();
+  app.add_option("--master-addr,--master_addr,--main_process_ip", o.master_addr, "address of node 0 (hosts the rendezvous store)")->capture_default_str();
+  app.add_option("--master-port,--master_port,--main_process_port", o.master_port,
                  "port of the rendezvous store (default: a free port on one node, 29500 across nodes)")
       ->check(CLI::Range(1, 65535));
   app.add_option("--max-restarts", o.max_restarts, "restarts of the whole job before giving up")->check(whole_number(0, INT_MAX))->capture_default_str();
