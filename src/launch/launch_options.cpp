@@ -9,6 +9,7 @@
 #include "common/flag_bounds.h"
 #include "common/parse_command_line.h"
 #include "common/wait_limit.h"
+#include "launch/host_launch_options.h"
 
 namespace dtrain {
 
@@ -35,8 +36,9 @@ std::string finish_launch_options(LaunchOptions& o) {
   return "";
 }
 
-bool parse_launch_options(int argc, char** argv, LaunchOptions* out, int* exit_code) {
+bool parse_launch_options(int argc, char** argv, LaunchOptions* out, HostPlan* hosts, int* exit_code) {
   LaunchOptions o;
+  HostPlan plan;
   // Everything after "--" is the worker's command line, never a launcher flag.
   int split = argc;
   for (int i = 1; i < argc; ++i) {
@@ -54,6 +56,7 @@ bool parse_launch_options(int argc, char** argv, LaunchOptions* out, int* exit_c
   app.add_option("--run-dir", o.run_dir,
                  "the job's run directory (a trainer's train.run_dir), where the agent records why the job ended "
                  "(launch-node<N>.log, .json) once it exists; default: the one the trainer's rank 0 publishes, on node 0");
+  add_host_launch_flags(app, plan.how);
   if (const auto code = parse_command_line(app, split, argv)) {
     *exit_code = *code;
     return false;
@@ -63,9 +66,17 @@ bool parse_launch_options(int argc, char** argv, LaunchOptions* out, int* exit_c
     *exit_code = 2;
     return false;
   };
+  if (plan.how.starts_hosts()) {
+    try {
+      plan.hosts = plan_hosts(plan.how, app, o);
+    } catch (const std::exception& e) {
+      return usage_error(e.what());
+    }
+  }
   if (auto error = finish_launch_options(o); !error.empty()) return usage_error(error);
   if (o.program.empty()) return usage_error("no worker program: use dtrain launch [options] -- PROGRAM [ARGS...]");
   *out = o;
+  *hosts = plan;
   return true;
 }
 

@@ -7,6 +7,8 @@ namespace CLI { class App; }
 
 namespace dtrain {
 
+struct HostPlan;
+
 struct LaunchOptions {
   int nproc_per_node = 1;
   int nnodes = 1;
@@ -29,8 +31,9 @@ void add_launch_flags(CLI::App& app, LaunchOptions& o);
 // Checks flag combinations and fills defaults; returns an error message, empty when all is well.
 std::string finish_launch_options(LaunchOptions& o);
 
-// Parses `launch [flags] -- PROGRAM ARGS...`. Returns false when the caller should exit with
-// `exit_code` (help printed, or a usage error already reported on stderr).
-bool parse_launch_options(int argc, char** argv, LaunchOptions* out, int* exit_code);
+// Parses `launch [flags] -- PROGRAM ARGS...`, with the flags that start the job on a list of hosts
+// into `hosts`. Returns false when the caller should exit with `exit_code` (help printed, or a usage
+// error already reported on stderr).
+bool parse_launch_options(int argc, char** argv, LaunchOptions* out, HostPlan* hosts, int* exit_code);
 
 }  // namespace dtrain

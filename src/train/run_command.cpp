@@ -5,13 +5,17 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <iostream>
 
 #include "common/parse_command_line.h"
 #include "common/printable.h"
 #include "launch/agent.h"
 #include "launch/host_capacity.h"
+#include "launch/host_launch_options.h"
 #include "launch/launch_options.h"
+#include "launch/multi_node_launch.h"
+#include "launch/stdin_hangup.h"
 #include "train/config_preflight.h"
 #include "train/rank_memory.h"
 #include "train/sample_text.h"
@@ -20,34 +24,53 @@ namespace dtrain {
 
 namespace {
 
-std::string self_executable() {
-  char path[4096];
-  const ssize_t n = ::readlink("/proc/self/exe", path, sizeof path - 1);
-  if (n <= 0) throw std::runtime_error("cannot find the dtrain binary (/proc/self/exe)");
-  return std::string(path, size_t(n));
+// `dtrain run` on every host, as node r of the job: the config checked here goes along as its path
+// (a shared file system, as DeepSpeed assumes) and the overrides, the run directory among them.
+int run_on_hosts(const HostPlan& hosts, const LaunchOptions& launch, const std::string& config_path,
+                 const std::vector<std::string>& sets, const std::string* prompt) {
+  return launch_on_hosts(hosts.how, hosts.hosts, launch, [&](int node) {
+    std::vector<std::string> agent{self_executable(), "run"};
+    for (auto& flag : node_agent_flags(launch, node)) agent.push_back(flag);
+    if (!config_path.empty()) agent.insert(agent.end(), {"--config", std::filesystem::absolute(config_path).string()});
+    for (const auto& s : sets) agent.insert(agent.end(), {"--set", s});
+    if (prompt) agent.insert(agent.end(), {"--prompt", *prompt});
+    else agent.push_back("--no-sample");
+    return agent;
+  }, "dtrain run");
 }
 
 }  // namespace
 
 int run_command(int argc, char** argv) {
   LaunchOptions launch;
+  HostPlan hosts;
   launch.nproc_per_node = std::clamp(int(::sysconf(_SC_NPROCESSORS_ONLN)), 1, 2);
   std::string config_path, prompt = "The ";
   std::vector<std::string> sets;
   bool no_sample = false;
   CLI::App app{"Launch local ranks and train: `dtrain launch` + `dtrain train` in one command. With no arguments it is "
-               "the demo: the default model on the built-in corpus, then a sample from the final checkpoint.",
+               "the demo: the default model on the built-in corpus, then a sample from the final checkpoint. With --hostfile or "
+               "--hosts, it starts the same on every host, one node each.",
                "dtrain run"};
   add_launch_flags(app, launch);
+  add_host_launch_flags(app, hosts.how);
   app.add_option("--config", config_path, "JSON config (default: the demo config)");
   app.add_option("--set", sets, "override a key: --set train.steps=100 (repeatable)")->allow_extra_args(false);
   app.add_option("--prompt", prompt, "prompt of the sample printed at the end")->capture_default_str();
   app.add_flag("--no-sample", no_sample, "do not print a sample at the end");
   if (const auto code = parse_command_line(app, argc, argv)) return *code;
-  if (auto error = finish_launch_options(launch); !error.empty()) {
+  auto usage_error = [](const std::string& error) {
     std::cerr << "dtrain run: error: " << error << "\n";
     return 2;
+  };
+  if (hosts.how.starts_hosts()) {
+    try {
+      hosts.hosts = plan_hosts(hosts.how, app, launch);
+    } catch (const std::exception& e) {
+      return usage_error(e.what());
+    }
   }
+  if (auto error = finish_launch_options(launch); !error.empty()) return usage_error(error);
   if (!no_sample) check_prompt(prompt);
   // Checked once here, before any process starts, as `config check` checks it.
   TrainConfig config = load_run_config(config_path, sets, launch.nproc_per_node * launch.nnodes);
@@ -56,6 +79,7 @@ int run_command(int argc, char** argv) {
     config.run_dir = default_run_dir();
     sets.push_back("train.run_dir=" + config.run_dir);
   }
+  if (!hosts.hosts.empty()) return run_on_hosts(hosts, launch, config_path, sets, no_sample ? nullptr : &prompt);
   RanksOnHost job;
   job.ranks = launch.nproc_per_node;
   job.threads_per_rank = config.threads > 0 ? config.threads : worker_omp_threads();
@@ -64,6 +88,7 @@ int run_command(int argc, char** argv) {
   job.bytes_per_rank = memory.bytes;
   job.bytes_per_rank_how = memory.how;
   if (!admit_on_this_host("dtrain run", job)) return 1;
+  if (hosts.how.stop_on_stdin_eof) hang_up_when_stdin_ends();
   launch.run_dir = config.run_dir;
   launch.trainer_claims_run_dir = true;
   launch.program = {self_executable(), "train"};
