@@ -21,9 +21,17 @@ const Sets kMatrixJob = {"train_batch_size=12", "train_micro_batch_size_per_gpu=
                          "train.freeze=[\"blocks.0.ln1.*\"]"};
 
 // The one-rank references, by name; each row's test runs its reference once.
+// The fp32 GPT-2 and Llama jobs are references three times over, for the data-parallel, the
+// tensor-parallel and the context-parallel rows, so that each test stays short on a slow machine.
+const Sets kMatrixGpt2 = {"model.arch=gpt2", "model.n_head=2"};
+const Sets kMatrixLlama = {"model.arch=llama", "model.n_head=4", "model.n_kv_head=2"};
 const std::map<std::string, Sets> kReferences = {
-    {"gpt2", {"model.arch=gpt2", "model.n_head=2"}},
-    {"llama", {"model.arch=llama", "model.n_head=4", "model.n_kv_head=2"}},
+    {"gpt2", kMatrixGpt2},
+    {"gpt2_tp", kMatrixGpt2},
+    {"gpt2_cp", kMatrixGpt2},
+    {"llama", kMatrixLlama},
+    {"llama_tp", kMatrixLlama},
+    {"llama_cp", kMatrixLlama},
     {"gpt2_bf16", {"model.arch=gpt2", "bf16.enabled=true"}},
     {"gpt2_fp16", {"model.arch=gpt2", "fp16.enabled=true"}},
     // Pipeline rows, their rows apart so that each test stays short: 8 blocks cut into up to 8
@@ -92,12 +100,12 @@ const std::vector<Row> kRows = {
      "activation_checkpointing.contiguous_memory_optimization: checkpointed block inputs copied into one buffer"},
 
     // Tensor parallelism: every rank of a tp group computes its slice of each layer for the same batch.
-    {"tp2", 2, {"parallel.tp=2"}, "gpt2", kFp32Reordered, "tensor parallel: tp 2"},
-    {"tp2_sp", 2, {"parallel.tp=2", "parallel.sequence_parallel=true"}, "gpt2", kFp32Reordered, "sequence parallel: norms and residuals on 2"},
-    {"dp2_tp2", 4, k2Ranks + Sets{"parallel.tp=2"}, "gpt2", kFp32Reordered, "batch: 12 = micro 6 x accumulation 1 x dp 2"},
-    {"tp2_zero3", 4, k2Ranks + Sets{"parallel.tp=2", "zero_optimization.stage=3"}, "gpt2", kFp32Reordered,
+    {"tp2", 2, {"parallel.tp=2"}, "gpt2_tp", kFp32Reordered, "tensor parallel: tp 2"},
+    {"tp2_sp", 2, {"parallel.tp=2", "parallel.sequence_parallel=true"}, "gpt2_tp", kFp32Reordered, "sequence parallel: norms and residuals on 2"},
+    {"dp2_tp2", 4, k2Ranks + Sets{"parallel.tp=2"}, "gpt2_tp", kFp32Reordered, "batch: 12 = micro 6 x accumulation 1 x dp 2"},
+    {"tp2_zero3", 4, k2Ranks + Sets{"parallel.tp=2", "zero_optimization.stage=3"}, "gpt2_tp", kFp32Reordered,
      "ZeRO stage 3: parameters, gradients and optimizer state sharded over 2"},
-    {"tp2_zero1_accumulation", 4, k2RanksAccumulating + Sets{"parallel.tp=2", "zero_optimization.stage=1"}, "gpt2", kFp32Reordered,
+    {"tp2_zero1_accumulation", 4, k2RanksAccumulating + Sets{"parallel.tp=2", "zero_optimization.stage=1"}, "gpt2_tp", kFp32Reordered,
      "ZeRO stage 1: optimizer state sharded over 2"},
     {"tp2_sp_ac_full", 2, {"train.activation_checkpointing=full"}, "tp2_sp", kBitForBit, "activation checkpointing full"},
     {"tp2_sp_ac_selective", 2, {"train.activation_checkpointing=selective"}, "tp2_sp", kBitForBit, "activation checkpointing selective"},
@@ -118,14 +126,14 @@ const std::vector<Row> kRows = {
     {"llama_zero3_recompute", 3, k3RanksBuckets + Sets{"zero_optimization.stage=3", "train.activation_checkpointing=full"}, "llama",
      kFp32Reordered, "blocks freed between forward and backward"},
     {"llama_hybrid_shard", 4, kHybrid, "llama", kFp32Reordered, "replicated over 2 such groups (hybrid)"},
-    {"llama_tp2", 2, {"parallel.tp=2"}, "llama", kFp32Reordered, "key/value heads 0..0"},
+    {"llama_tp2", 2, {"parallel.tp=2"}, "llama_tp", kFp32Reordered, "key/value heads 0..0"},
     {"llama_tp2_ac_partition", 2, {"train.activation_checkpointing=full", kDeepSpeedActivationKeys}, "llama_tp2", kBitForBit,
      "partition_activations: each checkpointed block input kept as 1/2 per rank"},
-    {"llama_tp2_sp", 2, {"parallel.tp=2", "parallel.sequence_parallel=true"}, "llama", kFp32Reordered, "sequence parallel"},
+    {"llama_tp2_sp", 2, {"parallel.tp=2", "parallel.sequence_parallel=true"}, "llama_tp", kFp32Reordered, "sequence parallel"},
     // 4 query heads and 2 key/value heads over 4 ranks: each pair of ranks shares a key/value head.
-    {"llama_tp4", 4, {"parallel.tp=4"}, "llama", kFp32Reordered, "key/value weights replicated"},
-    {"llama_tp4_sp", 4, {"parallel.tp=4", "parallel.sequence_parallel=true"}, "llama", kFp32Reordered, "key/value weights replicated"},
-    {"llama_dp2_tp2_zero2", 4, k2Ranks + Sets{"parallel.tp=2", "zero_optimization.stage=2"}, "llama", kFp32Reordered, "tensor parallel: tp 2"},
+    {"llama_tp4", 4, {"parallel.tp=4"}, "llama_tp", kFp32Reordered, "key/value weights replicated"},
+    {"llama_tp4_sp", 4, {"parallel.tp=4", "parallel.sequence_parallel=true"}, "llama_tp", kFp32Reordered, "key/value weights replicated"},
+    {"llama_dp2_tp2_zero2", 4, k2Ranks + Sets{"parallel.tp=2", "zero_optimization.stage=2"}, "llama_tp", kFp32Reordered, "tensor parallel: tp 2"},
 
     {"bf16_dp2", 2, k2Ranks, "gpt2_bf16", kBf16Reordered, "precision bf16 (fp32 master weights, fp32 gradients"},
     {"bf16_dp2_accumulation", 2, kBf16Accumulating, "gpt2_bf16", kBf16Reordered, "precision bf16 (fp32 master weights, bf16 gradients"},
@@ -152,22 +160,22 @@ const std::vector<Row> kRows = {
     {"pp2_zero_bubble", 2, kPp2 + schedule("zero_bubble"), "gpt2_pp", kFp32Reordered, "schedule zero_bubble"},
     {"pp4_zero_bubble", 4, kPp4 + schedule("zero_bubble"), "gpt2_pp", kFp32Reordered, "schedule zero_bubble"},
     // Context parallelism: every rank of a cp group computes its part of each sequence of the same batch.
-    {"cp2_ring", 2, kCp2, "gpt2", kFp32Reordered, "context parallel: cp 2, ring attention"},
-    {"cp4_ring", 4, kCp4, "gpt2", kFp32Reordered, "this rank holds tokens [0,2) [14,16) of each sequence of 16"},
-    {"cp2_ulysses", 2, kCp2 + kUlysses, "gpt2", kFp32Reordered, "context parallel: cp 2, Ulysses"},
-    {"dp2_cp2", 4, k2Ranks + kCp2, "gpt2", kFp32Reordered, "cp groups: [0,1] [2,3]"},
-    {"cp2_tp2", 4, kCp2 + Sets{"parallel.tp=2"}, "gpt2", kFp32Reordered, "tensor parallel: tp 2"},
-    {"cp2_tp2_sp", 4, kCp2 + Sets{"parallel.tp=2", "parallel.sequence_parallel=true"}, "gpt2", kFp32Reordered, "sequence parallel"},
-    {"cp2_zero3", 2, kCp2 + Sets{"zero_optimization.stage=3"}, "gpt2", kFp32Reordered, "ZeRO stage 3: parameters, gradients and optimizer state sharded over 2"},
+    {"cp2_ring", 2, kCp2, "gpt2_cp", kFp32Reordered, "context parallel: cp 2, ring attention"},
+    {"cp4_ring", 4, kCp4, "gpt2_cp", kFp32Reordered, "this rank holds tokens [0,2) [14,16) of each sequence of 16"},
+    {"cp2_ulysses", 2, kCp2 + kUlysses, "gpt2_cp", kFp32Reordered, "context parallel: cp 2, Ulysses"},
+    {"dp2_cp2", 4, k2Ranks + kCp2, "gpt2_cp", kFp32Reordered, "cp groups: [0,1] [2,3]"},
+    {"cp2_tp2", 4, kCp2 + Sets{"parallel.tp=2"}, "gpt2_cp", kFp32Reordered, "tensor parallel: tp 2"},
+    {"cp2_tp2_sp", 4, kCp2 + Sets{"parallel.tp=2", "parallel.sequence_parallel=true"}, "gpt2_cp", kFp32Reordered, "sequence parallel"},
+    {"cp2_zero3", 2, kCp2 + Sets{"zero_optimization.stage=3"}, "gpt2_cp", kFp32Reordered, "ZeRO stage 3: parameters, gradients and optimizer state sharded over 2"},
     // Recomputation runs the ring again, in the same order: the same bits.
     {"cp2_ac_full", 2, {"train.activation_checkpointing=full"}, "cp2_ring", kBitForBit, "activation checkpointing full"},
     {"cp2_ac_selective", 2, {"train.activation_checkpointing=selective"}, "cp2_ring", kBitForBit, "activation checkpointing selective"},
-    {"llama_cp2_ring", 2, kCp2, "llama", kFp32Reordered, "context parallel: cp 2, ring attention"},
-    {"llama_cp4_ring", 4, kCp4, "llama", kFp32Reordered, "context parallel: cp 4, ring attention"},
-    {"llama_cp2_ulysses", 2, kCp2 + kUlysses, "llama", kFp32Reordered, "context parallel: cp 2, Ulysses"},
-    {"llama_dp2_cp2", 4, k2Ranks + kCp2, "llama", kFp32Reordered, "batch: 12 = micro 6 x accumulation 1 x dp 2"},
-    {"llama_cp2_tp2", 4, kCp2 + Sets{"parallel.tp=2"}, "llama", kFp32Reordered, "tensor parallel: tp 2"},
-    {"llama_cp2_zero3", 2, kCp2 + Sets{"zero_optimization.stage=3"}, "llama", kFp32Reordered, "ZeRO stage 3"},
+    {"llama_cp2_ring", 2, kCp2, "llama_cp", kFp32Reordered, "context parallel: cp 2, ring attention"},
+    {"llama_cp4_ring", 4, kCp4, "llama_cp", kFp32Reordered, "context parallel: cp 4, ring attention"},
+    {"llama_cp2_ulysses", 2, kCp2 + kUlysses, "llama_cp", kFp32Reordered, "context parallel: cp 2, Ulysses"},
+    {"llama_dp2_cp2", 4, k2Ranks + kCp2, "llama_cp", kFp32Reordered, "batch: 12 = micro 6 x accumulation 1 x dp 2"},
+    {"llama_cp2_tp2", 4, kCp2 + Sets{"parallel.tp=2"}, "llama_cp", kFp32Reordered, "tensor parallel: tp 2"},
+    {"llama_cp2_zero3", 2, kCp2 + Sets{"zero_optimization.stage=3"}, "llama_cp", kFp32Reordered, "ZeRO stage 3"},
     {"llama_cp2_ac_full", 2, {"train.activation_checkpointing=full"}, "llama_cp2_ring", kBitForBit, "activation checkpointing full"},
     {"bf16_cp2", 2, kCp2, "gpt2_bf16", kBf16Reordered, "context parallel: cp 2"},
     {"bf16_cp2_ulysses", 2, kCp2 + kUlysses, "gpt2_bf16", kBf16Reordered, "context parallel: cp 2, Ulysses"},
