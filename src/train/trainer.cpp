@@ -213,6 +213,7 @@ void Trainer::train_step(int64_t step) {
   out.loss = loss.item<double>();
   out.lr = schedule_->lr(step) * progress_.lr_scale;
   out.update = apply_optimizer_step(plan_, *guard_, out.loss, out.loss_scale, out.lr, c_.gradient_clipping);
+  crash_point("optimizer", step + 1);
   if (!out.update.reason.empty()) last_unhealthy_reason_ = "step " + std::to_string(step + 1) + ": " + out.update.reason;
   if (!out.update.applied()) ++progress_.skipped_steps;
   progress_.step = step + 1;
