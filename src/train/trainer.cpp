@@ -311,6 +311,7 @@ int Trainer::run() {
 }
 
 int Trainer::train() {
+  arm_crash_points(c_.inject_failure);
   configure_rank_runtime(c_, *world_, setup_lines_);
   // Inputs are checked before the run directory exists, so a bad start leaves nothing on disk.
   mesh_ = make_run_mesh(*world_, c_, setup_lines_);
