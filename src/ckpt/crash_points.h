@@ -12,7 +12,10 @@
 // - "optimizer": this rank's parameters are updated (under ZeRO, their all-gather issued), the
 //   step not yet logged;
 // - "step": a training step finished;
-// - "save": this rank's checkpoint files written, nothing committed;
+// - "write": this rank's checkpoint files written, before the ranks agree that every rank wrote
+//   its own (so that checkpoint is never committed);
+// - "save": every rank's files written and agreed, nothing committed; on a rank other than 0 the
+//   kill races rank 0's commit, which may complete;
 // - "manifest": manifest written, directory not yet renamed (rank 0, which commits);
 // - "commit": renamed into place, `latest` not yet rewritten (rank 0);
 // - "pipeline": mid-step under pipeline parallelism: this stage's first action of the step done, its

@@ -235,6 +235,7 @@ void Trainer::save(int64_t step) {
       [&](const std::string& tmp) {
         if (save_failure_injected(step)) throw std::runtime_error("cannot write " + tmp + ": no space left on device (injected)");
         save_training_state(tmp, world_->rank(), plan_.layout, *plan_.optimizer, progress_, c_.json);
+        crash_point("write", step);
       },
       [&](const std::string& tmp) { write_training_index(tmp, plan_.layout, *plan_.optimizer, c_.model); });
   log_.info("checkpoint: " + dir + " (" + fixed(seconds_since(t0), 2) + " s)" + (health.healthy ? "" : ", marked unhealthy"));
