@@ -19,7 +19,8 @@ std::string entry_key(size_t i) { return "train.inject_failure[" + std::to_strin
 CrashAt read_entry(const nlohmann::json& entry, size_t i, const TrainConfig& c, const std::string& origin) {
   const std::string key = entry_key(i);
   if (!entry.is_object())
-    fail(origin, "'" + key + "' must be an object like {\"rank\": 1, \"step\": 5, \"phase\": \"backward\"}, got " + printable_json(entry));
+    fail(origin, "'train.inject_failure' entries must be objects like {\"rank\": 1, \"step\": 5, \"phase\": \"backward\"}; entry " +
+                     std::to_string(i) + " is " + printable_json(entry));
   for (auto it = entry.begin(); it != entry.end(); ++it)
     if (std::find(kFields.begin(), kFields.end(), it.key()) == kFields.end())
       fail(origin, "'" + key + "' has an unknown field " + printable_json(it.key()) + "; its fields are " + quoted_list(kFields));
