@@ -8,6 +8,7 @@
 #include "data/tokenizer.h"
 #include "hf/hf_checkpoint_reader.h"
 #include "model/parameter_shapes.h"
+#include "train/failure_injection.h"
 #include "train/freeze_globs.h"
 #include "train/run_start.h"
 
@@ -42,6 +43,7 @@ void preflight_config(const TrainConfig& c) {
     }
   }
   require_resume_path(c);
+  require_injected_ranks_exist(c.inject_failure, c.world_size);
   if (!c.init_from.empty()) {
     try {
       HfCheckpointReader(c.init_from, c.model);  // checks every file and tensor shape, reads no weights

@@ -17,6 +17,7 @@
 #include "launch/multi_node_launch.h"
 #include "launch/stdin_hangup.h"
 #include "train/config_preflight.h"
+#include "train/failure_injection.h"
 #include "train/rank_memory.h"
 #include "train/sample_text.h"
 
@@ -74,6 +75,7 @@ int run_command(int argc, char** argv) {
   if (!no_sample) check_prompt(prompt);
   // Checked once here, before any process starts, as `config check` checks it.
   TrainConfig config = load_run_config(config_path, sets, launch.nproc_per_node * launch.nnodes);
+  if (!config.inject_failure.empty()) std::cerr << "dtrain run: WARNING: " << fault_injection_armed_line(config.inject_failure) << "\n";
   // One run directory for all ranks and all restarts, so a restarted job resumes its own checkpoints.
   if (config.run_dir.empty()) {
     config.run_dir = default_run_dir();

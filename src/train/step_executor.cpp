@@ -7,7 +7,7 @@
 
 namespace dtrain {
 
-PassesResult AccumulationExecutor::run(int64_t /*step*/, std::optional<double> loss_scale) {
+PassesResult AccumulationExecutor::run(int64_t step, std::optional<double> loss_scale) {
   if (!plan_.sharded) {  // stage 3 rounds each unit as it gathers it
     if (model_->precision().enabled()) plan_.optimizer->finish_parameter_updates();  // the working copies read every weight
     model_->refresh_working_copy();
@@ -28,6 +28,10 @@ PassesResult AccumulationExecutor::run(int64_t /*step*/, std::optional<double> l
       TraceSlice forward(trace_, "F", "compute", slice_args);
       loss = plan_.loss(model_->forward(x.to(device_)), y.to(device_));
     }
+    if (k == 0) {
+      crash_point("forward", step);
+      if (crash_point_due("backward", step)) loss.register_hook([step](const at::Tensor&) { crash_point("backward", step); });
+    }
     {
       TraceSlice backward(trace_, "B", "compute", slice_args);
       (loss_scale ? loss * (*loss_scale / double(accumulation_)) : loss / double(accumulation_)).backward();
@@ -35,6 +39,7 @@ PassesResult AccumulationExecutor::run(int64_t /*step*/, std::optional<double> l
     // 16-bit accumulation rounds the running sum after every micro-batch; the all-reduce rounds the last.
     if (round_ && !sync) plan_.flat->grad().copy_(plan_.flat->grad().to(*round_));
     if (sync) {
+      if (k + 1 == accumulation_) crash_point("collective", step);
       grad_sync.finish_gradient_sync();
       out.comm_s += grad_sync.last_overlap().comm_s;
       out.hidden_s += grad_sync.last_overlap().hidden_s;

@@ -15,6 +15,7 @@
 #include "train/config_schema.h"
 #include "train/config_sections.h"
 #include "train/context_parallel_rules.h"
+#include "train/failure_injection.h"
 #include "train/pipeline_config.h"
 #include "train/tensor_parallel_rules.h"
 
@@ -108,6 +109,8 @@ TrainConfig resolve_config(const json& user, int world_size, const std::string& 
   c.sub_group_size = r.integer("zero_optimization.sub_group_size", 1);
   resolve_stage3_keys(r, c);
   resolve_pipeline(r, c);
+  c.inject_failure = resolve_inject_failure(r, c);
+  if (!c.inject_failure.empty()) c.warnings.push_back(fault_injection_armed_line(c.inject_failure));
   r.text("optimizer.type");  // read here so that a type that is no string is named, not a JSON type_error
   r.text("scheduler.type");
   c.optimizer = c.json["optimizer"];

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "ckpt/checkpoint_manager.h"
+#include "ckpt/crash_points.h"
 #include "data/shuffle_order.h"
 #include "model/activation_checkpoint.h"
 #include "model/transformer_config.h"
@@ -90,6 +91,8 @@ struct TrainConfig {
   double rollback_lr_factor = 0.5;
   int max_rollbacks = 3;
   double peak_flops = 0;
+  // train.inject_failure (train/failure_injection.h): where this job kills its own ranks, for tests.
+  std::vector<CrashAt> inject_failure;
 
   double gradient_clipping = 0;
   int64_t steps_per_print = 10;

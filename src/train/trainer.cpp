@@ -213,6 +213,7 @@ void Trainer::train_step(int64_t step) {
   out.loss = loss.item<double>();
   out.lr = schedule_->lr(step) * progress_.lr_scale;
   out.update = apply_optimizer_step(plan_, *guard_, out.loss, out.loss_scale, out.lr, c_.gradient_clipping);
+  crash_point("optimizer", step + 1);
   if (!out.update.reason.empty()) last_unhealthy_reason_ = "step " + std::to_string(step + 1) + ": " + out.update.reason;
   if (!out.update.applied()) ++progress_.skipped_steps;
   progress_.step = step + 1;
@@ -234,6 +235,7 @@ void Trainer::save(int64_t step) {
       [&](const std::string& tmp) {
         if (save_failure_injected(step)) throw std::runtime_error("cannot write " + tmp + ": no space left on device (injected)");
         save_training_state(tmp, world_->rank(), plan_.layout, *plan_.optimizer, progress_, c_.json);
+        crash_point("write", step);
       },
       [&](const std::string& tmp) { write_training_index(tmp, plan_.layout, *plan_.optimizer, c_.model); });
   log_.info("checkpoint: " + dir + " (" + fixed(seconds_since(t0), 2) + " s)" + (health.healthy ? "" : ", marked unhealthy"));
@@ -310,6 +312,7 @@ int Trainer::run() {
 }
 
 int Trainer::train() {
+  arm_crash_points(c_.inject_failure);
   configure_rank_runtime(c_, *world_, setup_lines_);
   // Inputs are checked before the run directory exists, so a bad start leaves nothing on disk.
   mesh_ = make_run_mesh(*world_, c_, setup_lines_);
