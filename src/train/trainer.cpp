@@ -121,7 +121,7 @@ void Trainer::build_data() {
   dataset_ = std::make_shared<TokenDataset>(source.tokens, c_.model.seq_len, c_.val_fraction, c_.model.vocab_size);
   const ShuffleOrder order = resolve_shuffle_order(c_.shuffle_order, dataset_->size(Split::Train));
   c_.json["data"]["shuffle_order"] = shuffle_order_name(order);
-  stream_ = std::make_unique<MicroBatchStream>(dataset_, mesh_->size("dp"), mesh_->coord("dp"), int(c_.micro_batch),
+  stream_ = std::make_unique<MicroBatchStream>(dataset_, mesh_->size("dp"), mesh_->coord("dp"), int(c_.micro_batch), c_.accumulation,
                                                SamplerOptions{c_.shuffle, c_.seed, true, order});
   setup_lines_.push_back("data: " + source.description + " -> " + std::to_string(dataset_->size(Split::Train)) + " training and " +
             std::to_string(dataset_->size(Split::Validation)) + " validation samples of " + std::to_string(c_.model.seq_len) + " tokens");
@@ -182,6 +182,7 @@ void Trainer::resume_or_start() {
     const double load_s = seconds_since(t0);  // until every rank has loaded its pieces
     const nlohmann::json saved = read_json_file(from + "/config.json");
     keep_global_batch(c_, from, saved, log_);
+    stream_->set_micro_batches_per_step(c_.accumulation);
     warn_if_schedule_changed(c_, from, saved, *schedule_, progress_, log_);
     warn_if_order_changed(c_, from, saved, progress_, log_);
     log_.info("resumed from " + from + " at step " + std::to_string(progress_.step) + " (load " + fixed(load_s, 2) + " s" +
