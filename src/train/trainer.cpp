@@ -21,6 +21,7 @@
 #include "train/host_memory.h"
 #include "train/evaluation.h"
 #include "train/injected_faults.h"
+#include "train/batch_policy.h"
 #include "train/metrics_log.h"
 #include "train/optimizer_step.h"
 #include "train/parallelize.h"
@@ -138,6 +139,7 @@ void Trainer::read_checkpoint(const std::string& dir) {
   plan_.optimizer->finish_parameter_updates();  // no gather may write into what is loaded
   progress_ = load_training_state(dir, plan_.layout, *plan_.optimizer, [this](const std::string& line) { log_.info(line); });
   plan_.evict_offloaded();
+  progress_.batch_lr_scale *= batch_lr_factor(c_, read_json_file(dir + "/config.json"));
 }
 
 void Trainer::load_checkpoint(const std::string& dir) {
@@ -181,7 +183,7 @@ void Trainer::resume_or_start() {
     load_checkpoint(from);
     const double load_s = seconds_since(t0);  // until every rank has loaded its pieces
     const nlohmann::json saved = read_json_file(from + "/config.json");
-    keep_global_batch(c_, from, saved, log_);
+    resume_global_batch(c_, from, saved, log_);
     stream_->set_micro_batches_per_step(c_.accumulation);
     warn_if_schedule_changed(c_, from, saved, *schedule_, progress_, log_);
     warn_if_order_changed(c_, from, saved, progress_, log_);
@@ -212,7 +214,7 @@ void Trainer::train_step(int64_t step) {
   auto loss = at::tensor({out.passes.loss}, at::kDouble).to(world_->device());
   all_reduce(*mesh_->group("dp_cp"), loss, ReduceOp::Avg, "loss");
   out.loss = loss.item<double>();
-  out.lr = schedule_->lr(step) * progress_.lr_scale;
+  out.lr = schedule_->lr(step) * progress_.lr_scale * progress_.batch_lr_scale;
   out.update = apply_optimizer_step(plan_, *guard_, out.loss, out.loss_scale, out.lr, c_.gradient_clipping);
   if (!out.update.reason.empty()) last_unhealthy_reason_ = "step " + std::to_string(step + 1) + ": " + out.update.reason;
   if (!out.update.applied()) ++progress_.skipped_steps;
