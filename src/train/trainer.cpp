@@ -29,6 +29,7 @@
 #include "train/rank_log.h"
 #include "train/rank_runtime.h"
 #include "train/replica_checks.h"
+#include "train/membership_change.h"
 #include "train/resume_choice.h"
 #include "train/run_directories.h"
 #include "train/run_trace.h"
@@ -83,6 +84,7 @@ class Trainer {
   std::unique_ptr<StepReport> report_;  // once the run directory holds the metrics
   std::shared_ptr<TokenDataset> dataset_;
   std::unique_ptr<MicroBatchStream> stream_;
+  MembershipChange membership_;
   Transformer model_{nullptr};
   ParallelPlan plan_;
   std::unique_ptr<StepExecutor> executor_;
@@ -160,7 +162,7 @@ void Trainer::load_checkpoint(const std::string& dir) {
   if (plan_.scaler) plan_.scaler = std::make_unique<LossScaler>(c_.loss_scaler);  // a rollback forgets what came after
   restore_loss_scaler(plan_.scaler.get(), progress_, model_->precision(), log_);
   stream_->restore(progress_.data);
-  if (metrics_) metrics_->forget_after(progress_.step);
+  if (metrics_) membership_.redoes(metrics_->forget_after(progress_.step));
 }
 
 // A run that continues a checkpoint of its own checkpoint.dir continues its lineage, which its saves
@@ -185,6 +187,7 @@ void Trainer::resume_or_start() {
     const nlohmann::json saved = read_json_file(from + "/config.json");
     resume_global_batch(c_, from, saved, log_);
     stream_->set_micro_batches_per_step(c_.accumulation);
+    membership_.resumed_from(saved);
     warn_if_schedule_changed(c_, from, saved, *schedule_, progress_, log_);
     warn_if_order_changed(c_, from, saved, progress_, log_);
     log_.info("resumed from " + from + " at step " + std::to_string(progress_.step) + " (load " + fixed(load_s, 2) + " s" +
@@ -222,6 +225,7 @@ void Trainer::train_step(int64_t step) {
   progress_.data = stream_->position();
   progress_.tokens_seen += double(c_.global_batch * c_.model.seq_len);
   out.step_s = seconds_since(t0);
+  membership_.first_step_done(step, world_->size(), metrics_.get(), log_);
   report_->step(step, out, plan_);
 }
 
