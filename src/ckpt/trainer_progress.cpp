@@ -12,6 +12,7 @@ nlohmann::json trainer_state_json(const TrainerProgress& progress, const nlohman
           {"skipped_steps", progress.skipped_steps},
           {"tokens_seen", progress.tokens_seen},
           {"lr_scale", progress.lr_scale},
+          {"batch_lr_scale", progress.batch_lr_scale},
           {"rollbacks", progress.rollbacks},
           {"precision", progress.precision},
           {"loss_scaler", progress.loss_scaler},
@@ -47,6 +48,7 @@ TrainerProgress read_trainer_progress(const std::string& dir, int64_t manifest_s
   p.rollbacks = count(s, "rollbacks");
   p.tokens_seen = number("tokens_seen", 0, 1e30);
   p.lr_scale = number("lr_scale", 1e-30, 1);
+  if (s.contains("batch_lr_scale")) p.batch_lr_scale = number("batch_lr_scale", 1e-9, 1e9);  // absent before elastic.batch_policy: 1
   if (s.contains("precision")) {  // absent from checkpoints written before mixed precision: fp32
     if (!s["precision"].is_string() || (s["precision"] != "fp32" && s["precision"] != "bf16" && s["precision"] != "fp16"))
       throw bad("has an invalid 'precision' (fp32, bf16 or fp16)");

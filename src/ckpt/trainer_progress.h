@@ -17,6 +17,7 @@ struct TrainerProgress {
   int64_t skipped_steps = 0;
   double tokens_seen = 0;
   double lr_scale = 1;    // the factor rollbacks after a divergence have lowered the learning rate by
+  double batch_lr_scale = 1;  // the factor resumes at another global batch under elastic.batch_policy=scale_lr applied
   int64_t rollbacks = 0;
   std::string precision = "fp32";  // what the run computed in: fp32, bf16 or fp16 (the weights are fp32 in every case)
   nlohmann::json loss_scaler;      // fp16's loss scaler state (optim/loss_scaler.h's format); null in other precisions

@@ -12,15 +12,19 @@ DistributedSampler::DistributedSampler(int64_t dataset_size, int num_replicas, i
     : dataset_size_(dataset_size), num_replicas_(num_replicas), rank_(rank), options_(options) {
   if (num_replicas < 1 || rank < 0 || rank >= num_replicas)
     throw std::invalid_argument("sampler: rank " + std::to_string(rank) + " is not in [0, " + std::to_string(num_replicas) + ")");
-  num_samples_ = options.drop_last ? dataset_size / num_replicas : (dataset_size + num_replicas - 1) / num_replicas;
+  set_epoch(0);
   if (num_samples_ < 1)
     throw std::invalid_argument("sampler: " + std::to_string(dataset_size) + " samples cannot give each of " +
                                 std::to_string(num_replicas) + " replicas one");
-  set_epoch(0);
 }
 
-void DistributedSampler::set_epoch(int64_t epoch) {
+void DistributedSampler::set_epoch(int64_t epoch, int64_t first) {
+  if (first < 0 || first > dataset_size_)
+    throw std::out_of_range("sampler: position " + std::to_string(first) + " is outside an epoch of " + std::to_string(dataset_size_));
   epoch_ = epoch;
+  first_ = first;
+  const int64_t left = dataset_size_ - first;
+  num_samples_ = options_.drop_last ? left / num_replicas_ : (left + num_replicas_ - 1) / num_replicas_;
   if (!options_.shuffle) return;
   const uint64_t key = options_.seed + uint64_t(epoch);  // PyTorch seeds its generator with seed + epoch
   if (options_.order == ShuffleOrder::Hashed) {
@@ -35,7 +39,7 @@ void DistributedSampler::set_epoch(int64_t epoch) {
 }
 
 int64_t DistributedSampler::position(int64_t i) const {
-  return (rank_ + i * num_replicas_) % dataset_size_;  // past the end: padding repeats the head
+  return (first_ + rank_ + i * num_replicas_) % dataset_size_;  // past the end: padding repeats the head
 }
 
 int64_t DistributedSampler::index(int64_t i) const {

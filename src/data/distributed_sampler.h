@@ -27,7 +27,10 @@ class DistributedSampler {
   // Starts at epoch 0.
   DistributedSampler(int64_t dataset_size, int num_replicas, int rank, SamplerOptions options);
 
-  void set_epoch(int64_t epoch);
+  // Deals the epoch's permutation from position `first` (in [0, dataset_size]): replica r takes
+  // first + r, first + r + R, ... A run resumed mid-epoch at another number of replicas continues
+  // there, wherever the position falls among the replicas.
+  void set_epoch(int64_t epoch, int64_t first = 0);
   int64_t epoch() const { return epoch_; }
   // How many samples this replica gets per epoch.
   int64_t num_samples() const { return num_samples_; }
@@ -43,8 +46,8 @@ class DistributedSampler {
   int64_t dataset_size_;
   int num_replicas_, rank_;
   SamplerOptions options_;
-  int64_t epoch_ = 0;
-  int64_t num_samples_;
+  int64_t epoch_ = 0, first_ = 0;
+  int64_t num_samples_ = 0;
   std::vector<int64_t> randperm_share_;     // the randperm order: this replica's samples of the epoch
   std::optional<HashedPermutation> hashed_;  // the hashed order: the epoch's permutation
 };

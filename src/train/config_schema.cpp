@@ -45,6 +45,7 @@ const nlohmann::json& config_defaults() {
                  "micro_batches": "auto", "fsdp": {"sharding_strategy": null, "reshard_after_forward": null,
                  "shard_group_size": "auto", "param_dtype": "fp32"}},
     "checkpoint": {"dir": "", "every_steps": 0, "every_hours": 0.0, "keep": 2, "save_at_end": true, "async": false},
+    "elastic": {"batch_policy": "keep"},
     "dist": {"backend": "auto", "timeout_s": 300}
   })");
   return defaults;

@@ -15,17 +15,23 @@ void MetricsLog::write(const nlohmann::json& record) {
   out_.append(record.dump() + "\n");
 }
 
-void MetricsLog::forget_after(int64_t step) {
-  if (!out_.is_open()) return;
+std::vector<nlohmann::json> MetricsLog::forget_after(int64_t step) {
+  if (!out_.is_open()) return {};
+  std::vector<nlohmann::json> forgotten;
   out_.close();
   std::ifstream in(path_);
   std::string kept;
   for (std::string line; std::getline(in, line);) {
     const auto record = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
-    if (!record.is_discarded() && record.value("step", int64_t(0)) <= step) kept += line + "\n";
+    if (record.is_discarded()) continue;  // a line torn by a crash
+    if (record.value("step", int64_t(0)) <= step)
+      kept += line + "\n";
+    else
+      forgotten.push_back(record);
   }
   write_file_atomically(path_, kept);
   out_.open(path_);
+  return forgotten;
 }
 
 }  // namespace dtrain

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "ckpt/log_file.h"
 
@@ -19,8 +20,8 @@ class MetricsLog {
   explicit MetricsLog(const std::string& path);
   void write(const nlohmann::json& record);
   // Drops the lines of steps after `step`: a run resumed from a checkpoint of `step` rewrites the
-  // steps that the interrupted attempt logged beyond it, so each step appears once.
-  void forget_after(int64_t step);
+  // steps that the interrupted attempt logged beyond it, so each step appears once. Returns them.
+  std::vector<nlohmann::json> forget_after(int64_t step);
 
  private:
   std::string path_;

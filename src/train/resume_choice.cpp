@@ -32,40 +32,6 @@ std::string choose_checkpoint(const StartPlan& plan, CheckpointManager& checkpoi
   return found ? found->dir : "";
 }
 
-void keep_global_batch(TrainConfig& c, const std::string& dir, const nlohmann::json& saved, RankLog& log) {
-  const int64_t batch = saved.value("train_batch_size", int64_t(0));
-  if (batch <= 0 || batch == c.global_batch) return;
-  const std::string was = "the checkpoint " + dir + " was trained with a global batch of " + std::to_string(batch);
-  if (c.global_batch_given) {
-    log.warn(was + "; this run trains with " + std::to_string(c.global_batch) + ", as train_batch_size says");
-    return;
-  }
-  const int64_t per_accumulation = c.micro_batch * c.dp;
-  if (batch % per_accumulation != 0) {
-    std::string micro, ranks;
-    for (int64_t m = 1; batch % c.dp == 0 && m <= batch / c.dp; ++m)
-      if ((batch / c.dp) % m == 0) micro += (micro.empty() ? "" : ", ") + std::to_string(m);
-    for (int64_t r = 1; r <= std::min<int64_t>(batch, 1024); ++r)
-      if (batch % r == 0) ranks += (ranks.empty() ? "" : ", ") + std::to_string(r);
-    throw ConfigError(was + ", which " + std::to_string(c.dp) + " data-parallel rank(s) with train_micro_batch_size_per_gpu " +
-                      std::to_string(c.micro_batch) + " cannot make (" + std::to_string(batch) + " is not a multiple of " +
-                      std::to_string(per_accumulation) + "): " +
-                      (micro.empty() ? "run on a number of data-parallel ranks that divides it (" + ranks + ")"
-                                     : "set train_micro_batch_size_per_gpu to one of " + micro) +
-                      ", or set train_batch_size=" + std::to_string(c.global_batch) + " to go on with a global batch of " +
-                      std::to_string(c.global_batch));
-  }
-  const int64_t accumulation = batch / per_accumulation;
-  log.info(was + ": kept on " + std::to_string(c.dp) + " data-parallel rank(s) as micro-batch " + std::to_string(c.micro_batch) +
-           " x accumulation " + std::to_string(accumulation) + " (the config alone gives " + std::to_string(c.global_batch) +
-           " = accumulation " + std::to_string(c.accumulation) + "); set train_batch_size to change it");
-  c.global_batch = batch;
-  c.accumulation = accumulation;
-  c.json["train_batch_size"] = batch;
-  c.json["gradient_accumulation_steps"] = accumulation;
-  c.json["parallel"]["micro_batches"] = accumulation;
-}
-
 void warn_if_schedule_changed(const TrainConfig& c, const std::string& dir, const nlohmann::json& saved, const LrSchedule& schedule,
                               const TrainerProgress& progress, RankLog& log) {
   std::vector<std::string> changed;

@@ -1,6 +1,6 @@
 // What a start resumes and what a resume changes: the choice of checkpoint (rank 0's, by
 // train.resume and the start rules of train/run_start.h), and what a run continuing one keeps or
-// says it changes: the global batch, the learning-rate schedule, the shuffle order.
+// says it changes: the learning-rate schedule, the shuffle order (the global batch: train/batch_policy.h).
 #pragma once
 #include <functional>
 #include <nlohmann/json.hpp>
@@ -22,12 +22,6 @@ namespace dtrain {
 // from scratch. Throws rather than start over beside checkpoints none of which can be resumed.
 std::string choose_checkpoint(const StartPlan& plan, CheckpointManager& checkpoints, const TrainConfig& config,
                               const std::function<void(const std::string&)>& load, RankLog& log);
-
-// The global batch is part of the training state: the data position counts whole batches and the
-// loss curve depends on it. A resume at another data-parallel size keeps the checkpoint's (`saved`,
-// its config) by changing the accumulation in `config`, unless train_batch_size was given; every
-// rank reaches the same answer.
-void keep_global_batch(TrainConfig& config, const std::string& dir, const nlohmann::json& saved, RankLog& log);
 
 // The learning rate is a function of the step, so a resume with another schedule (train.steps, the
 // scheduler, the base rate) jumps from one curve to another at the resume step: said once, with both rates.

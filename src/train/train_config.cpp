@@ -132,6 +132,9 @@ TrainConfig resolve_config(const json& user, int world_size, const std::string& 
   c.checkpoint.keep = r.small_integer("checkpoint.keep", 0);
   c.checkpoint.save_at_end = r.boolean("checkpoint.save_at_end");
   warn_if_no_checkpoint(c);
+  c.batch_policy = r.text("elastic.batch_policy");
+  if (c.batch_policy != "keep" && c.batch_policy != "scale_lr" && c.batch_policy != "fail")
+    fail(origin, "'elastic.batch_policy' must be \"keep\", \"scale_lr\" or \"fail\", got " + printable_json(c.batch_policy));
   c.backend = r.text("dist.backend");
   if (c.backend != "auto" && c.backend != "shm" && c.backend != "gloo" && c.backend != "nccl")
     fail(origin, "'dist.backend' must be \"auto\", \"shm\", \"gloo\" or \"nccl\", got " + printable_json(c.backend));

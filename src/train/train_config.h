@@ -70,6 +70,7 @@ struct TrainConfig {
   // micro-batches each step runs through the pipeline.
   int64_t global_batch = 0, micro_batch = 0, accumulation = 0;
   bool global_batch_given = false;  // train_batch_size was set, not derived: a resume at another dp keeps it
+  std::string batch_policy = "keep";  // elastic.batch_policy: keep | scale_lr | fail (train/batch_policy.h)
 
   int64_t steps = 0;
   int64_t stop_at_step = 0;  // stop early (with a checkpoint) after this step, as a time-limited job does

@@ -21,6 +21,7 @@
 #include "train/host_memory.h"
 #include "train/evaluation.h"
 #include "train/injected_faults.h"
+#include "train/batch_policy.h"
 #include "train/metrics_log.h"
 #include "train/optimizer_step.h"
 #include "train/parallelize.h"
@@ -28,6 +29,7 @@
 #include "train/rank_log.h"
 #include "train/rank_runtime.h"
 #include "train/replica_checks.h"
+#include "train/membership_change.h"
 #include "train/resume_choice.h"
 #include "train/run_directories.h"
 #include "train/run_trace.h"
@@ -82,6 +84,7 @@ class Trainer {
   std::unique_ptr<StepReport> report_;  // once the run directory holds the metrics
   std::shared_ptr<TokenDataset> dataset_;
   std::unique_ptr<MicroBatchStream> stream_;
+  MembershipChange membership_;
   Transformer model_{nullptr};
   ParallelPlan plan_;
   std::unique_ptr<StepExecutor> executor_;
@@ -121,7 +124,7 @@ void Trainer::build_data() {
   dataset_ = std::make_shared<TokenDataset>(source.tokens, c_.model.seq_len, c_.val_fraction, c_.model.vocab_size);
   const ShuffleOrder order = resolve_shuffle_order(c_.shuffle_order, dataset_->size(Split::Train));
   c_.json["data"]["shuffle_order"] = shuffle_order_name(order);
-  stream_ = std::make_unique<MicroBatchStream>(dataset_, mesh_->size("dp"), mesh_->coord("dp"), int(c_.micro_batch),
+  stream_ = std::make_unique<MicroBatchStream>(dataset_, mesh_->size("dp"), mesh_->coord("dp"), int(c_.micro_batch), c_.accumulation,
                                                SamplerOptions{c_.shuffle, c_.seed, true, order});
   setup_lines_.push_back("data: " + source.description + " -> " + std::to_string(dataset_->size(Split::Train)) + " training and " +
             std::to_string(dataset_->size(Split::Validation)) + " validation samples of " + std::to_string(c_.model.seq_len) + " tokens");
@@ -138,6 +141,7 @@ void Trainer::read_checkpoint(const std::string& dir) {
   plan_.optimizer->finish_parameter_updates();  // no gather may write into what is loaded
   progress_ = load_training_state(dir, plan_.layout, *plan_.optimizer, [this](const std::string& line) { log_.info(line); });
   plan_.evict_offloaded();
+  progress_.batch_lr_scale *= batch_lr_factor(c_, read_json_file(dir + "/config.json"));
 }
 
 void Trainer::load_checkpoint(const std::string& dir) {
@@ -158,7 +162,7 @@ void Trainer::load_checkpoint(const std::string& dir) {
   if (plan_.scaler) plan_.scaler = std::make_unique<LossScaler>(c_.loss_scaler);  // a rollback forgets what came after
   restore_loss_scaler(plan_.scaler.get(), progress_, model_->precision(), log_);
   stream_->restore(progress_.data);
-  if (metrics_) metrics_->forget_after(progress_.step);
+  if (metrics_) membership_.redoes(metrics_->forget_after(progress_.step));
 }
 
 // A run that continues a checkpoint of its own checkpoint.dir continues its lineage, which its saves
@@ -181,7 +185,9 @@ void Trainer::resume_or_start() {
     load_checkpoint(from);
     const double load_s = seconds_since(t0);  // until every rank has loaded its pieces
     const nlohmann::json saved = read_json_file(from + "/config.json");
-    keep_global_batch(c_, from, saved, log_);
+    resume_global_batch(c_, from, saved, log_);
+    stream_->set_micro_batches_per_step(c_.accumulation);
+    membership_.resumed_from(saved);
     warn_if_schedule_changed(c_, from, saved, *schedule_, progress_, log_);
     warn_if_order_changed(c_, from, saved, progress_, log_);
     log_.info("resumed from " + from + " at step " + std::to_string(progress_.step) + " (load " + fixed(load_s, 2) + " s" +
@@ -211,7 +217,7 @@ void Trainer::train_step(int64_t step) {
   auto loss = at::tensor({out.passes.loss}, at::kDouble).to(world_->device());
   all_reduce(*mesh_->group("dp_cp"), loss, ReduceOp::Avg, "loss");
   out.loss = loss.item<double>();
-  out.lr = schedule_->lr(step) * progress_.lr_scale;
+  out.lr = schedule_->lr(step) * progress_.lr_scale * progress_.batch_lr_scale;
   out.update = apply_optimizer_step(plan_, *guard_, out.loss, out.loss_scale, out.lr, c_.gradient_clipping);
   crash_point("optimizer", step + 1);
   if (!out.update.reason.empty()) last_unhealthy_reason_ = "step " + std::to_string(step + 1) + ": " + out.update.reason;
@@ -220,6 +226,7 @@ void Trainer::train_step(int64_t step) {
   progress_.data = stream_->position();
   progress_.tokens_seen += double(c_.global_batch * c_.model.seq_len);
   out.step_s = seconds_since(t0);
+  membership_.first_step_done(step, world_->size(), metrics_.get(), log_);
   report_->step(step, out, plan_);
 }
 

@@ -162,10 +162,12 @@ TEST(StartRules, AResumeAtAnotherDataParallelSizeKeepsTheGlobalBatch) {
   const TrainingRun straight = train(scratch_dir("rules_batch_straight"), 4, job);
   expect_same_training(straight, resumed, 6);
 
-  // 3 ranks cannot make a batch of 8: refused with the ways out, before any step.
-  const TrainingRun odd = train(dir, 3, with({"train.steps=8"}));
+  // 3 ranks cannot make a batch of 8: under elastic.batch_policy=fail, refused with the ways out,
+  // before any step (the default takes the nearest batch: test_elastic_batch.cpp).
+  const TrainingRun odd = train(dir, 3, with({"train.steps=8", "elastic.batch_policy=fail"}));
   EXPECT_NE(odd.result.exit_code, 0);
-  EXPECT_TRUE(contains(odd.result.output, "run on a number of data-parallel ranks that divides it (1, 2, 4, 8), or set train_batch_size=6")) << odd.result.output;
+  EXPECT_TRUE(contains(odd.result.output, "run on a number of data-parallel ranks that divides it (1, 2, 4, 8), set elastic.batch_policy=keep "
+                                          "to take the nearest batch these ranks can make, or set train_batch_size=6")) << odd.result.output;
 }
 
 // A resume under another schedule jumps to another learning-rate curve: said once, with both rates.
