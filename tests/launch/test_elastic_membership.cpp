@@ -7,6 +7,7 @@
 
 #include <signal.h>
 
+#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <future>
@@ -197,6 +198,32 @@ TEST(ElasticMembership, TheStoreHostIsReplacedAndARejoiningNodeMakesTheWorld4Aga
   ASSERT_EQ(verdict["membership"].size(), 2u) << verdict.dump();
   EXPECT_EQ(verdict["membership"][0]["new_nodes"], 1);
   EXPECT_EQ(verdict["membership"][1]["new_nodes"], 2);
+}
+
+// A worker failure after which the same nodes meet again is a restart, counted against --max-restarts;
+// the workers of the next round learn the world before and when its end was seen.
+TEST(ElasticMembership, AWorkerFailureIsCountedAndTheNextRoundIsToldTheWorldBefore) {
+  const std::vector<std::string> program{
+      "sh", "-c",
+      "echo ENV $DTRAIN_RESTART_COUNT ${DTRAIN_PREVIOUS_WORLD_SIZE:-none} ${DTRAIN_FAILURE_TIME:-none}; "
+      "if [ $RANK = 1 ] && [ $DTRAIN_RESTART_COUNT = 0 ]; then exit 3; fi"};
+  const std::vector<std::string> flags{"--nnodes", "1:2", "--nproc-per-node", "2", "--master-port", std::to_string(free_port()),
+                                       "--rdzv-last-call", "0.2"};
+  const double before = double(std::time(nullptr));
+  auto once = flags;
+  once.insert(once.end(), {"--max-restarts", "1"});
+  auto r = run_process(launch(once, program), 60);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(contains(r.output, "[rank 0] ENV 0 none none")) << r.output;
+  EXPECT_TRUE(contains(r.output, "restarting the job (restart 1 of 1)")) << r.output;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(r.output, m, std::regex(R"(\[rank 0\] ENV 1 2 (\d+\.\d{3}))"))) << r.output;
+  EXPECT_GE(std::stod(m[1].str()), before);
+  EXPECT_LE(std::stod(m[1].str()), double(std::time(nullptr)) + 1);
+
+  auto spent = run_process(launch(flags, program), 60);
+  EXPECT_EQ(spent.exit_code, 1) << spent.output;
+  EXPECT_TRUE(contains(spent.output, "giving up after 0 restart(s) (--max-restarts 0): rank 1 failed: exit code 3")) << spent.output;
 }
 
 TEST(ElasticMembership, ANodeRankIsRefusedWithARange) {
