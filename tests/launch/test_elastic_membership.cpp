@@ -168,7 +168,8 @@ TEST(ElasticMembership, ASurvivorContinuesAloneFromTheLastCheckpoint) {
 TEST(ElasticMembership, TheStoreHostIsReplacedAndARejoiningNodeMakesTheWorld4Again) {
   const std::string dir = scratch_dir("elastic_rejoin");
   const int port = free_port();
-  constexpr int kLonger = 200;
+  // Long enough that the survivor is still training when the third agent, which takes seconds to start, joins.
+  constexpr int kLonger = 400;
   auto first = start_agent(port, job_sets(dir, kLonger));
   auto second = start_agent(port, job_sets(dir, kLonger));
   ASSERT_TRUE(training_at_world_4(dir)) << all_logs(dir);
