@@ -16,7 +16,7 @@ struct LaunchOptions {
   double rdzv_last_call_s = 2;  // elastic: a round of at least MIN nodes closes after this long without a new one
   int world_multiple = 1;       // elastic: a round's world (nodes x nproc_per_node) is a multiple of this
   std::string master_addr = "127.0.0.1";
-  int master_port = 0;          // 0: a free port on a single node, 29500 (torchrun's) across nodes
+  int master_port = 0;          // 0: a free port on a single node, 29500 (torchrun's) across nodes and when elastic
   int max_restarts = 0;         // restarts of the whole job, counted across all nodes
   double rdzv_timeout_s = 300;  // how long agents wait for each other (and for node 0's store)
   double grace_s = 5;           // SIGTERM-to-SIGKILL grace when stopping workers
