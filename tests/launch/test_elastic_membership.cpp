@@ -227,6 +227,40 @@ TEST(ElasticMembership, AWorkerFailureIsCountedAndTheNextRoundIsToldTheWorldBefo
   EXPECT_TRUE(contains(spent.output, "giving up after 0 restart(s) (--max-restarts 0): rank 1 failed: exit code 3")) << spent.output;
 }
 
+// An agent that stops answering (SIGSTOP: its workers run on, its heartbeat does not) is lost after
+// --heartbeat-timeout: the other ends the round and goes on alone. (A long last call, so that the
+// first round waits for the second agent however slowly it starts.)
+TEST(ElasticMembership, AnAgentThatStopsAnsweringIsLostAfterTheHeartbeatTimeout) {
+  const std::string dir = scratch_dir("elastic_silent");
+  const std::string port = std::to_string(free_port());
+  auto start = [&](const std::string& marker) {
+    const auto argv = launch({"--nnodes", "1:2", "--nproc-per-node", "1", "--master-port", port, "--heartbeat-timeout", "2",
+                              "--grace-period", "1", "--rdzv-last-call", "10", "--run-dir", dir},
+                             {"sh", "-c", "if [ $WORLD_SIZE = 1 ]; then echo alone; exit 0; fi; exec " + kSleeper + " 60 " + marker});
+    return std::async(std::launch::async, [argv] { return run_process(argv, 90); });
+  };
+  const std::string a_marker = unique_marker("silent_a"), b_marker = unique_marker("silent_b");
+  auto a = start(a_marker);
+  auto b = start(b_marker);
+  ASSERT_TRUE(wait_for([&] { return agents_saying(dir, "world 2") == 2; }, 60)) << all_logs(dir);
+  const auto logs = agent_logs(dir);
+  const AgentLog& silent = logs[0].hosts_store ? logs[1] : logs[0];
+  ASSERT_GT(silent.pid, 0) << all_logs(dir);
+  ::kill(silent.pid, SIGSTOP);
+  const bool a_is_silent = launcher_pid(a_marker) == silent.pid;
+  ASSERT_TRUE(a_is_silent || launcher_pid(b_marker) == silent.pid);
+  auto survivor = a_is_silent ? std::move(b) : std::move(a);
+  auto stopped = a_is_silent ? std::move(a) : std::move(b);
+  const ProcessResult r = survivor.get();
+  ::kill(silent.pid, SIGKILL);
+  stopped.get();
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(contains(r.output, "agent stopped beating for 2s (agent dead or host down)")) << r.output;
+  EXPECT_TRUE(contains(r.output, "membership changed: 2 nodes -> 1 node (world 2 -> 1)")) << r.output;
+  EXPECT_TRUE(contains(r.output, "[rank 0] alone")) << r.output;
+  EXPECT_TRUE(wait_for([&] { return !process_with_marker_alive(a_marker) && !process_with_marker_alive(b_marker); }, 10));
+}
+
 TEST(ElasticMembership, ANodeRankIsRefusedWithARange) {
   auto r = run_process(launch({"--nnodes", "1:2", "--node-rank", "0"}, {"true"}), 30);
   EXPECT_EQ(r.exit_code, 2) << r.output;
