@@ -100,7 +100,7 @@ int ElasticRendezvous::wait_for_close(int round) {
       throw std::runtime_error(waited + "the new membership cannot form the mesh: no count of " + std::to_string(joined) +
                                " node(s) or fewer, at least " + std::to_string(options_.min_nodes) + ", makes a world of " +
                                std::to_string(options_.nproc_per_node) + " rank(s) per node that is a multiple of " +
-                               std::to_string(options_.world_multiple) + " (--world-multiple)");
+                               std::to_string(options_.world_multiple) + " (--world-multiple; under dtrain run, the config's parallel.tp x pp x cp)");
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }

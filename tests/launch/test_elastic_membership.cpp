@@ -32,8 +32,8 @@ std::vector<std::string> job_sets(const std::string& dir, int steps) {
           "checkpoint.every_steps=2", "checkpoint.keep=1000"};
 }
 
-std::vector<std::string> run_argv(const std::vector<std::string>& flags, const std::vector<std::string>& sets) {
-  std::vector<std::string> argv{kBin, "run", "--nproc-per-node", "2", "--no-sample"};
+std::vector<std::string> run_argv(const std::vector<std::string>& flags, const std::vector<std::string>& sets, int nproc = 2) {
+  std::vector<std::string> argv{kBin, "run", "--nproc-per-node", std::to_string(nproc), "--no-sample"};
   argv.insert(argv.end(), flags.begin(), flags.end());
   for (const auto& s : sets) argv.insert(argv.end(), {"--set", s});
   return argv;
@@ -259,6 +259,19 @@ TEST(ElasticMembership, AnAgentThatStopsAnsweringIsLostAfterTheHeartbeatTimeout)
   EXPECT_TRUE(contains(r.output, "membership changed: 2 nodes -> 1 node (world 2 -> 1)")) << r.output;
   EXPECT_TRUE(contains(r.output, "[rank 0] alone")) << r.output;
   EXPECT_TRUE(wait_for([&] { return !process_with_marker_alive(a_marker) && !process_with_marker_alive(b_marker); }, 10));
+}
+
+// dtrain run sets --world-multiple from the config's mesh: a lone node of one rank cannot hold tp 2,
+// so it waits for a second one and fails naming why when none comes.
+TEST(ElasticMembership, ANodeCountThatCannotFormTheMeshWaitsAndFailsSayingSo) {
+  const std::string dir = scratch_dir("elastic_mesh");
+  auto sets = job_sets(dir, 4);
+  sets.push_back("parallel.tp=2");
+  const ProcessResult r = run_process(run_argv({"--nnodes", "1:2", "--master-port", std::to_string(free_port()), "--rdzv-timeout", "3"}, sets, 1), 60);
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_TRUE(contains(r.output, "in round 0: the new membership cannot form the mesh: no count of 1 node(s) or fewer, at least 1, makes a "
+                                 "world of 1 rank(s) per node that is a multiple of 2 (--world-multiple; under dtrain run, the config's "
+                                 "parallel.tp x pp x cp)")) << r.output;
 }
 
 TEST(ElasticMembership, ANodeRankIsRefusedWithARange) {
