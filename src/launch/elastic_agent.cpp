@@ -59,7 +59,8 @@ int Agent::run_elastic(JobCoordinator& coord) {
       report_.record_membership(m.round, last_nnodes, m.nnodes, per_node);
     } else if (failed_before) {
       if (++worker_failures > options_.max_restarts) {
-        const std::string verdict = "giving up after " + std::to_string(worker_failures - 1) + " restart(s) (--max-restarts " +
+        const int done = worker_failures - 1;
+        const std::string verdict = "giving up after " + std::to_string(done) + (done == 1 ? " restart" : " restarts") + " (--max-restarts " +
                                     std::to_string(options_.max_restarts) + "): " + failure.what;
         try {
           coord.report_failure(m.round, verdict, false);  // the round's other members stop with it

@@ -84,8 +84,8 @@ std::string finish_launch_options(LaunchOptions& o) {
   }
   if (o.node_rank < 0) o.node_rank = 0;
   if (o.world_multiple != 1 && (o.nnodes * o.nproc_per_node) % o.world_multiple != 0)
-    return "--world-multiple " + std::to_string(o.world_multiple) + " does not divide the world of " +
-           std::to_string(o.nnodes * o.nproc_per_node) + " ranks";
+    return "the world of " + std::to_string(o.nnodes * o.nproc_per_node) + " ranks is not a multiple of --world-multiple " +
+           std::to_string(o.world_multiple);
   if (o.node_rank >= o.nnodes)
     return "--node-rank " + std::to_string(o.node_rank) + " must be smaller than --nnodes " + std::to_string(o.nnodes);
   if (o.master_port == 0 && o.nnodes > 1) o.master_port = 29500;

@@ -224,7 +224,7 @@ TEST(ElasticMembership, AWorkerFailureIsCountedAndTheNextRoundIsToldTheWorldBefo
 
   auto spent = run_process(launch(flags, program), 60);
   EXPECT_EQ(spent.exit_code, 1) << spent.output;
-  EXPECT_TRUE(contains(spent.output, "giving up after 0 restart(s) (--max-restarts 0): rank 1 failed: exit code 3")) << spent.output;
+  EXPECT_TRUE(contains(spent.output, "giving up after 0 restarts (--max-restarts 0): rank 1 failed: exit code 3")) << spent.output;
 }
 
 // An agent that stops answering (SIGSTOP: its workers run on, its heartbeat does not) is lost after
