@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <iostream>
 #include <map>
@@ -30,6 +31,13 @@ void install_signal_handlers() {
 void say(const std::string& line, std::ostream& out = std::cout) { out << "dtrain launch: " << line << std::endl; }
 
 std::string restarts(int n) { return std::to_string(n) + " restart" + (n == 1 ? "" : "s"); }
+
+// Unix seconds with milliseconds, as DTRAIN_FAILURE_TIME carries them.
+std::string unix_time_text(double seconds) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.3f", seconds);
+  return text;
+}
 
 }  // namespace
 
@@ -61,15 +69,15 @@ void Agent::learn_run_dir(JobCoordinator& coord, int round) {
 
 void Agent::start_workers(int port, int round) {
   shared_memory_prefix_ = shared_memory_prefix(options_.master_addr, port, round);
-  const int world = options_.nnodes * options_.nproc_per_node;
+  const int world = nnodes_ * options_.nproc_per_node;
   for (int local = 0; local < options_.nproc_per_node; ++local) {
-    const int rank = options_.node_rank * options_.nproc_per_node + local;
+    const int rank = node_rank_ * options_.nproc_per_node + local;
     std::map<std::string, std::string> env{
         {"RANK", std::to_string(rank)},
         {"LOCAL_RANK", std::to_string(local)},
         {"WORLD_SIZE", std::to_string(world)},
         {"LOCAL_WORLD_SIZE", std::to_string(options_.nproc_per_node)},
-        {"GROUP_RANK", std::to_string(options_.node_rank)},
+        {"GROUP_RANK", std::to_string(node_rank_)},
         {"ROLE_RANK", std::to_string(rank)},
         {"ROLE_WORLD_SIZE", std::to_string(world)},
         {"MASTER_ADDR", options_.master_addr},
@@ -79,6 +87,8 @@ void Agent::start_workers(int port, int round) {
         {"TORCHELASTIC_MAX_RESTARTS", std::to_string(options_.max_restarts)},
         {"DTRAIN_AGENT_STORE", "1"},
     };
+    if (previous_world_ > 0) env["DTRAIN_PREVIOUS_WORLD_SIZE"] = std::to_string(previous_world_);
+    if (failure_time_ > 0) env["DTRAIN_FAILURE_TIME"] = unix_time_text(failure_time_);
     // As torchrun: many ranks on one host must not each start a thread per core.
     const char* omp = std::getenv("OMP_NUM_THREADS");
     if (!omp || !*omp) env["OMP_NUM_THREADS"] = "1";
@@ -114,10 +124,10 @@ void Agent::stop_workers() {
     tell("removed " + std::to_string(left) + " shared-memory segment(s) the workers left in /dev/shm");
 }
 
-Agent::Outcome Agent::run_round(JobCoordinator& coord, int round, RoundFailure* failure) {
+Agent::Outcome Agent::run_round(JobCoordinator& coord, int round, RoundFailure* failure, const Membership* elastic) {
   start_workers(coord.port(), round);
   bool reported_done = false;
-  auto next_report_check = Clock::now();
+  auto next_report_check = Clock::now(), next_waiting_check = Clock::now();
   for (;;) {
     std::vector<pollfd> fds;
     for (auto& w : workers_)
@@ -158,6 +168,15 @@ Agent::Outcome Agent::run_round(JobCoordinator& coord, int round, RoundFailure* 
       report_.flush();
       next_report_check = Clock::now() + std::chrono::seconds(1);
     }
+    if (elastic && Clock::now() >= next_waiting_check) {
+      next_waiting_check = Clock::now() + std::chrono::milliseconds(200);
+      if (coord.larger_round_waiting(*elastic)) {
+        failure->what = "a node is waiting to join: round " + std::to_string(round) + " ends so that the next one includes it";
+        tell(failure->what);
+        coord.report_failure(round, failure->what);
+        return Outcome::Regroup;
+      }
+    }
     if (auto remote = coord.failure(round)) {
       failure->what = *remote;
       failure->restartable = !coord.failure_is_final(round);
@@ -165,6 +184,15 @@ Agent::Outcome Agent::run_round(JobCoordinator& coord, int round, RoundFailure* 
       return Outcome::Failure;
     }
   }
+}
+
+int Agent::finish_stopped(JobCoordinator& coord, int round) {
+  try {
+    coord.report_failure(round, "node " + std::to_string(node_rank_) + "'s agent was stopped by a signal");
+  } catch (const std::exception&) {
+  }
+  const int sig = g_stop_signal.load();
+  return finish("stopped", 128 + sig, round, "stopped by signal " + std::to_string(sig) + "; workers terminated", nullptr);
 }
 
 int Agent::run() {
@@ -176,6 +204,7 @@ int Agent::run() {
   } catch (const std::exception& e) {
     return finish("error", 1, 0, std::string("error: ") + e.what(), nullptr);
   }
+  if (options_.elastic) return run_elastic(*coord);
   tell("node " + std::to_string(options_.node_rank) + " of " + std::to_string(options_.nnodes) + ", " +
        std::to_string(options_.nproc_per_node) + " workers, rendezvous store at " + options_.master_addr + ":" +
        std::to_string(coord->port()));
@@ -194,15 +223,7 @@ int Agent::run() {
     // Node 0 hosts the store: asking it cannot hang on a network that is gone. Other nodes asked
     // while the round ran.
     if (options_.node_rank == 0) learn_run_dir(*coord, round);
-    if (outcome == Outcome::Stopped) {
-      try {
-        coord->report_failure(round, "node " + std::to_string(options_.node_rank) + "'s agent was stopped by a signal");
-      } catch (const std::exception&) {
-      }
-      const int sig = g_stop_signal.load();
-      return finish("stopped", 128 + sig, round, "stopped by signal " + std::to_string(sig) + "; workers terminated",
-                    nullptr);
-    }
+    if (outcome == Outcome::Stopped) return finish_stopped(*coord, round);
     if (outcome == Outcome::Success) {
       coord->leave(round);
       return finish("succeeded", 0, round, round == 0 ? "the job succeeded" : "the job succeeded after " + restarts(round),

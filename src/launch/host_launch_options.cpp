@@ -42,6 +42,11 @@ void add_host_launch_flags(CLI::App& app, HostLaunchOptions& o) {
 
 std::vector<Host> plan_hosts(const HostLaunchOptions& o, const CLI::App& app, LaunchOptions& launch) {
   if (!o.hostfile.empty() && !o.hosts.empty()) throw std::invalid_argument("--hostfile and --hosts: give one of them");
+  // The launcher stops every host when one fails, which an elastic job must survive: its agents are
+  // started one per host, each on its own (docs/launch.md).
+  if (launch.elastic)
+    throw std::invalid_argument("--nnodes MIN:MAX with a host list: start `dtrain launch --nnodes MIN:MAX` on each host instead, "
+                                "with the same --master-addr and --master-port");
   if (given(app, "--node-rank"))
     throw std::invalid_argument("--node-rank: the host list gives each node its rank, in its order; leave it out");
   std::vector<Host> hosts = o.hostfile.empty() ? parse_host_list(o.hosts, launch.nproc_per_node) : read_hostfile(o.hostfile);

@@ -9,6 +9,7 @@
 
 #include "common/host_name.h"
 #include "common/store_bytes.h"
+#include "launch/rendezvous_store.h"
 #include "launch/tcp_store.h"
 #include "launch/worker_env.h"
 
@@ -22,7 +23,13 @@ std::string first_line(const std::string& s) { return s.substr(0, s.find('\n'));
 const std::string kRunDirKey = "trainer/run_dir";
 }  // namespace
 
-JobCoordinator::JobCoordinator(const LaunchOptions& options) : options_(options) {
+JobCoordinator::JobCoordinator(const LaunchOptions& options)
+    : options_(options), node_rank_(options.node_rank), nnodes_(options.nnodes) {
+  if (options.elastic) {
+    reopen_store();
+    return;
+  }
+  hosts_store_ = node_rank_ == 0;
   c10d::TCPStoreOptions o;
   o.port = static_cast<uint16_t>(options.master_port);
   o.isServer = options.node_rank == 0;
@@ -42,23 +49,45 @@ JobCoordinator::JobCoordinator(const LaunchOptions& options) : options_(options)
                          "; is node 0's agent running there?");
   }
   port_ = tcp->getPort();
-  job_store_ = tcp;
-  store_ = c10::make_intrusive<c10d::PrefixStore>("agent", tcp);
+  use_store(tcp);
   claim_node_rank();
   store_->set("nproc/" + std::to_string(options.node_rank), as_bytes(std::to_string(options.nproc_per_node)));
+}
+
+void JobCoordinator::use_store(c10::intrusive_ptr<c10d::Store> store) {
+  job_store_ = store;
+  store_ = c10::make_intrusive<c10d::PrefixStore>("agent", store);
+}
+
+void JobCoordinator::reopen_store() {
+  RendezvousStore opened = open_rendezvous_store(options_);
+  port_ = options_.master_port;
+  hosts_store_ = opened.hosting;
+  use_store(opened.store);
+  rendezvous_ = std::make_unique<ElasticRendezvous>(options_, store_);
+  peers_.clear();
+}
+
+Membership JobCoordinator::join_elastic(int round, const RoundHistory& mine) {
+  const Membership m = rendezvous_->join(round, mine);
+  node_rank_ = m.node_rank;
+  nnodes_ = m.nnodes;
+  // Node ranks are dealt anew each round: a beat counter seen before may now be another agent's.
+  peers_.clear();
+  return m;
 }
 
 void JobCoordinator::claim_node_rank() {
   // Node 0's agent reaches the store through --master-addr too, so a second node 0 on another host
   // claims in the same store as the first.
   const std::string me = "pid " + std::to_string(::getpid()) + " on host " + host_name();
-  const std::string key = "node/" + std::to_string(options_.node_rank);
+  const std::string key = "node/" + std::to_string(node_rank_);
   const std::string holder = as_string(store_->compareSet(key, {}, as_bytes(me)));
   if (holder != me)
-    throw std::runtime_error("--node-rank " + std::to_string(options_.node_rank) + " is taken: the agent " + holder +
-                             " joined the job as node " + std::to_string(options_.node_rank) + " before this one (" +
+    throw std::runtime_error("--node-rank " + std::to_string(node_rank_) + " is taken: the agent " + holder +
+                             " joined the job as node " + std::to_string(node_rank_) + " before this one (" +
                              me + "); give each node's agent its own --node-rank, 0 to " +
-                             std::to_string(options_.nnodes - 1));
+                             std::to_string(nnodes_ - 1));
 }
 
 std::string JobCoordinator::key(int round, const std::string& what) const {
@@ -69,24 +98,24 @@ void JobCoordinator::join_round(int round) {
   store_->add(key(round, "joined"), 1);
   const auto deadline = Clock::now() + std::chrono::milliseconds(static_cast<int64_t>(options_.rdzv_timeout_s * 1000));
   int64_t joined = 0;
-  while ((joined = store_->add(key(round, "joined"), 0)) < options_.nnodes) {
+  while ((joined = store_->add(key(round, "joined"), 0)) < nnodes_) {
     if (Clock::now() > deadline) {
       std::string missing;
-      for (int n = 0; n < options_.nnodes; ++n)
+      for (int n = 0; n < nnodes_; ++n)
         if (!store_->check({"nproc/" + std::to_string(n)})) missing += (missing.empty() ? "" : ",") + std::to_string(n);
       throw std::runtime_error("rendezvous timed out after " + std::to_string(static_cast<int>(options_.rdzv_timeout_s)) +
-                               "s: " + std::to_string(joined) + " of " + std::to_string(options_.nnodes) +
+                               "s: " + std::to_string(joined) + " of " + std::to_string(nnodes_) +
                                " nodes joined" + (missing.empty() ? "" : " (never seen: node " + missing + ")"));
     }
     heartbeat();
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   if (round == 0) {
-    for (int n = 0; n < options_.nnodes; ++n) {
+    for (int n = 0; n < nnodes_; ++n) {
       const int theirs = std::stoi(as_string(store_->get("nproc/" + std::to_string(n))));
       if (theirs != options_.nproc_per_node)
         throw std::runtime_error("node " + std::to_string(n) + " runs --nproc-per-node " + std::to_string(theirs) +
-                                 " but node " + std::to_string(options_.node_rank) + " runs " +
+                                 " but node " + std::to_string(node_rank_) + " runs " +
                                  std::to_string(options_.nproc_per_node) + ": every node must run the same number");
     }
   }
@@ -95,18 +124,18 @@ void JobCoordinator::join_round(int round) {
 }
 
 void JobCoordinator::heartbeat() {
-  if (options_.nnodes == 1) return;
+  if (nnodes_ == 1) return;
   const auto now = Clock::now();
   if (now - last_beat_ < kBeatInterval) return;
   last_beat_ = now;
-  store_->add("beat/" + std::to_string(options_.node_rank), 1);
+  store_->add("beat/" + std::to_string(node_rank_), 1);
 }
 
 void JobCoordinator::report_failure(int round, const std::string& what, bool restartable) {
   // Set before the failure itself, so a node that sees the failure sees whether it is final.
   if (!restartable) store_->set(key(round, "final"), as_bytes("1"));
   // compareSet keeps the first report when two nodes fail at once.
-  store_->compareSet(key(round, "failed"), {}, as_bytes("node " + std::to_string(options_.node_rank) + ": " + what));
+  store_->compareSet(key(round, "failed"), {}, as_bytes("node " + std::to_string(node_rank_) + ": " + what));
 }
 
 std::optional<std::string> JobCoordinator::failure(int round) {
@@ -114,9 +143,9 @@ std::optional<std::string> JobCoordinator::failure(int round) {
   if (now - last_check_ < std::chrono::milliseconds(200)) return std::nullopt;
   last_check_ = now;
   if (store_->check({key(round, "failed")})) return as_string(store_->get(key(round, "failed")));
-  if (options_.nnodes == 1) return std::nullopt;
-  for (int n = 0; n < options_.nnodes; ++n) {
-    if (n == options_.node_rank) continue;
+  if (nnodes_ == 1) return std::nullopt;
+  for (int n = 0; n < nnodes_; ++n) {
+    if (n == node_rank_) continue;
     const int64_t beat = store_->add("beat/" + std::to_string(n), 0);
     auto it = peers_.find(n);
     if (it == peers_.end() || it->second.first != beat) {
@@ -135,13 +164,13 @@ bool JobCoordinator::failure_is_final(int round) { return store_->check({key(rou
 
 void JobCoordinator::report_done(int round) { store_->add(key(round, "done"), 1); }
 
-bool JobCoordinator::all_done(int round) { return store_->add(key(round, "done"), 0) >= options_.nnodes; }
+bool JobCoordinator::all_done(int round) { return store_->add(key(round, "done"), 0) >= nnodes_; }
 
 void JobCoordinator::leave(int round) {
   store_->add(key(round, "left"), 1);
-  if (options_.node_rank != 0) return;
+  if (!hosts_store_) return;
   const auto deadline = Clock::now() + std::chrono::seconds(10);
-  while (store_->add(key(round, "left"), 0) < options_.nnodes && Clock::now() < deadline)
+  while (store_->add(key(round, "left"), 0) < nnodes_ && Clock::now() < deadline)
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
 }
 

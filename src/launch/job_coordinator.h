@@ -1,15 +1,18 @@
 // How the agents of one job agree, through the store node 0 hosts: they meet at the start of every
 // round (the first run and each restart), any agent can declare the round failed, each one beats a
 // heartbeat so a dead agent is noticed, and they leave together when every node has succeeded.
-// The round number is the job's restart count, identical on every node.
+// The round number is the job's restart count, identical on every node. An elastic job's rounds
+// are formed by launch/elastic_rendezvous.h and each one sets the node's rank and the node count.
 #pragma once
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
 #include <chrono>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 
+#include "launch/elastic_rendezvous.h"
 #include "launch/launch_options.h"
 
 namespace dtrain {
@@ -17,10 +20,21 @@ namespace dtrain {
 class JobCoordinator {
  public:
   // Node 0 hosts the store (on a free port when none was given); other nodes connect to it,
-  // retrying until --rdzv-timeout.
+  // retrying until --rdzv-timeout. Elastic: the agent that binds the port first hosts it.
   explicit JobCoordinator(const LaunchOptions& options);
 
   int port() const { return port_; }
+  bool hosts_store() const { return hosts_store_; }
+
+  // Elastic: joins the next round at or after `round` (launch/elastic_rendezvous.h) and takes the node
+  // rank and node count it assigns.
+  Membership join_elastic(int round, const RoundHistory& mine);
+  // Elastic: whether enough agents wait to join that the next round would be larger than `m`'s.
+  bool larger_round_waiting(const Membership& m) { return rendezvous_->larger_round_waiting(m); }
+  void end_round(int round) { rendezvous_->end_round(round); }
+  void mark_succeeded() { rendezvous_->mark_succeeded(); }
+  // Elastic: after the store was lost, connects to its new host or becomes it.
+  void reopen_store();
 
   // Blocks until every node has joined `round`; throws naming the missing nodes on timeout.
   void join_round(int round);
@@ -47,8 +61,13 @@ class JobCoordinator {
   // when another one holds it.
   void claim_node_rank();
   std::string key(int round, const std::string& what) const;
+  void use_store(c10::intrusive_ptr<c10d::Store> store);
 
   LaunchOptions options_;
+  int node_rank_ = 0;
+  int nnodes_ = 1;
+  bool hosts_store_ = false;
+  std::unique_ptr<ElasticRendezvous> rendezvous_;
   c10::intrusive_ptr<c10d::Store> job_store_;  // the whole store, the workers' keys included
   c10::intrusive_ptr<c10d::Store> store_;      // the agents' part of it
   int port_ = 0;

@@ -13,11 +13,54 @@
 
 namespace dtrain {
 
+namespace {
+
+// "N" (fixed size) or "MIN:MAX" (elastic), each a node count 1..100000; "" when all is well.
+std::string parse_nnodes(const std::string& text, LaunchOptions& o) {
+  const auto colon = text.find(':');
+  auto count = [&](const std::string& part, int* out) {
+    try {
+      size_t used = 0;
+      *out = std::stoi(part, &used);
+      return used == part.size() && *out >= 1 && *out <= 100000;
+    } catch (const std::exception&) {
+      return false;
+    }
+  };
+  const std::string bad = "--nnodes: expected a node count N or a range MIN:MAX (1 to 100000), got '" + text + "'";
+  if (colon == std::string::npos) {
+    if (!count(text, &o.nnodes)) return bad;
+    o.min_nodes = o.nnodes;
+    return "";
+  }
+  if (!count(text.substr(0, colon), &o.min_nodes) || !count(text.substr(colon + 1), &o.nnodes)) return bad;
+  if (o.min_nodes > o.nnodes) return "--nnodes " + text + ": MIN is larger than MAX";
+  o.elastic = true;
+  return "";
+}
+
+}  // namespace
+
 void add_launch_flags(CLI::App& app, LaunchOptions& o) {
   // Each flag also under the names torchrun, DeepSpeed and accelerate give it (docs/launch.md).
   app.add_option("--nproc-per-node,--nproc_per_node,--num_gpus", o.nproc_per_node, "workers on this node")->check(CLI::Range(1, 4096))->capture_default_str();
-  app.add_option("--nnodes,--num_nodes,--num_machines", o.nnodes, "nodes in the job")->check(CLI::Range(1, 100000))->capture_default_str();
-  app.add_option("--node-rank,--node_rank,--machine_rank", o.node_rank, "this node's rank, 0..nnodes-1")->check(whole_number(0, 99999))->capture_default_str();
+  app.add_option_function<std::string>(
+         "--nnodes,--num_nodes,--num_machines", [&o](const std::string& text) {
+           if (const std::string error = parse_nnodes(text, o); !error.empty()) throw CLI::ValidationError(error);
+         },
+         "nodes in the job: N, or MIN:MAX for an elastic job whose agents take their node ranks at rendezvous")
+      ->default_str("1");
+  app.add_option("--node-rank,--node_rank,--machine_rank", o.node_rank, "this node's rank, 0..nnodes-1 (not with --nnodes MIN:MAX)")
+      ->check(whole_number(0, 99999))
+      ->default_str("0");
+  app.add_option("--rdzv-last-call", o.rdzv_last_call_s,
+                 "elastic: seconds a round of at least MIN nodes waits for another before it closes")
+      ->check(real_number(0, kMaxWaitSeconds))
+      ->capture_default_str();
+  app.add_option("--world-multiple", o.world_multiple,
+                 "elastic: a round's world size must be a multiple of this (the mesh's tp x pp x cp)")
+      ->check(whole_number(1, 1 << 20))
+      ->capture_default_str();
   app.add_option("--master-addr,--master_addr,--main_process_ip", o.master_addr, "address of node 0 (hosts the rendezvous store)")->capture_default_str();
   app.add_option("--master-port,--master_port,--main_process_port", o.master_port,
                  "port of the rendezvous store (default: a free port on one node, 29500 across nodes)")
@@ -29,6 +72,22 @@ void add_launch_flags(CLI::App& app, LaunchOptions& o) {
 }
 
 std::string finish_launch_options(LaunchOptions& o) {
+  if (o.elastic) {
+    // The rendezvous assigns node ranks; a rank given here could only disagree with it.
+    if (o.node_rank >= 0) return "--node-rank is assigned by the rendezvous with --nnodes MIN:MAX; leave it out";
+    if (o.master_port == 0) o.master_port = 29500;
+    bool any = false;
+    for (int n = o.min_nodes; n <= o.nnodes && !any; ++n) any = (int64_t(n) * o.nproc_per_node) % o.world_multiple == 0;
+    if (!any)
+      return "--nnodes " + std::to_string(o.min_nodes) + ":" + std::to_string(o.nnodes) + " with --nproc-per-node " +
+             std::to_string(o.nproc_per_node) + " never makes a world that is a multiple of " +
+             std::to_string(o.world_multiple) + " (--world-multiple)";
+    return "";
+  }
+  if (o.node_rank < 0) o.node_rank = 0;
+  if (o.world_multiple != 1 && (o.nnodes * o.nproc_per_node) % o.world_multiple != 0)
+    return "the world of " + std::to_string(o.nnodes * o.nproc_per_node) + " ranks is not a multiple of --world-multiple " +
+           std::to_string(o.world_multiple);
   if (o.node_rank >= o.nnodes)
     return "--node-rank " + std::to_string(o.node_rank) + " must be smaller than --nnodes " + std::to_string(o.nnodes);
   if (o.master_port == 0 && o.nnodes > 1) o.master_port = 29500;

@@ -11,10 +11,14 @@ struct HostPlan;
 
 struct LaunchOptions {
   int nproc_per_node = 1;
-  int nnodes = 1;
-  int node_rank = 0;
+  int nnodes = 1;     // fixed size: the nodes of the job; elastic: the most nodes a round takes
+  int min_nodes = 1;  // elastic: the fewest nodes a round runs with (--nnodes MIN:MAX)
+  bool elastic = false;
+  int node_rank = -1;  // fixed size: 0 when not given; elastic: none, a round assigns it (launch/elastic_rendezvous.h)
+  double rdzv_last_call_s = 2;  // elastic: a round of at least MIN nodes closes after this long without a new one
+  int world_multiple = 1;       // elastic: a round's world (nodes x nproc_per_node) is a multiple of this
   std::string master_addr = "127.0.0.1";
-  int master_port = 0;          // 0: a free port on a single node, 29500 (torchrun's) across nodes
+  int master_port = 0;          // 0: a free port on a single node, 29500 (torchrun's) across nodes and when elastic
   int max_restarts = 0;         // restarts of the whole job, counted across all nodes
   double rdzv_timeout_s = 300;  // how long agents wait for each other (and for node 0's store)
   double grace_s = 5;           // SIGTERM-to-SIGKILL grace when stopping workers

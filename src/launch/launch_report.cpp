@@ -30,15 +30,27 @@ void warn(const std::string& what) {
 }  // namespace
 
 LaunchReport::LaunchReport(std::string run_dir, int node_rank, bool wait_for_claim)
-    : run_dir_(std::move(run_dir)), node_rank_(node_rank), wait_for_claim_(wait_for_claim) {}
+    : run_dir_(std::move(run_dir)),
+      node_rank_(node_rank),
+      stem_("launch-node" + std::to_string(node_rank)),
+      wait_for_claim_(wait_for_claim) {}
 
 std::string LaunchReport::path(const std::string& extension) const {
-  return run_dir_ + "/launch-node" + std::to_string(node_rank_) + extension;
+  return run_dir_ + "/" + stem_ + extension;
 }
 
 void LaunchReport::job_holds(const std::string& run_dir) {
   std::error_code ignored;  // "runs/a" and "./runs/a" are one directory
   if (run_dir == run_dir_ || std::filesystem::equivalent(run_dir, run_dir_, ignored)) job_holds_run_dir_ = true;
+}
+
+void LaunchReport::record_membership(int round, int old_nodes, int new_nodes, int ranks_per_node) {
+  membership_.push_back({{"round", round},
+                         {"old_nodes", old_nodes},
+                         {"new_nodes", new_nodes},
+                         {"old_world", old_nodes * ranks_per_node},
+                         {"new_world", new_nodes * ranks_per_node},
+                         {"time", utc_now()}});
 }
 
 std::string LaunchReport::why_not_writable() const {
@@ -106,6 +118,7 @@ std::string LaunchReport::finish(const std::string& outcome, int exit_code, int 
   if (const std::string why = why_not_writable(); !why.empty()) return "no launch report: " + why;
   nlohmann::json verdict = {{"outcome", outcome}, {"exit_code", exit_code}, {"reason", reason},
                             {"round", round},     {"node_rank", node_rank_}, {"time", utc_now()}};
+  if (!membership_.empty()) verdict["membership"] = membership_;
   if (failure) {
     verdict["failure"] = {{"what", failure->what}};
     if (failure->rank >= 0) {

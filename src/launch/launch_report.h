@@ -3,12 +3,13 @@
 //                        to across rounds and across jobs run in the same directory
 //   launch-node<N>.json  the verdict of the latest job on node N, as one object, replaced atomically
 //                        (temporary file, fsync, rename)
+// An elastic job's agents, whose node ranks change, name theirs launch-agent-<host>-<pid> instead.
 // The agent never creates the run directory (a run that fails before its trainer made one leaves
 // nothing on disk), and never writes into one that another run holds (ckpt/directory_lock.h): a run
 // refused because its directory is in use leaves that directory as the running job has it. Until the
 // directory is known, exists and is the job's, messages are kept, and written once it is.
 #pragma once
-#include <nlohmann/json_fwd.hpp>
+#include <nlohmann/json.hpp>
 
 #include <string>
 #include <vector>
@@ -31,6 +32,12 @@ class LaunchReport {
   LaunchReport(std::string run_dir, int node_rank, bool wait_for_claim = false);
 
   bool knows_run_dir() const { return !run_dir_.empty(); }
+  // An elastic agent's node rank changes from round to round: its files are named after the agent
+  // (launch-agent-<host>-<pid>) and the verdict gives the rank of its last round.
+  void name_after_agent(const std::string& host, int pid) { stem_ = "launch-agent-" + host + "-" + std::to_string(pid); }
+  void set_node_rank(int node_rank) { node_rank_ = node_rank; }
+  // An elastic job's membership changed before `round`: kept for the verdict's "membership" list.
+  void record_membership(int round, int old_nodes, int new_nodes, int ranks_per_node);
   void set_run_dir(const std::string& run_dir) { run_dir_ = run_dir; }
   // This job's trainer published `run_dir` as its own: its rank 0 holds the directory's lock, so the
   // lock is no sign of another run there.
@@ -63,11 +70,13 @@ class LaunchReport {
 
   std::string run_dir_;
   int node_rank_;
+  std::string stem_;  // the files' name without extension
   bool wait_for_claim_;
   bool job_holds_run_dir_ = false;
   std::string unwritten_;    // this job's log entries that are not in the file yet
   bool new_entries_ = false; // entries came since the last attempt to write (a failed one is not repeated for nothing)
   bool started_ = false;     // this job has set the verdict to "running"
+  std::vector<nlohmann::json> membership_;  // record_membership's entries, oldest first
 };
 
 }  // namespace dtrain

@@ -76,6 +76,14 @@ int run_command(int argc, char** argv) {
   // Checked once here, before any process starts, as `config check` checks it.
   TrainConfig config = load_run_config(config_path, sets, launch.nproc_per_node * launch.nnodes);
   if (!config.inject_failure.empty()) std::cerr << "dtrain run: WARNING: " << fault_injection_armed_line(config.inject_failure) << "\n";
+  // Only dp changes when an elastic job's membership does: every round's world holds whole tp x pp x cp blocks.
+  if (launch.elastic) {
+    launch.world_multiple = config.parallel.tp * config.parallel.pp * config.parallel.cp;
+    if (auto error = finish_launch_options(launch); !error.empty()) {
+      std::cerr << "dtrain run: error: " << error << " (the config's parallel.tp x pp x cp)\n";
+      return 2;
+    }
+  }
   // One run directory for all ranks and all restarts, so a restarted job resumes its own checkpoints.
   if (config.run_dir.empty()) {
     config.run_dir = default_run_dir();
