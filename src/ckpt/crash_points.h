@@ -4,7 +4,9 @@
 // from outside would land there. Points: "step" (a training step finished), "save" (this rank's
 // checkpoint files written, nothing committed), "manifest" (manifest written, directory not yet
 // renamed), "commit" (renamed into place, `latest` not yet rewritten), "pipeline" (mid-step: this
-// pipeline stage's first action of the step done, its neighbours waiting on it). Unset, a call costs a getenv
+// pipeline stage's first action of the step done, its neighbours waiting on it), "async_write" (an
+// asynchronous save's background thread has written this rank's files while training goes on,
+// nothing committed). Unset, a call costs a getenv
 // and one short string.
 #pragma once
 #include <cstdint>

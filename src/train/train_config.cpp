@@ -30,7 +30,6 @@ TrainConfig resolve_config(const json& user, int world_size, const std::string& 
   drop_moved_keys(given, c);
   merge_checked(c.json, given, "", origin);
   const Reader r(c.json, origin);
-  reject_unbuilt(r);
   check_unused_deepspeed_keys(r);
 
   c.model = resolve_model(r);
@@ -128,6 +127,7 @@ TrainConfig resolve_config(const json& user, int world_size, const std::string& 
   c.checkpoint.every_hours = r.number("checkpoint.every_hours", 0);
   c.checkpoint.keep = r.small_integer("checkpoint.keep", 0);
   c.checkpoint.save_at_end = r.boolean("checkpoint.save_at_end");
+  c.checkpoint.async = r.boolean("checkpoint.async");
   warn_if_no_checkpoint(c);
   c.backend = r.text("dist.backend");
   if (c.backend != "auto" && c.backend != "shm" && c.backend != "gloo" && c.backend != "nccl")
