@@ -31,7 +31,9 @@ class AsyncCheckpointWriter {
 
   // Starts `write` (which returns the committed directory) for `step`. A save must not be in flight.
   void start(int64_t step, std::function<std::string()> write);
+  // Started and not collected yet; still being written.
   bool in_flight() const { return thread_.joinable(); }
+  bool writing() const { return in_flight() && !ended_; }
   // The end of the save in flight: nullopt when there is none, or while it runs and `wait` is false;
   // its error rethrown when it failed.
   std::optional<Written> collect(bool wait);

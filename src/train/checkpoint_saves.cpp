@@ -44,24 +44,23 @@ void CheckpointSaves::save(int64_t step, double elapsed_agreed_hours, const Chec
     report({step, seconds_since(t0), 0, health.healthy}, dir, std::nullopt);
     return;
   }
-  double waited_s = 0;
-  if (writer_.in_flight()) {
-    const int64_t previous = in_flight_.step;
-    wait();
-    waited_s = seconds_since(t0);
+  const bool writing = writer_.writing();
+  const int64_t previous = in_flight_.step;
+  wait();  // reports the save before when it has ended unseen since the last step boundary
+  const double waited_s = writing ? seconds_since(t0) : 0;
+  if (writing)
     log_.info("checkpoint: the save of step " + std::to_string(step) + " waited " + fixed(waited_s, 3) + " s for the save of step " +
               std::to_string(previous) + " to be written (checkpoint.async writes one at a time)");
-  }
   manager_.restart_clock(elapsed_agreed_hours);
   const int64_t held = copies_.bytes();
   auto copy = std::make_shared<const TrainingStateCopy>(
       copy_training_state(copies_, world_.rank(), plan.layout, *plan.optimizer, progress, config_.json, config_.model));
   if (copies_.bytes() != held) log_.info("checkpoint.async: this rank's state is copied into " + mib(copies_.bytes()) + " MiB of host buffers");
   in_flight_ = {step, seconds_since(t0), waited_s, health.healthy};
-  std::shared_future<void> next_step;
-  if (slow_save_injected(step)) next_step = held_.emplace().get_future().share();
-  writer_.start(step, [this, step, elapsed_agreed_hours, health, copy, next_step] {
-    if (next_step.valid()) next_step.wait();
+  std::shared_future<void> released;
+  if (slow_save_injected(step)) released = held_.emplace().get_future().share();
+  writer_.start(step, [this, step, elapsed_agreed_hours, health, copy, released] {
+    if (released.valid()) released.wait();
     return manager_.save(
         step, elapsed_agreed_hours, health,
         [&](const std::string& tmp) {
@@ -73,12 +72,9 @@ void CheckpointSaves::save(int64_t step, double elapsed_agreed_hours, const Chec
   });
 }
 
-// A held save is let go after the step boundary's look, so the next save finds it in flight.
-void CheckpointSaves::poll() {
-  collect(false);
-  release_held_save();
-}
+void CheckpointSaves::poll() { collect(false); }
 
+// A save DTRAIN_INJECT_SLOW_SAVE holds is let go only here, so the next save finds it being written.
 void CheckpointSaves::wait() {
   release_held_save();
   collect(true);

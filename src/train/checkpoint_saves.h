@@ -67,7 +67,7 @@ class CheckpointSaves {
   HostCopies copies_;
   Started in_flight_;
   std::string last_committed_;
-  std::optional<std::promise<void>> held_;  // DTRAIN_INJECT_SLOW_SAVE: set once the next step has finished
+  std::optional<std::promise<void>> held_;  // DTRAIN_INJECT_SLOW_SAVE: set when the training thread waits for the save
   AsyncCheckpointWriter writer_;  // last: destroyed first, it waits for the save in flight, which uses the others
 };
 

@@ -24,9 +24,9 @@ namespace {
 const Sets kAsync = {"checkpoint.async=true"};
 const Sets kEveryTwo = {"train.steps=6", "train.deterministic=true", "checkpoint.every_steps=2", "checkpoint.keep=0"};
 
-// Each background save of these steps, on both ranks, starts writing only after the training thread
-// has finished the next step: one that read the live state rather than its copy would write the
-// later step's values.
+// Each background save of these steps, on both ranks, starts writing only when the training thread
+// waits for it (the next save, the run's end): one that read the live state rather than its copy
+// would write a later step's values.
 std::string held_saves(const std::vector<int>& steps) {
   std::string list;
   for (int s : steps)
@@ -83,8 +83,8 @@ TEST(AsyncCheckpoints, BackgroundSavesHoldExactlyWhatSavesInTheStepHold) {
   }
 }
 
-// Saves every step, the one of step 2 held back until step 3 has finished: the save of step 3 finds
-// it in flight and waits for it, saying so, and every checkpoint is committed whole.
+// Saves every step, the one of step 2 held back until the save of step 3 waits for it: that save
+// finds it being written and says so, and every checkpoint is committed whole.
 TEST(AsyncCheckpoints, OneSaveIsWrittenAtATimeTheNextWaitsAndNoneIsLost) {
   const Sets job = {"train.steps=4", "train.deterministic=true", "checkpoint.every_steps=1", "checkpoint.keep=0"};
   const TrainingRun in_step = train(scratch_dir("async_every_step_reference"), 2, job);
