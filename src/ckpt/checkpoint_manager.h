@@ -14,6 +14,7 @@
 // one it just wrote, so it can never touch another run's checkpoints, nor later ones a branch
 // started from (docs/training.md, "Which checkpoints a run continues and prunes").
 #pragma once
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -30,6 +31,7 @@ struct CheckpointOptions {
   int keep = 0;              // newest checkpoints kept; 0 keeps all
   bool save_at_end = true;   // save after the last step
   std::string lineage;       // written into each manifest; pruning removes only this lineage's checkpoints
+  bool async = false;        // checkpoint.async: written on a thread of its own (train/checkpoint_saves.h)
 };
 
 struct CheckpointHealth {
@@ -59,6 +61,10 @@ class CheckpointManager {
   // Whether to save after `step` (1-based count of finished steps). Every rank must get the same
   // answer, so time-triggered saves use rank 0's clock, which `elapsed_agreed_hours` carries.
   bool due(int64_t step, bool last_step, double elapsed_agreed_hours) const;
+  // Restarts the every_hours clock, as save() does once it has saved. A save written on another
+  // thread has it restarted on the thread that asks due(), when the save starts: due() must give
+  // every rank the same answer, whenever each rank's background save ends.
+  void restart_clock(double elapsed_agreed_hours) { last_save_hours_ = elapsed_agreed_hours; }
 
   // Writes a checkpoint for `step`: each rank's `write_files(dir)` fills the temporary directory;
   // once all have, rank 0's `finish(dir)` (when given) writes what describes them all (the index),
@@ -109,7 +115,7 @@ class CheckpointManager {
   CheckpointOptions options_;
   int rank_;
   AgreeOnFailures agree_;
-  double last_save_hours_ = 0;
+  std::atomic<double> last_save_hours_{0};
 };
 
 }  // namespace dtrain

@@ -30,7 +30,7 @@ std::string CrashAt::entry() const {
 
 const std::vector<std::string>& crash_point_names() {
   static const std::vector<std::string> names = {"forward", "backward", "collective", "optimizer", "step",
-                                                 "write",   "save",     "manifest",   "commit",    "pipeline"};
+                                                 "write",   "save",     "manifest",   "commit",    "pipeline", "async_write"};
   return names;
 }
 

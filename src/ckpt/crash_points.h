@@ -18,6 +18,8 @@
 //   kill races rank 0's commit, which may complete;
 // - "manifest": manifest written, directory not yet renamed (rank 0, which commits);
 // - "commit": renamed into place, `latest` not yet rewritten (rank 0);
+// - "async_write": an asynchronous save's background thread has written this rank's files while
+//   training goes on, before the ranks agree (so that checkpoint is never committed);
 // - "pipeline": mid-step under pipeline parallelism: this stage's first action of the step done, its
 //   neighbours waiting on it.
 // "forward", "backward" and "collective" are points of the data-parallel step (no pipeline stages).

@@ -141,13 +141,13 @@ std::vector<LocalChunk> local_chunks(const TrainingLayout& layout, const std::ma
 
 void save_training_checkpoint(const std::string& dir, int rank, const TrainingLayout& layout,
                               const std::map<std::string, at::Tensor>& optimizer_state, const TrainerProgress& progress,
-                              const nlohmann::json& config) {
+                              const nlohmann::json& config, const at::Tensor& cpu_rng_state) {
   std::vector<TensorChunk> chunks;
   for (const LocalChunk& c : local_chunks(layout, optimizer_state))
     if (c.written) chunks.push_back({c.tensor, c.piece, c.local});
   write_shard_file(dir, rank, chunks);
   if (!at_origin(layout.coords)) return;
-  write_safetensors(dir + "/rng.safetensors", {{"cpu", at::detail::getDefaultCPUGenerator().get_state()}});
+  write_safetensors(dir + "/rng.safetensors", {{"cpu", cpu_rng_state}});
   write_file_atomically(dir + "/" + kTrainerStateFile, trainer_state_json(progress, config["scheduler"]).dump(2));
   write_file_atomically(dir + "/config.json", config.dump(2));
 }

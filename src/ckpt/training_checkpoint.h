@@ -63,11 +63,13 @@ struct OptimizerStateEntry {
 
 // Every rank: writes the pieces it writes of every parameter and of each state tensor of
 // `optimizer_state` (per-parameter ones flat, in the layout's state pieces; scalars 0-d) into its
-// shard; the rank at coordinate 0 also writes the scalars, rng, trainer_state.json (`progress` with
-// config's scheduler) and config.json. Rank 0 then calls write_training_checkpoint_index, once all have written.
+// shard; the rank at coordinate 0 also writes the scalars, rng (`cpu_rng_state`: the CPU generator's
+// state taken with the rest, which a save written later than the step must not read afresh),
+// trainer_state.json (`progress` with config's scheduler) and config.json. Rank 0 then calls
+// write_training_checkpoint_index, once all have written.
 void save_training_checkpoint(const std::string& dir, int rank, const TrainingLayout& layout,
                               const std::map<std::string, at::Tensor>& optimizer_state, const TrainerProgress& progress,
-                              const nlohmann::json& config);
+                              const nlohmann::json& config, const at::Tensor& cpu_rng_state);
 void write_training_checkpoint_index(const std::string& dir, const TrainingLayout& layout, const std::vector<OptimizerStateEntry>& optimizer_state,
                           const nlohmann::json& model_config);
 

@@ -123,19 +123,15 @@ std::shared_ptr<World> World::init(const WorldOptions& options, const WorkerEnv&
   w->backend_ = choose_backend(options.backend, w->device_, env);
   w->log_ = std::make_shared<CollectiveLog>();
 
-  c10::intrusive_ptr<c10d::Store> responder_store;
   if (env.world_size == 1 && !env.agent_store) {
     // A world of one talks to nobody: no port, no server. Under the launcher it still uses the
     // launcher's store, where the trainer tells the agent its run directory.
     w->store_ = c10::make_intrusive<c10d::HashStore>();
-    responder_store = w->store_;
   } else {
-    const std::string prefix = job_store_prefix(env.restart_count);
     w->store_ = c10::make_intrusive<c10d::PrefixStore>(
-        prefix, connect_store(env, !env.agent_store && env.rank == 0, options.timeout));
-    responder_store = c10::make_intrusive<c10d::PrefixStore>(prefix, connect_store(env, false, options.timeout));
+        job_store_prefix(env.restart_count), connect_store(env, !env.agent_store && env.rank == 0, options.timeout));
   }
-  w->diagnosis_ = std::make_shared<HangDiagnosis>(w->store_, responder_store, env.rank, w->log_);
+  w->diagnosis_ = std::make_shared<HangDiagnosis>(w->store_, w->another_store_connection(), env.rank, w->log_);
 
   if (env.world_size > 1) w->rendezvous();
   std::vector<int> all(env.world_size);
@@ -213,6 +209,11 @@ c10::intrusive_ptr<c10d::Backend> World::make_backend(const std::string& key, co
   }
 #endif
   return make_gloo(key, int(ranks.size()), rank);
+}
+
+c10::intrusive_ptr<c10d::Store> World::another_store_connection() const {
+  if (env_.world_size == 1 && !env_.agent_store) return store_;
+  return c10::make_intrusive<c10d::PrefixStore>(job_store_prefix(env_.restart_count), connect_store(env_, false, options_.timeout));
 }
 
 c10::intrusive_ptr<c10d::Store> World::prefixed_store(const std::string& key) const {

@@ -41,6 +41,11 @@ class World {
   at::Device device() const { return device_; }
   std::shared_ptr<Group> world_group() const { return world_group_; }
   c10::intrusive_ptr<c10d::Store> store() const { return store_; }
+  // A connection of its own to the same store, under the same prefix, for a thread that waits on the
+  // store while this rank's others use it: a c10d TCPStore client runs one operation at a time, and
+  // holds its connection for the whole of a wait. A world of one without a launcher shares its
+  // in-process store, whose waits hold nothing.
+  c10::intrusive_ptr<c10d::Store> another_store_connection() const;
 
   // A group of the given global ranks. Every rank of the world calls it, in the same order, with
   // the same arguments (as c10d requires); ranks outside `ranks` get nullptr. A group of one rank has

@@ -52,20 +52,6 @@ void drop_moved_keys(json& user, TrainConfig& c) {
                                   "it took, is the new key's default, and the old key is ignored: remove it");
 }
 
-// Keys for features not built yet: DeepSpeed configs carry some, and dtrain's own layout reserves
-// the others. Their default is the only value accepted; any other is refused, never silently ignored.
-void reject_unbuilt(const Reader& r) {
-  static const std::pair<const char*, const char*> later[] = {
-      {"checkpoint.async", "asynchronous checkpointing"},
-  };
-  const Reader defaults(config_defaults(), "");
-  for (const auto& [key, feature] : later)
-    if (r.at(key) != defaults.at(key))
-      fail(r.origin(), "'" + std::string(key) + "' is " + printable_json(r.at(key)) + ", but " + feature +
-                           " is not implemented yet in this version of dtrain; remove the key or set it to its default " +
-                           defaults.at(key).dump());
-}
-
 // DeepSpeed's tuning keys that dtrain accepts and does not use (docs/config.md says what it does
 // instead): their values are checked all the same, so a mistake in one is named, not carried along.
 void check_unused_deepspeed_keys(const Reader& r) {

@@ -18,7 +18,6 @@ void merge_checked(nlohmann::json& base, const nlohmann::json& user, const std::
 // holds, is removed from `user` with a warning in c.warnings (c.origin names the config); another is
 // refused, naming the new key.
 void drop_moved_keys(nlohmann::json& user, TrainConfig& c);
-void reject_unbuilt(const Reader& r);
 void check_unused_deepspeed_keys(const Reader& r);
 void resolve_stage3_keys(const Reader& r, TrainConfig& c);
 // activation_checkpointing.* into c.activation_checkpointing.store; after the model and
@@ -26,7 +25,7 @@ void resolve_stage3_keys(const Reader& r, TrainConfig& c);
 void resolve_activation_store(const Reader& r, TrainConfig& c);
 // The mesh's dims for c.world_size ranks: parallel.dp ("auto": what the other dims leave of the
 // world) as dp_shard, parallel.tp (which must divide the world size), parallel.pp and
-// parallel.sequence_parallel; cp is 1 until it lands (reject_unbuilt refuses other values).
+// parallel.sequence_parallel.
 void resolve_parallel_dims(const Reader& r, TrainConfig& c);
 // After resolve_parallel_dims.
 void resolve_sharding(const Reader& r, TrainConfig& c);

@@ -46,6 +46,10 @@ CrashAt read_entry(const nlohmann::json& entry, size_t i, const TrainConfig& c, 
                      std::to_string(c.parallel.pp) + ") does not run; \"pipeline\" kills a stage mid-step");
   if (at.point == "pipeline" && c.parallel.pp == 1)
     fail(origin, "'" + key + ".phase' \"pipeline\" is reached only under pipeline parallelism (parallel.pp > 1)");
+  if (at.point == "write" && c.checkpoint.async)
+    fail(origin, "'" + key + ".phase' \"write\" is a point of a synchronous save; under checkpoint.async it is \"async_write\"");
+  if (at.point == "async_write" && !c.checkpoint.async)
+    fail(origin, "'" + key + ".phase' \"async_write\" is reached only by asynchronous saves (checkpoint.async: true)");
   return at;
 }
 

@@ -37,4 +37,29 @@ std::vector<int> ranks_that_failed(World& world, bool ok, const std::string& wha
   return failed;
 }
 
+AgreeOnFailures ranks_that_failed_through_store(World& world, const std::string& what, std::chrono::milliseconds timeout) {
+  const c10::intrusive_ptr<c10d::Store> store = world.another_store_connection();
+  const int rank = world.rank(), size = world.size();
+  auto calls = std::make_shared<int64_t>(0);
+  return [=](bool ok) {
+    const int64_t call = (*calls)++;
+    auto key = [&](int64_t c, int r) { return what + "/" + std::to_string(c) + "/" + std::to_string(r); };
+    store->set(key(call, rank), as_bytes(ok ? "ok" : "failed"));
+    std::vector<int> failed;
+    for (int r = 0; r < size; ++r) {
+      try {
+        store->wait({key(call, r)}, timeout);
+      } catch (const std::exception&) {
+        throw std::runtime_error(what + ": rank " + std::to_string(r) + " did not say within " + std::to_string(timeout.count() / 1000) +
+                                 " s (dist.timeout_s) whether its part succeeded: it stopped or hangs");
+      }
+      if (as_string(store->get(key(call, r))) != "ok") failed.push_back(r);
+    }
+    // Every rank answered this call after it had read every answer of the one before: this rank's
+    // answer to that one is read by all.
+    if (call > 0) store->deleteKey(key(call - 1, rank));
+    return failed;
+  };
+}
+
 }  // namespace dtrain

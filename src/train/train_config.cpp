@@ -31,7 +31,6 @@ TrainConfig resolve_config(const json& user, int world_size, const std::string& 
   drop_moved_keys(given, c);
   merge_checked(c.json, given, "", origin);
   const Reader r(c.json, origin);
-  reject_unbuilt(r);
   check_unused_deepspeed_keys(r);
 
   c.model = resolve_model(r);
@@ -109,8 +108,6 @@ TrainConfig resolve_config(const json& user, int world_size, const std::string& 
   c.sub_group_size = r.integer("zero_optimization.sub_group_size", 1);
   resolve_stage3_keys(r, c);
   resolve_pipeline(r, c);
-  c.inject_failure = resolve_inject_failure(r, c);
-  if (!c.inject_failure.empty()) c.warnings.push_back(fault_injection_armed_line(c.inject_failure));
   r.text("optimizer.type");  // read here so that a type that is no string is named, not a JSON type_error
   r.text("scheduler.type");
   c.optimizer = c.json["optimizer"];
@@ -131,6 +128,10 @@ TrainConfig resolve_config(const json& user, int world_size, const std::string& 
   c.checkpoint.every_hours = r.number("checkpoint.every_hours", 0);
   c.checkpoint.keep = r.small_integer("checkpoint.keep", 0);
   c.checkpoint.save_at_end = r.boolean("checkpoint.save_at_end");
+  c.checkpoint.async = r.boolean("checkpoint.async");
+  // After the checkpoint keys: an injection into a save names the kind of save the run makes.
+  c.inject_failure = resolve_inject_failure(r, c);
+  if (!c.inject_failure.empty()) c.warnings.push_back(fault_injection_armed_line(c.inject_failure));
   warn_if_no_checkpoint(c);
   c.batch_policy = r.text("elastic.batch_policy");
   if (c.batch_policy != "keep" && c.batch_policy != "scale_lr" && c.batch_policy != "fail")

@@ -16,6 +16,7 @@
 #include "data/micro_batch_stream.h"
 #include "data/token_source.h"
 #include "optim/lr_schedule.h"
+#include "train/checkpoint_saves.h"
 #include "train/config_preflight.h"
 #include "train/hf_weights.h"
 #include "train/host_memory.h"
@@ -92,6 +93,7 @@ class Trainer {
   std::unique_ptr<LrSchedule> schedule_;
   std::unique_ptr<StabilityGuard> guard_;
   std::unique_ptr<CheckpointManager> checkpoints_;
+  std::unique_ptr<CheckpointSaves> saves_;  // after checkpoints_, whose saves it may be writing when destroyed
   ClaimedRun claimed_;  // rank 0's: the directory locks and what this start resumes
   std::string last_unhealthy_reason_;
   std::vector<std::string> setup_lines_;  // logged once the run directory (and its logs) exist
@@ -173,8 +175,8 @@ void Trainer::continue_lineage(const std::string& resumed_from) {
 }
 
 void Trainer::resume_or_start() {
-  checkpoints_ = std::make_unique<CheckpointManager>(c_.checkpoint, world_->rank(),
-                                                     [this](bool ok) { return ranks_that_failed(*world_, ok, "checkpoint"); });
+  checkpoints_ = std::make_unique<CheckpointManager>(c_.checkpoint, world_->rank(), checkpoint_agreement(c_, *world_));
+  saves_ = std::make_unique<CheckpointSaves>(c_, *world_, *checkpoints_, log_, metrics_.get());
   if (world_->rank() == 0) checkpoints_->remove_interrupted_saves();
   const auto t0 = SteadyClock::now();  // rank 0 loads the checkpoint it chooses while choosing it
   const std::string from = agree("trainer/resume", [this] {
@@ -231,24 +233,12 @@ void Trainer::train_step(int64_t step) {
 }
 
 void Trainer::save(int64_t step) {
-  const auto t0 = SteadyClock::now();
-  // every_hours must trigger on every rank at once: rank 0's clock decides.
   const CheckpointHealth health{guard_->last_step_healthy(), guard_->last_step_healthy() ? "" : last_unhealthy_reason_};
   check_replicas_agree(plan_, *world_, step, replica_drift_injected(step));
   progress_.precision = precision_name(c_.precision);
   progress_.loss_scaler = plan_.scaler ? plan_.scaler->state() : nlohmann::json();
-  const std::string dir = checkpoints_->save(
-      step, seconds_since(start_) / 3600.0, health,
-      [&](const std::string& tmp) {
-        if (save_failure_injected(step)) throw std::runtime_error("cannot write " + tmp + ": no space left on device (injected)");
-        save_training_state(tmp, world_->rank(), plan_.layout, *plan_.optimizer, progress_, c_.json);
-        crash_point("write", step);
-      },
-      [&](const std::string& tmp) { write_training_index(tmp, plan_.layout, *plan_.optimizer, c_.model); });
-  log_.info("checkpoint: " + dir + " (" + fixed(seconds_since(t0), 2) + " s)" + (health.healthy ? "" : ", marked unhealthy"));
-  // DeepSpeed's stage3_gather_16bit_weights_on_model_save writes a model file beside each save; here
-  // rank 0 exports the committed checkpoint, in the run's precision, into its hf/ directory.
-  if (c_.export_hf_on_save && world_->rank() == 0) export_save_to_hf(c_, dir, log_);
+  // every_hours must trigger on every rank at once: rank 0's clock decides.
+  saves_->save(step, seconds_since(start_) / 3600.0, health, plan_, progress_);
 }
 
 // After divergence: with train.on_divergence=rollback (and rollbacks left), reloads the newest
@@ -352,6 +342,7 @@ int Trainer::train() {
     const int64_t step = progress_.step;
     train_step(step);
     crash_point("step", step + 1);
+    saves_->poll();
     const bool last = step + 1 == c_.steps;
     if (c_.eval_every > 0 && ((step + 1) % c_.eval_every == 0 || last)) {
       if (const auto val = validation_loss(model_, plan_, *executor_, *dataset_, c_, *world_)) {
@@ -369,6 +360,7 @@ int Trainer::train() {
     else if (save_due && !parameters_finite(plan_, *world_))
       diverged = "the parameters are no longer finite";
     if (!diverged.empty()) {
+      saves_->wait();
       if (recover_from_divergence(step + 1, diverged)) continue;
       return kDivergedExitCode;
     }
@@ -376,10 +368,12 @@ int Trainer::train() {
     // The step, the finiteness check and the save read the whole shard; on NVMe it leaves memory now.
     plan_.evict_offloaded();
     if (stop) {
+      saves_->wait();
       log_.info("stopping after step " + std::to_string(step + 1) + " as train.stop_at_step asks; resume continues from here");
       return 0;
     }
   }
+  saves_->wait();
   plan_.optimizer->finish_parameter_updates();
   if (!guard_->last_step_healthy()) {
     const auto good = last_good_checkpoint("end");

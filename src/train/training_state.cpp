@@ -1,5 +1,7 @@
 #include "train/training_state.h"
 
+#include <ATen/CPUGeneratorImpl.h>
+
 #include <algorithm>
 #include <functional>
 #include <map>
@@ -154,12 +156,31 @@ std::vector<OptimizerStateEntry> state_entries(const FlatOptimizer& optimizer) {
 
 void save_training_state(const std::string& dir, int rank, const TrainingLayout& layout, const FlatOptimizer& optimizer,
                          const TrainerProgress& progress, const nlohmann::json& config) {
-  save_training_checkpoint(dir, rank, layout, optimizer.state(), progress, config);
+  save_training_checkpoint(dir, rank, layout, optimizer.state(), progress, config, at::detail::getDefaultCPUGenerator().get_state());
 }
 
 void write_training_index(const std::string& dir, const TrainingLayout& layout, const FlatOptimizer& optimizer,
                           const TransformerConfig& model_config) {
   write_training_checkpoint_index(dir, layout, state_entries(optimizer), to_json(model_config));
+}
+
+TrainingStateCopy copy_training_state(HostCopies& copies, int rank, const TrainingLayout& layout, const FlatOptimizer& optimizer,
+                                      const TrainerProgress& progress, const nlohmann::json& config, const TransformerConfig& model_config) {
+  copies.begin();
+  TrainingStateCopy out{rank, layout, {}, state_entries(optimizer), at::detail::getDefaultCPUGenerator().get_state(),
+                        progress, config, to_json(model_config)};
+  for (HeldParameter& p : out.layout.parameters)
+    if (p.local.defined()) p.local = copies.copy(p.local);
+  for (const auto& [name, t] : optimizer.state()) out.optimizer_state[name] = copies.copy(t);
+  return out;
+}
+
+void save_training_state(const std::string& dir, const TrainingStateCopy& copy) {
+  save_training_checkpoint(dir, copy.rank, copy.layout, copy.optimizer_state, copy.progress, copy.config, copy.cpu_rng_state);
+}
+
+void write_training_index(const std::string& dir, const TrainingStateCopy& copy) {
+  write_training_checkpoint_index(dir, copy.layout, copy.state_entries, copy.model_config);
 }
 
 TrainerProgress load_training_state(const std::string& dir, const TrainingLayout& layout, FlatOptimizer& optimizer, const CheckpointNote& note) {

@@ -8,9 +8,11 @@
 #include <nlohmann/json.hpp>
 
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
+#include "ckpt/host_copies.h"
 #include "ckpt/training_checkpoint.h"
 #include "model/transformer.h"
 #include "optim/flat_optimizer.h"
@@ -46,6 +48,25 @@ void save_training_state(const std::string& dir, int rank, const TrainingLayout&
                          const TrainerProgress& progress, const nlohmann::json& config);
 void write_training_index(const std::string& dir, const TrainingLayout& layout, const FlatOptimizer& optimizer,
                           const TransformerConfig& model_config);
+
+// What save_training_state and write_training_index write, copied at the step into `copies`' host
+// buffers, for a save written while training goes on (checkpoint.async): the layout over the copies,
+// the optimizer's state and what the index lists of it, the CPU generator's state, the progress and the config. Only the tensors
+// hold host memory; the copy reads nothing the training thread changes later.
+struct TrainingStateCopy {
+  int rank = 0;
+  TrainingLayout layout;
+  std::map<std::string, at::Tensor> optimizer_state;
+  std::vector<OptimizerStateEntry> state_entries;
+  at::Tensor cpu_rng_state;
+  TrainerProgress progress;
+  nlohmann::json config;
+  nlohmann::json model_config;
+};
+TrainingStateCopy copy_training_state(HostCopies& copies, int rank, const TrainingLayout& layout, const FlatOptimizer& optimizer,
+                                      const TrainerProgress& progress, const nlohmann::json& config, const TransformerConfig& model_config);
+void save_training_state(const std::string& dir, const TrainingStateCopy& copy);
+void write_training_index(const std::string& dir, const TrainingStateCopy& copy);
 
 // Loads this rank's pieces into the layout's tensors and `optimizer` (built from the same config)
 // and returns the progress; one load_training_checkpoint, which checks everything, fp16's loss scaler

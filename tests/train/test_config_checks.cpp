@@ -144,11 +144,8 @@ TEST(TrainConfig, DeepSpeedKeysDtrainDoesNotUseAreCheckedAllTheSame) {
             "cfg.json: 'zero_optimization.offload_param.ratio' must be between 0 and 1, got 2");
   EXPECT_EQ(error_of_sets({"optimizer.params={\"nesterov\": \"yes\"}", "optimizer.type=SGD"}),
             "cfg.json: optimizer.params.nesterov must be true or false, got \"yes\"");
-  // A feature not built yet takes its default alone, and the message says so.
-  EXPECT_EQ(error_of_sets({"checkpoint.async=true"}),
-            "cfg.json: 'checkpoint.async' is true, but asynchronous checkpointing is not implemented yet in this version of dtrain; "
-            "remove the key or set it to its default false");
-  EXPECT_EQ(error_of_sets({"checkpoint.async=false", "zero_optimization.overlap_comm=false"}), "(no error)");
+  EXPECT_EQ(error_of_sets({"checkpoint.async=yes"}), "cfg.json: 'checkpoint.async' must be true or false, got \"yes\"");
+  EXPECT_EQ(error_of_sets({"checkpoint.async=true", "zero_optimization.overlap_comm=false"}), "(no error)");
   EXPECT_EQ(error_of_sets({"data.shuffle_order=random"}),
             "cfg.json: 'data.shuffle_order' must be \"auto\", \"randperm\" or \"hashed\", got \"random\"");
   EXPECT_EQ(error_of_sets({"data.shuffle_order=hashed"}), "(no error)");
