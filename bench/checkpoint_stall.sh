@@ -1,16 +1,18 @@
 #!/usr/bin/env bash
 # Checkpoint stall per save, checkpoint.async false against true, on GPT-2 124M (fp32, AdamW,
 # sequences of 64 tokens as in bench/checkpoint_io.sh) at 1 and 2 data-parallel ranks. Each run trains
-# STEPS steps and saves every 2; each save's metrics.jsonl line gives the stall (what the step waited:
+# STEPS steps and saves every EVERY (further apart than a background write takes, as a real run's saves
+# are, or each save waits for the one before); each save's metrics.jsonl line gives the stall (what the step waited:
 # the whole save in the step, or the copy into host buffers and any wait for the save before) and the
 # write (the whole save, or the background thread's serialise, checksum, fsync and commit). Prints one
 # row per save, then per ranks and mode the median stall and write and async's stall as a share of
 # sync's (the goal: at most 10%). Raw logs stay in bench/out/checkpoint_stall/.
 # DTRAIN names the binary to measure, as it is (no build); the default builds build/dtrain first.
-# Usage: [DTRAIN=path/to/dtrain] bench/checkpoint_stall.sh [STEPS]
+# Usage: [DTRAIN=path/to/dtrain] bench/checkpoint_stall.sh [STEPS] [EVERY]   (defaults 18 6)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-steps=${1:-6}
+steps=${1:-18}
+every=${2:-6}
 if [ -n "${DTRAIN:-}" ]; then
   dtrain=$(realpath -m "$DTRAIN")
   [ -x "$dtrain" ] || { echo "DTRAIN=$DTRAIN ($dtrain) is not an executable" >&2; exit 1; }
@@ -23,10 +25,10 @@ fi
 for ranks in 1 2; do
   for async in false true; do
     name=${ranks}_$async
-    echo "$ranks rank(s), checkpoint.async $async: $steps steps, a save every 2..." >&2
+    echo "$ranks rank(s), checkpoint.async $async: $steps steps, a save every $every..." >&2
     "$dtrain" run --nproc-per-node "$ranks" --no-sample --set model.preset=gpt2-124m --set model.seq_len=64 \
       --set train_micro_batch_size_per_gpu=1 --set train_batch_size="$ranks" --set train.eval_every=0 \
-      --set train.steps="$steps" --set checkpoint.every_steps=2 --set checkpoint.keep=1 --set checkpoint.async="$async" \
+      --set train.steps="$steps" --set checkpoint.every_steps="$every" --set checkpoint.keep=1 --set checkpoint.async="$async" \
       --set train.run_dir="$out/$name" >"$out/$name.log" 2>&1 || { tail "$out/$name.log" >&2; exit 1; }
     rm -rf "$out/$name/ckpt"  # 1.4 GB a checkpoint
   done
