@@ -26,7 +26,7 @@ TEST(InjectFailure, BadEntriesAreRefusedNamingTheKeyAndEntry) {
       {job + Sets{inject(R"([{"rank":1,"step":3}])")}, 2, "'train.inject_failure[0]' has no \"phase\" ({\"rank\":1,\"step\":3})"},
       {job + Sets{inject(R"([{"rank":0,"step":2,"phase":"save"},{"rank":1,"step":3,"phase":"fwd"}])")}, 2,
        "'train.inject_failure[1].phase' must be \"forward\", \"backward\", \"collective\", \"optimizer\", \"step\", \"write\", "
-       "\"save\", \"manifest\", \"commit\" or \"pipeline\", got \"fwd\""},
+       "\"save\", \"manifest\", \"commit\", \"pipeline\" or \"async_write\", got \"fwd\""},
       {job + Sets{inject(R"([{"rank":1,"step":0,"phase":"forward"}])")}, 2,
        "'train.inject_failure[0].step' must be between 1 and 6, got 0"},
       {job + Sets{inject(R"([{"rank":1,"step":7,"phase":"forward"}])")}, 2,
@@ -44,6 +44,10 @@ TEST(InjectFailure, BadEntriesAreRefusedNamingTheKeyAndEntry) {
        "\"pipeline\" kills a stage mid-step"},
       {job + Sets{inject(R"([{"rank":1,"step":3,"phase":"pipeline"}])")}, 2,
        "'train.inject_failure[0].phase' \"pipeline\" is reached only under pipeline parallelism (parallel.pp > 1)"},
+      {job + Sets{inject(R"([{"rank":1,"step":3,"phase":"async_write"}])")}, 2,
+       "'train.inject_failure[0].phase' \"async_write\" is reached only by asynchronous saves (checkpoint.async: true)"},
+      {job + Sets{"checkpoint.async=true", inject(R"([{"rank":1,"step":3,"phase":"write"}])")}, 2,
+       "'train.inject_failure[0].phase' \"write\" is a point of a synchronous save; under checkpoint.async it is \"async_write\""},
   };
   for (const auto& bad : cases) EXPECT_EQ(refusal_of(bad.sets, bad.world), "cfg.json: " + bad.error);
 }
