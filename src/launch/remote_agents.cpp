@@ -1,10 +1,8 @@
 #include "launch/remote_agents.h"
 
-#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <string.h>
-#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -14,6 +12,7 @@
 #include <memory>
 #include <stdexcept>
 
+#include "launch/child_process.h"
 #include "launch/output_lines.h"
 
 namespace dtrain {
@@ -30,36 +29,16 @@ void on_launcher_stop_signal(int sig) { g_launcher_stop_signal = sig; }
 class AgentConnection {
  public:
   explicit AgentConnection(const RemoteAgent& agent) : host_(agent.host) {
-    // Close-on-exec: no other host's connection may inherit this one's stdin, or closing it here
-    // would not reach the agent.
-    int in[2], out[2];
-    if (pipe2(in, O_CLOEXEC) != 0 || pipe2(out, O_CLOEXEC) != 0)
-      throw std::runtime_error(std::string("pipe: ") + strerror(errno));
-    std::vector<char*> args;
-    for (const auto& a : agent.argv) args.push_back(const_cast<char*>(a.c_str()));
-    args.push_back(nullptr);
-    const pid_t launcher = getpid();
-    fflush(nullptr);
-    pid_ = fork();
-    if (pid_ < 0) throw std::runtime_error(std::string("fork: ") + strerror(errno));
-    if (pid_ == 0) {
-      // A group of its own: a Ctrl-C at the terminal reaches the launcher alone, which then stops
-      // every host in order instead of each connection dying on its own.
-      setpgid(0, 0);
-      prctl(PR_SET_PDEATHSIG, SIGKILL);
-      if (getppid() != launcher) _exit(127);
-      dup2(in[0], 0);
-      dup2(out[1], 1);
-      dup2(out[1], 2);
-      execvp(args[0], args.data());
-      fprintf(stderr, "cannot execute %s: %s\n", args[0], strerror(errno));
-      _exit(127);
-    }
-    close(in[0]);
-    close(out[1]);
-    stdin_fd_ = in[1];
-    out_fd_ = out[0];
-    fcntl(out_fd_, F_SETFL, fcntl(out_fd_, F_GETFL) | O_NONBLOCK);
+    ChildSpec spec;
+    spec.argv = agent.argv;
+    spec.stdin_pipe = true;  // its end is how the host's agent learns the launcher is gone
+    spec.who = "dtrain";
+    // A group of its own: a Ctrl-C at the terminal reaches the launcher alone, which then stops every
+    // host in order instead of each connection dying on its own.
+    const StartedChild child = start_child(spec);
+    pid_ = child.pid;
+    stdin_fd_ = child.stdin_fd;
+    out_fd_ = child.output_fd;
   }
   ~AgentConnection() {
     hang_up();

@@ -1,15 +1,14 @@
 #include "launch/worker_process.h"
 
-#include <fcntl.h>
 #include <signal.h>
 #include <string.h>
-#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdio>
 #include <stdexcept>
 
+#include "launch/child_process.h"
 #include "launch/output_lines.h"
 
 namespace dtrain {
@@ -20,39 +19,19 @@ constexpr size_t kTailLines = 20;
 WorkerProcess::WorkerProcess(int global_rank, const std::vector<std::string>& argv,
                              const std::map<std::string, std::string>& env, const WorkerGroupWatchdog& watchdog)
     : rank_(global_rank), watchdog_(watchdog) {
-  int fds[2];
-  if (pipe2(fds, O_CLOEXEC) != 0) throw std::runtime_error(std::string("pipe: ") + strerror(errno));
-  // Everything the child needs is prepared before fork: only async-signal-safe calls after it.
-  std::vector<std::string> env_strings;
-  for (const auto& [k, v] : env) env_strings.push_back(k + "=" + v);
-  std::vector<char*> args;
-  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-  args.push_back(nullptr);
-  const pid_t agent = getpid();
-  fflush(nullptr);
-  pid_ = fork();
-  if (pid_ < 0) throw std::runtime_error(std::string("fork: ") + strerror(errno));
-  if (pid_ == 0) {
-    // Its own process group, so stopping it reaches whatever it started; death with the agent for the
-    // worker itself; and, for what it starts, the watchdog, told before the program can start anything.
-    setpgid(0, 0);
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (getppid() != agent) _exit(127);
-    dup2(fds[1], 1);
-    dup2(fds[1], 2);
-    if (!watchdog.watch_own_group()) {
-      fprintf(stderr, "dtrain launch: cannot hand the worker to the launcher's watchdog: %s\n", strerror(errno));
-      _exit(127);
-    }
-    for (auto& kv : env_strings) putenv(const_cast<char*>(kv.c_str()));
-    execvp(args[0], args.data());
-    fprintf(stderr, "dtrain launch: cannot execute %s: %s\n", args[0], strerror(errno));
-    _exit(127);
-  }
-  setpgid(pid_, pid_);  // also from the parent: whichever runs first, the group exists before any kill
-  close(fds[1]);
-  out_fd_ = fds[0];
-  fcntl(out_fd_, F_SETFL, fcntl(out_fd_, F_GETFL) | O_NONBLOCK);
+  ChildSpec spec;
+  spec.argv = argv;
+  spec.env = env;
+  spec.who = "dtrain launch";
+  // What the worker starts is the watchdog's to stop, told before the program can start anything.
+  spec.in_child = [&watchdog] {
+    if (watchdog.watch_own_group()) return true;
+    fprintf(stderr, "dtrain launch: cannot hand the worker to the launcher's watchdog: %s\n", strerror(errno));
+    return false;
+  };
+  const StartedChild child = start_child(spec);
+  pid_ = child.pid;
+  out_fd_ = child.output_fd;
 }
 
 WorkerProcess::~WorkerProcess() {
