@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <cstdio>
+#include <cstdlib>
 #include <stdexcept>
 
 #include "common/hash64.h"
@@ -35,6 +36,15 @@ int to_int(const std::string& key, const std::string& value, const std::string& 
 int parse_int(const EnvMap& env, const std::string& key, int fallback) {
   const std::string* v = find(env, key);
   return v ? to_int(key, *v, *v) : fallback;
+}
+
+double parse_unix_time(const EnvMap& env, const std::string& key) {
+  const std::string& v = *find(env, key);
+  char* end = nullptr;
+  const double t = std::strtod(v.c_str(), &end);
+  if (v.empty() || *end != '\0' || !(t > 0))
+    throw std::invalid_argument("environment variable " + key + "='" + printable(v) + "' is not a Unix time in seconds");
+  return t;
 }
 
 // Slurm writes tasks per node as e.g. "4" or "4(x2),3"; the first count is ours when homogeneous.
@@ -117,6 +127,12 @@ WorkerEnv derive_worker_env(const EnvMap& env) {
   w.master_port = parse_int(env, "MASTER_PORT", w.master_port);
   w.restart_count = parse_int(env, "DTRAIN_RESTART_COUNT", 0);
   w.agent_store = find(env, "DTRAIN_AGENT_STORE") && *find(env, "DTRAIN_AGENT_STORE") == "1";
+  if (find(env, "DTRAIN_PREVIOUS_WORLD_SIZE")) {
+    w.previous_world_size = parse_int(env, "DTRAIN_PREVIOUS_WORLD_SIZE", 0);
+    if (*w.previous_world_size < 1)
+      throw std::invalid_argument("DTRAIN_PREVIOUS_WORLD_SIZE=" + std::to_string(*w.previous_world_size) + " is not a world size");
+  }
+  if (find(env, "DTRAIN_FAILURE_TIME")) w.failure_time = parse_unix_time(env, "DTRAIN_FAILURE_TIME");
 
   if (w.world_size < 1) throw std::invalid_argument("world size must be >= 1, got " + std::to_string(w.world_size));
   if (w.rank < 0 || w.rank >= w.world_size)

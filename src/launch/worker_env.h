@@ -20,6 +20,10 @@ struct WorkerEnv {
   int master_port = 29500;
   int restart_count = 0;     // DTRAIN_RESTART_COUNT: how many times the job has been restarted
   bool agent_store = false;  // the launcher hosts the store; otherwise rank 0 does
+  // An elastic agent's word on the round before (docs/launch.md): its world size
+  // (DTRAIN_PREVIOUS_WORLD_SIZE) and when it ended (DTRAIN_FAILURE_TIME, Unix seconds); absent in a first round.
+  std::optional<int> previous_world_size;
+  std::optional<double> failure_time;
   std::string source = "single";  // "torchrun" | "mpi" | "slurm" | "single"
 };
 

@@ -1,8 +1,6 @@
 #include "train/membership_change.h"
 
 #include <chrono>
-#include <cstdlib>
-#include <stdexcept>
 #include <string>
 
 #include "common/number_text.h"
@@ -10,11 +8,6 @@
 namespace dtrain {
 
 namespace {
-
-const char* env(const char* name) {
-  const char* value = std::getenv(name);
-  return value && *value ? value : nullptr;
-}
 
 double unix_now() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
@@ -31,24 +24,6 @@ int world_of(const nlohmann::json& saved) {
 }
 
 }  // namespace
-
-MembershipChange::MembershipChange() {
-  if (const char* previous = env("DTRAIN_PREVIOUS_WORLD_SIZE")) {
-    try {
-      size_t used = 0;
-      old_world_ = std::stoi(previous, &used);
-      if (used != std::string(previous).size() || *old_world_ < 1) throw std::invalid_argument("not a size");
-    } catch (const std::exception&) {
-      throw std::runtime_error("DTRAIN_PREVIOUS_WORLD_SIZE='" + std::string(previous) + "' is not a world size");
-    }
-  }
-  if (const char* failure = env("DTRAIN_FAILURE_TIME")) {
-    char* end = nullptr;
-    failure_time_ = std::strtod(failure, &end);
-    if (*end != '\0' || !(*failure_time_ > 0))
-      throw std::runtime_error("DTRAIN_FAILURE_TIME='" + std::string(failure) + "' is not a Unix time in seconds");
-  }
-}
 
 void MembershipChange::resumed_from(const nlohmann::json& saved) {
   if (!old_world_) old_world_ = world_of(saved);

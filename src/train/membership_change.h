@@ -21,8 +21,9 @@ namespace dtrain {
 
 class MembershipChange {
  public:
-  // Reads DTRAIN_PREVIOUS_WORLD_SIZE and DTRAIN_FAILURE_TIME; throws naming the variable when one is malformed.
-  MembershipChange();
+  // The launcher's DTRAIN_PREVIOUS_WORLD_SIZE and DTRAIN_FAILURE_TIME (WorkerEnv), where it set them.
+  MembershipChange(std::optional<int> previous_world_size, std::optional<double> failure_time)
+      : old_world_(previous_world_size), failure_time_(failure_time) {}
   // A resume from a checkpoint trained with the config `saved`.
   void resumed_from(const nlohmann::json& saved);
   // The metrics lines of the steps a resume forgets (MetricsLog::forget_after): the previous start

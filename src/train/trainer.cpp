@@ -55,7 +55,10 @@ constexpr int kDivergedExitCode = 3;
 class Trainer {
  public:
   Trainer(const TrainConfig& config, std::shared_ptr<World> world)
-      : c_(config), world_(std::move(world)), log_(world_->rank(), world_->rank() == 0) {}
+      : c_(config),
+        world_(std::move(world)),
+        log_(world_->rank(), world_->rank() == 0),
+        membership_(world_->env().previous_world_size, world_->env().failure_time) {}
 
   int run();
 

@@ -28,6 +28,15 @@ TEST(WorkerEnv, TorchrunContract) {
   EXPECT_EQ(w.master_port, 1234);
   EXPECT_EQ(w.restart_count, 2);
   EXPECT_TRUE(w.agent_store);
+  EXPECT_FALSE(w.previous_world_size);
+  EXPECT_FALSE(w.failure_time);
+}
+
+TEST(WorkerEnv, AnElasticRoundIsToldTheWorldBeforeAndWhenItEnded) {
+  const WorkerEnv w = derive_worker_env({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"DTRAIN_PREVIOUS_WORLD_SIZE", "4"},
+                                         {"DTRAIN_FAILURE_TIME", "1795000000.250"}});
+  EXPECT_EQ(w.previous_world_size, 4);
+  EXPECT_EQ(w.failure_time, 1795000000.25);
 }
 
 TEST(WorkerEnv, OpenMpiVariables) {
@@ -85,6 +94,10 @@ TEST(WorkerEnv, MalformedValuesNameTheVariable) {
   EXPECT_EQ(message({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "2"}, {"SLURM_NTASKS_PER_NODE", "x(x2)"}}),
             "environment variable SLURM_NTASKS_PER_NODE='x(x2)' is not an integer");
   EXPECT_EQ(message({{"RANK", "\x1b[2J"}, {"WORLD_SIZE", "2"}}), "environment variable RANK='\\x1b[2J' is not an integer");
+  EXPECT_EQ(message({{"DTRAIN_PREVIOUS_WORLD_SIZE", "four"}}), "environment variable DTRAIN_PREVIOUS_WORLD_SIZE='four' is not an integer");
+  EXPECT_EQ(message({{"DTRAIN_PREVIOUS_WORLD_SIZE", "0"}}), "DTRAIN_PREVIOUS_WORLD_SIZE=0 is not a world size");
+  EXPECT_EQ(message({{"DTRAIN_FAILURE_TIME", "noon"}}), "environment variable DTRAIN_FAILURE_TIME='noon' is not a Unix time in seconds");
+  EXPECT_EQ(message({{"DTRAIN_FAILURE_TIME", "-3"}}), "environment variable DTRAIN_FAILURE_TIME='-3' is not a Unix time in seconds");
 }
 
 TEST(WorkerEnv, ALocalWorldSizeOfZeroIsAnErrorNotADivisionByZero) {
