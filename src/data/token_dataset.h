@@ -9,11 +9,10 @@
 #include <utility>
 #include <vector>
 
+#include "data/sample_dataset.h"
 #include "data/token_stream.h"
 
 namespace dtrain {
-
-enum class Split { Train, Validation };
 
 class TokenDataset {
  public:
