@@ -1,20 +1,15 @@
 #include "data/token_source.h"
 
-#include <dirent.h>
 #include <glob.h>
-#include <sys/stat.h>
 
-#include <algorithm>
 #include <cstdint>
-#include <cstdlib>
 #include <cstring>
-#include <sstream>
 #include <stdexcept>
 #include <vector>
 
 #include "common/byte_words.h"
 #include "common/printable.h"
-#include "common/regular_file.h"
+#include "data/builtin_corpus.h"
 #include "data/text_tokenization.h"
 #include "data/token_shard_format.h"
 
@@ -24,44 +19,12 @@ namespace {
 
 [[noreturn]] void fail(const std::string& msg) { throw std::runtime_error("data.source: " + msg); }
 
-// `what` names the file's role in messages: "text file", "shard".
-std::string read_file(const std::string& what, const std::string& path) {
-  FileContents file = read_regular_file(path);
-  if (!file.problem.empty()) fail(what + " '" + printable(path) + "' " + file.problem);
-  return std::move(file.bytes);
-}
-
 std::shared_ptr<const TokenBytes> map_file(const std::string& what, const std::string& path) {
   try {
     return TokenBytes::map(path);
   } catch (const std::runtime_error& e) {
     fail(what + " '" + printable(path) + "' " + e.what());
   }
-}
-
-bool is_regular_file(const std::string& path) {
-  struct stat st;
-  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
-}
-
-// Sentences from a fixed vocabulary, so a machine without the fortunes package still trains on
-// something with structure to learn.
-std::string synthetic_corpus() {
-  const char* subjects[] = {"The cat", "A dog", "The old man", "My friend", "The computer", "A small bird"};
-  const char* verbs[] = {"sees", "likes", "finds", "remembers", "builds", "follows"};
-  const char* objects[] = {"the river.", "a red house.", "the quiet road.", "an open door.", "the morning sun."};
-  std::string text;
-  uint64_t x = 42;
-  auto next = [&x](int n) { x = x * 6364136223846793005ULL + 1442695040888963407ULL; return int((x >> 33) % n); };
-  while (text.size() < (1u << 20)) {
-    text += subjects[next(6)];
-    text += ' ';
-    text += verbs[next(6)];
-    text += ' ';
-    text += objects[next(5)];
-    text += next(4) == 0 ? "\n" : " ";
-  }
-  return text;
 }
 
 // `text`'s ids by `tokenizer`, held at the width of a shard of its vocabulary.
@@ -87,39 +50,10 @@ TokenStream tokenized(std::string_view text, Tokenizer& tokenizer, std::string& 
 }
 
 TokenSource load_builtin(Tokenizer* tokenizer) {
-  const std::string dir = builtin_corpus_dir();
-  std::vector<std::string> files;
-  if (DIR* d = ::opendir(dir.c_str())) {
-    while (dirent* e = ::readdir(d)) {
-      std::string name = e->d_name;
-      auto ends = [&name](const char* suffix) {
-        size_t n = std::strlen(suffix);
-        return name.size() >= n && name.compare(name.size() - n, n, suffix) == 0;
-      };
-      if (name[0] == '.' || ends(".dat") || ends(".u8")) continue;
-      if (is_regular_file(dir + "/" + name)) files.push_back(dir + "/" + name);
-    }
-    ::closedir(d);
-  }
-  std::sort(files.begin(), files.end());
-  if (files.empty()) {
-    std::string description = "built-in synthetic corpus (1 MB";
-    const std::string text = synthetic_corpus();
-    TokenStream tokens = tokenizer ? tokenized(text, *tokenizer, description) : TokenStream::of_text(text);
-    TokenSource s{tokens, description + ")",
-                  "the fortunes package is missing (no text in " + dir +
-                      "); training on a synthetic corpus instead (scripts/setup.sh installs fortunes)"};
-    return s;
-  }
-  // Fortune files separate entries with lines holding only "%"; a blank line reads better.
-  std::string text;
-  for (const auto& f : files) {
-    std::istringstream lines(read_file("fortune file", f));
-    for (std::string line; std::getline(lines, line);) text += (line == "%" ? "" : line) + "\n";
-  }
-  std::string description = "built-in corpus (" + std::to_string(files.size()) + " fortune files, " + byte_words(text.size());
-  TokenStream tokens = tokenizer ? tokenized(text, *tokenizer, description) : TokenStream::of_text(std::move(text));
-  return {tokens, description + ")", ""};
+  BuiltinCorpus corpus = read_builtin_corpus();
+  std::string description = corpus.name + " (" + corpus.detail;
+  TokenStream tokens = tokenizer ? tokenized(corpus.text, *tokenizer, description) : TokenStream::of_text(std::move(corpus.text));
+  return {tokens, description + ")", corpus.warning};
 }
 
 TokenSource load_text(const std::string& path, Tokenizer* tokenizer) {
@@ -177,11 +111,6 @@ TokenSource load_bin(const std::string& pattern) {
 }
 
 }  // namespace
-
-std::string builtin_corpus_dir() {
-  const char* dir = std::getenv("DTRAIN_FORTUNES_DIR");
-  return dir && *dir ? dir : "/usr/share/games/fortunes";
-}
 
 TokenSource load_tokens(const std::string& source, Tokenizer* tokenizer) {
   if (source == "builtin") return load_builtin(tokenizer);

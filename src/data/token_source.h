@@ -6,6 +6,7 @@
 #pragma once
 #include <string>
 
+#include "data/builtin_corpus.h"  // builtin_corpus_dir(): where "builtin" reads from
 #include "data/token_stream.h"
 #include "data/tokenizer.h"
 
@@ -22,8 +23,5 @@ struct TokenSource {
 // holds its ids: that costs each rank 2 or 4 bytes a token and the tokenizing time at every start,
 // which `dtrain prepare` pays once for a large corpus, writing bin: shards.
 TokenSource load_tokens(const std::string& source, Tokenizer* tokenizer = nullptr);
-
-// Where "builtin" reads from: $DTRAIN_FORTUNES_DIR, else /usr/share/games/fortunes.
-std::string builtin_corpus_dir();
 
 }  // namespace dtrain
