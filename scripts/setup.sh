@@ -29,7 +29,8 @@ case "${1:-}" in
 esac
 
 packages=(build-essential cmake python3-venv ca-certificates libgloo-dev nlohmann-json3-dev libcli11-dev
-          libgtest-dev libxxhash-dev liburing-dev libsentencepiece-dev libicu-dev pkg-config fortunes-min fortunes procps
+          libgtest-dev libxxhash-dev liburing-dev libsentencepiece-dev libicu-dev libstb-dev libfreetype-dev
+          fonts-dejavu-core pkg-config fortunes-min fortunes procps
           openssh-client openssh-server)
 ((bench)) && packages+=(openmpi-bin libopenmpi-dev)
 
