@@ -1,5 +1,5 @@
-// The built-in OCR set's pieces: lines chosen from the corpus (data/ocr_lines.h), rendered through
-// FreeType (data/text_line_renderer.h).
+// The built-in OCR set: lines chosen from the corpus (data/ocr_lines.h), rendered through FreeType
+// (data/text_line_renderer.h), split into training and held-out lines (data/ocr_set.h).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -7,6 +7,7 @@
 
 #include "data/ocr_lines.h"
 #include "data/text_line_renderer.h"
+#include "data/vlm_dataset.h"
 #include "support/scratch.h"
 #include "vlm_test_files.h"
 
@@ -19,6 +20,15 @@ namespace {
 const TextLineRenderer& renderer() {
   static const TextLineRenderer r;
   return r;
+}
+
+// Options for rows of byte tokens beside small rendered lines: 8-pixel patches, 2x2 merging.
+VlmDataOptions ocr_options(int seq_len) {
+  VlmDataOptions o;
+  o.row.seq_len = seq_len;
+  o.image = {8, 2, 64, 48, 3};
+  o.val_fraction = 0.25;
+  return o;
 }
 
 }  // namespace
@@ -79,4 +89,78 @@ TEST(OcrLines, KeepsLinesThatReadAsTextOnce) {
       "A line   with spaces\n"             // the first line again once collapsed
       "Second good line.";
   EXPECT_EQ(ocr_lines(text, {8, 40}), (std::vector<std::string>{"A line with spaces", "Second good line."}));
+}
+
+TEST(OcrSet, HeldOutLinesAreNeverTrainedOnAndTheSplitIsFixed) {
+  const std::string dir = scratch_dir("vlm_ocr_corpus");
+  std::string corpus;
+  for (int i = 0; i < 40; ++i) corpus += "Line number " + std::to_string(i) + " of the set\n%\n";
+  write_text(dir + "/lines", corpus);
+  FortunesDir fortunes(dir);
+  const auto a = load_vlm_dataset("ocr", ocr_options(128));
+  const auto b = load_vlm_dataset("ocr", ocr_options(128));
+  ASSERT_EQ(a->size(Split::Train), 30);
+  ASSERT_EQ(a->size(Split::Validation), 10);
+  std::set<std::string> train, held_out;
+  for (int64_t i = 0; i < a->size(Split::Train); ++i) train.insert(a->sample(Split::Train, i).text);
+  for (int64_t i = 0; i < a->size(Split::Validation); ++i) {
+    held_out.insert(a->sample(Split::Validation, i).text);
+    EXPECT_EQ(a->sample(Split::Validation, i).text, b->sample(Split::Validation, i).text) << "the split moved between loads";
+  }
+  EXPECT_EQ(train.size(), 30u);
+  EXPECT_EQ(held_out.size(), 10u);
+  for (const auto& line : held_out) EXPECT_EQ(train.count(line), 0u) << line;
+  // The held-out lines are not simply the corpus's last ones.
+  int last_ten = 0;
+  for (int i = 30; i < 40; ++i) last_ten += int(held_out.count("Line number " + std::to_string(i) + " of the set"));
+  EXPECT_LT(last_ten, 10);
+}
+
+TEST(OcrSet, ABatchHoldsEachLineAsImageTokensThenItsText) {
+  const std::string dir = scratch_dir("vlm_ocr_batch");
+  write_text(dir + "/lines", "Reading is fun\nAnother longer line here\nThe third one\nAnd a fourth line\n");
+  FortunesDir fortunes(dir);
+  const VlmDataOptions options = ocr_options(96);
+  const auto data = load_vlm_dataset("ocr", options);
+  const Batch batch = data->batch(Split::Train, {0, 1, 2});
+  ASSERT_EQ(batch.images.count(), 3);
+  int64_t patch_rows = 0;
+  for (int64_t r = 0; r < 3; ++r) {
+    const VlmSample& s = data->sample(Split::Train, r);
+    const int64_t tokens = (s.grid.height / 2) * (s.grid.width / 2);
+    EXPECT_EQ(batch.images.grids[r][0].item<int64_t>(), s.grid.height);
+    EXPECT_EQ(batch.images.grids[r][1].item<int64_t>(), s.grid.width);
+    EXPECT_EQ((batch.x[r] == options.row.image_token_id).sum().item<int64_t>(), tokens);
+    // The targets are the line's bytes, then the end token; nothing else takes a loss.
+    const at::Tensor y = batch.y[r];
+    const at::Tensor taken = y.masked_select(y != -100);
+    std::vector<int64_t> want(s.text.begin(), s.text.end());
+    want.push_back(options.row.end_token_id);
+    EXPECT_EQ(std::vector<int64_t>(taken.data_ptr<int64_t>(), taken.data_ptr<int64_t>() + taken.numel()), want) << s.text;
+    EXPECT_TRUE(at::equal(batch.images.patches.narrow(0, patch_rows, s.grid.patches()), data->patches(Split::Train, r)));
+    patch_rows += s.grid.patches();
+  }
+  EXPECT_EQ(batch.images.patches.size(0), patch_rows);
+  EXPECT_EQ(batch.images.patches.size(1), 3 * 8 * 8);
+}
+
+TEST(OcrSet, LinesTooLongForTheRowAreLeftOutAndCounted) {
+  const std::string dir = scratch_dir("vlm_ocr_long");
+  write_text(dir + "/lines", "Short line\nThis line is a good deal longer\n");
+  FortunesDir fortunes(dir);
+  VlmDataOptions options = ocr_options(0);
+  options.val_fraction = 0;
+  options.image.max_image_tokens = 8;
+  options.row.seq_len = 8 + 10;  // image tokens, "Short line" and the end token, less the last target
+  const auto data = load_vlm_dataset("ocr", options);
+  ASSERT_EQ(data->size(Split::Train), 1);
+  EXPECT_EQ(data->sample(Split::Train, 0).text, "Short line");
+  EXPECT_NE(data->description().find("1 lines left out"), std::string::npos) << data->description();
+  options.row.seq_len = 5;
+  try {
+    load_vlm_dataset("ocr", options);
+    FAIL() << "no line fits, yet the set loaded";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("no line of the OCR set fits"), std::string::npos) << e.what();
+  }
 }
