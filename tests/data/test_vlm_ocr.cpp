@@ -164,3 +164,11 @@ TEST(OcrSet, LinesTooLongForTheRowAreLeftOutAndCounted) {
     EXPECT_NE(std::string(e.what()).find("no line of the OCR set fits"), std::string::npos) << e.what();
   }
 }
+
+TEST(OcrSet, WithoutTheFortunesPackageTheSyntheticCorpusIsRenderedWithAWarning) {
+  FortunesDir fortunes(scratch_dir("vlm_ocr_no_fortunes"));
+  const auto data = load_vlm_dataset("ocr", ocr_options(128));
+  EXPECT_NE(data->warning().find("the fortunes package is missing"), std::string::npos) << data->warning();
+  EXPECT_NE(data->description().find("built-in synthetic corpus"), std::string::npos) << data->description();
+  EXPECT_GE(data->size(Split::Train) + data->size(Split::Validation), 100) << data->description();
+}
