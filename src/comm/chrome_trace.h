@@ -2,7 +2,8 @@
 // a named slice of steady_clock time with a category and arguments. The executors record their
 // actions in it (cat "compute": "F", "B", "I", "W" with {"mb", "chunk"}), and every collective and
 // point-to-point op of collectives.cpp records itself when a CollectiveLog carries a trace (cat
-// "comm", named by the op, e.g. "all_reduce" or "send->1", with its label and group). An op's slice
+// "comm", named by the op, e.g. "all_reduce" or "send->1", with its label, group, and the shape and
+// dtype of the tensor it sends, as the rank's CollectiveLog records them). An op's slice
 // runs from the call that starts it to the return of the wait() that sees it done: for an async op
 // that is what the rank observed, so a wait issued late lengthens it, and its args say how much of
 // it the caller spent blocked (blocked_us). An async op nobody waits for records nothing.

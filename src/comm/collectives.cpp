@@ -28,6 +28,8 @@ void trace_op(Group& g, const CommHandle::State& s) {
   nlohmann::json args = {{"group", g.name()}, {"blocked_us", std::chrono::duration<double, std::micro>(s.blocked).count()}};
   if (!s.record.label.empty()) args["label"] = s.record.label;
   if (s.record.seq > 0) args["seq"] = s.record.seq;
+  args["shape"] = s.record.shape;  // what was sent: the elements an op carries, as the collective log records them
+  args["dtype"] = s.record.dtype;
   trace->record(s.record.label.empty() ? s.record.op : s.record.op + " " + s.record.label, "comm", s.start,
                 std::chrono::steady_clock::now(), std::move(args));
 }

@@ -10,7 +10,7 @@ namespace dtrain {
 
 namespace {
 
-// The squares of elements [from, to), leaving out those of `excluded` (sorted, disjoint).
+// The squares of elements [from, to), leaving out those of `excluded` (sorted by offset; they may overlap).
 at::Tensor squares(const at::Tensor& grads, int64_t from, int64_t to, const Spans& excluded = {}) {
   at::Tensor sum = at::zeros({1}, grads.options().dtype(at::kDouble));
   int64_t next = from;
@@ -38,29 +38,57 @@ at::Tensor squares(const at::Tensor& grads, int64_t from, int64_t to, const Span
   return sum;
 }
 
+// The squares of elements [from, to) outside `excluded`: {those outside `split`'s spans, those inside}.
+std::pair<at::Tensor, at::Tensor> split_squares(const at::Tensor& grads, int64_t from, int64_t to, const Spans& split, const Spans& excluded) {
+  at::Tensor replicated = at::zeros({1}, grads.options().dtype(at::kDouble)), sliced = at::zeros_like(replicated);
+  int64_t next = from;
+  for (const Span& s : split) {
+    const int64_t begin = std::max(s.offset, from), end = std::min(s.offset + s.numel, to);
+    if (begin >= end) continue;
+    if (begin > next) replicated += squares(grads, next, begin, excluded);
+    sliced += squares(grads, begin, end, excluded);
+    next = end;
+  }
+  if (next < to) replicated += squares(grads, next, to, excluded);
+  return {replicated, sliced};
+}
+
+// Both lists' spans in one sorted list.
+Spans merged(const Spans& a, const Spans& b) {
+  Spans out(a);
+  out.insert(out.end(), b.begin(), b.end());
+  std::sort(out.begin(), out.end(), [](const Span& x, const Span& y) { return x.offset < y.offset; });
+  return out;
+}
+
 }  // namespace
 
-double global_grad_norm(const at::Tensor& grads, Group* shard_group, const SplitElements& split, const StageElements& stages) {
+double global_grad_norm(const at::Tensor& grads, Group* shard_group, const SplitElements& split, const StageElements& stages,
+                        const Spans& whole) {
   const Spans& left_out = stages.duplicated;
-  at::Tensor sq;
-  if (!split.group) {
-    sq = squares(grads, 0, grads.numel(), left_out);
-  } else {
-    // The elements between the split spans are the same on every rank of the group, and so is what
-    // is computed from them; the spans' squares are summed over it, the same on every rank too, so
-    // every rank clips by the same factor and its replicated parameters stay equal.
-    at::Tensor replicated = at::zeros({1}, grads.options().dtype(at::kDouble)), sliced = at::zeros_like(replicated);
-    int64_t next = 0;
-    for (const Span& s : split.spans) {
-      if (s.offset > next) replicated += squares(grads, next, s.offset, left_out);
-      sliced += squares(grads, s.offset, s.offset + s.numel, left_out);
-      next = s.offset + s.numel;
-    }
-    if (next < grads.numel()) replicated += squares(grads, next, grads.numel(), left_out);
-    all_reduce(*split.group, sliced, ReduceOp::Sum, "grad_norm over tensor-parallel slices");
-    sq = replicated + sliced;
+  const Spans& kept_whole = shard_group ? whole : Spans{};
+  // The elements between the split spans are the same on every rank of the group, and so is what
+  // is computed from them; the spans' squares are summed over it, the same on every rank too, so
+  // every rank clips by the same factor and its replicated parameters stay equal. The shard's own
+  // elements and those kept whole are apart: only the first are summed over the shard group.
+  auto [sharded, sliced] = split_squares(grads, 0, grads.numel(), split.spans, merged(left_out, kept_whole));
+  at::Tensor whole_sq = at::zeros_like(sharded), whole_sliced = at::zeros_like(sharded);
+  for (const Span& w : kept_whole) {
+    auto [r, s] = split_squares(grads, w.offset, w.offset + w.numel, split.spans, left_out);
+    whole_sq += r;
+    whole_sliced += s;
   }
-  if (shard_group) all_reduce(*shard_group, sq, ReduceOp::Sum, "grad_norm");
+  if (split.group) {
+    at::Tensor both = at::cat({sliced, whole_sliced});
+    all_reduce(*split.group, both, ReduceOp::Sum, "grad_norm over tensor-parallel slices");
+    sharded += both[0];
+    whole_sq += both[1];
+  } else {
+    sharded += sliced;
+    whole_sq += whole_sliced;
+  }
+  if (shard_group) all_reduce(*shard_group, sharded, ReduceOp::Sum, "grad_norm");
+  at::Tensor sq = sharded + whole_sq;
   if (stages.group) all_reduce(*stages.group, sq, ReduceOp::Sum, "grad_norm over pipeline stages");
   return std::sqrt(sq.item<double>());
 }

@@ -24,8 +24,11 @@ struct StageElements {
 
 // The L2 norm of all gradients, each element counted once. `grads` may be this rank's shard of them:
 // with a `shard_group` the squared norms are summed across it, so every rank gets the norm of the
-// whole model; the squares of `split` elements are summed across its group first.
-double global_grad_norm(const at::Tensor& grads, Group* shard_group = nullptr, const SplitElements& split = {}, const StageElements& stages = {});
+// whole model, but for the `whole` elements (sorted, disjoint), which every rank of it holds the same
+// copy of (a bucket ZeRO keeps whole), counted once; the squares of `split` elements are summed
+// across its group first.
+double global_grad_norm(const at::Tensor& grads, Group* shard_group = nullptr, const SplitElements& split = {}, const StageElements& stages = {},
+                        const Spans& whole = {});
 
 // The factor clipping scales the gradients by: max_norm / (norm + 1e-6) when norm exceeds max_norm
 // (> 0), else 1. The optimizer applies it as it reads them (GradUse::scale).

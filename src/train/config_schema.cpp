@@ -1,6 +1,7 @@
 #include "train/config_schema.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <functional>
 
 namespace dtrain {
@@ -42,7 +43,7 @@ const nlohmann::json& config_defaults() {
               "max_rollbacks": 3, "peak_flops": 0.0, "inject_failure": []},
     "parallel": {"dp": "auto", "tp": 1, "pp": 1, "cp": 1, "sequence_parallel": false, "tp_overlap_grad_reduce": true,
                  "pipeline": {"schedule": "1f1b", "virtual_stages": 1, "split": null}, "context": {"impl": "ring"},
-                 "micro_batches": "auto", "fsdp": {"sharding_strategy": null, "reshard_after_forward": null,
+                 "micro_batches": "auto", "modules": {}, "fsdp": {"sharding_strategy": null, "reshard_after_forward": null,
                  "shard_group_size": "auto", "param_dtype": "fp32"}},
     "checkpoint": {"dir": "", "every_steps": 0, "every_hours": 0.0, "keep": 2, "save_at_end": true, "async": false},
     "elastic": {"batch_policy": "keep"},
@@ -52,7 +53,7 @@ const nlohmann::json& config_defaults() {
 }
 
 bool is_free_form(const std::string& path) {
-  static const std::vector<std::string> free = {"optimizer.params", "scheduler.params"};
+  static const std::vector<std::string> free = {"optimizer.params", "scheduler.params", "parallel.modules"};
   return std::find(free.begin(), free.end(), path) != free.end();
 }
 
@@ -99,6 +100,19 @@ std::string nearest_known_key(const std::string& key) {
     if (d < best_distance) {
       best_distance = d;
       best = k;
+    }
+  }
+  return best;
+}
+
+std::string nearest_of(const std::string& word, const std::vector<std::string>& candidates) {
+  std::string best;
+  size_t best_distance = SIZE_MAX;
+  for (const auto& c : candidates) {
+    const size_t d = edit_distance(word, c);
+    if (d < best_distance) {
+      best_distance = d;
+      best = c;
     }
   }
   return best;

@@ -9,6 +9,7 @@
 #include "common/printable_json.h"
 #include "common/range_words.h"
 #include "model/mixed_precision.h"
+#include "model/parameter_shapes.h"
 #include "parallel/context/context_options.h"
 #include "parallel/pipeline/schedule_kind.h"
 #include "train/config_reader.h"
@@ -167,6 +168,9 @@ void resolve_sharding(const Reader& r, TrainConfig& c) {
                        " does, but 'zero_optimization.stage' is " + std::to_string(c.zero_stage) + "; set one of them");
     c.zero_stage = stage;
   }
+  // Before what applies to one stage only is checked: the modules may set the run's.
+  c.modules = resolve_module_plan(r.at("parallel.modules"), parameter_names(c.model), c.zero_stage, c.freeze, r.origin());
+  c.zero_stage = c.modules.zero_stage;
   c.reshard_after_forward = strategy != "shard_grad_op";
   // Without hybrid sharding every data-parallel rank is in the one group, which the resolved config
   // says; with it, "auto" is a node's ranks, which the trainer learns and writes.

@@ -27,7 +27,8 @@ void resolve_activation_store(const Reader& r, TrainConfig& c);
 // world) as dp_shard, parallel.tp (which must divide the world size), parallel.pp and
 // parallel.sequence_parallel.
 void resolve_parallel_dims(const Reader& r, TrainConfig& c);
-// After resolve_parallel_dims.
+// After resolve_parallel_dims, the model and train.freeze: zero_optimization.stage, FSDP's keys and
+// parallel.modules, whose stages set the run's.
 void resolve_sharding(const Reader& r, TrainConfig& c);
 // Hybrid sharding's shard groups of `size` ranks as mesh dims: dp_shard within a group, dp_replicate
 // across the groups; the resolved JSON says the size. The caller has checked that `size` divides dp.

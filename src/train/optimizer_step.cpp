@@ -15,7 +15,7 @@ UpdateOutcome apply_optimizer_step(ParallelPlan& plan, StabilityGuard& guard, do
   at::Tensor& grads = plan.grad_sync->grads();
   if (plan.scaler) grads.div_(loss_scale);
   UpdateOutcome out;
-  out.grad_norm = global_grad_norm(grads, plan.grad_sync->shard_group(), plan.split_gradients, plan.stage_gradients);
+  out.grad_norm = global_grad_norm(grads, plan.grad_sync->shard_group(), plan.split_gradients, plan.stage_gradients, plan.kept_whole);
   out.overflow = plan.scaler && !std::isfinite(out.grad_norm);
   if (plan.scaler) plan.scaler->update(out.overflow);
   if (!out.overflow) out.verdict = guard.check(loss, out.grad_norm, &out.reason);

@@ -52,6 +52,7 @@ class Parallelizer {
   void apply_tensor_parallel();
   void apply_context_parallel();
   void find_stage_gradients();
+  void find_kept_whole();
   Spans gradient_spans(const std::function<bool(const HeldParameter&)>& which) const;
   void find_split_gradients();
   void apply_precision();
@@ -62,6 +63,10 @@ class Parallelizer {
   void keep_shard_on_nvme();
   void make_optimizer();
   void describe();
+  // train.freeze's globs or parallel.modules freeze the parameter.
+  bool frozen(const std::string& name) const;
+  // parallel.modules keeps it whole on every rank in a run that shards the others; null when none is.
+  KeptWhole kept_whole() const;
 
   Transformer& model_;
   World& world_;
@@ -95,13 +100,23 @@ void Parallelizer::build_stage_model() {
   plan_.pipeline = std::move(pp.stages);
 }
 
-// Every parameter by name in registration order; those train.freeze names no longer need gradients.
+bool Parallelizer::frozen(const std::string& name) const {
+  return c_.modules.freezes(name) ||
+         std::any_of(c_.freeze.begin(), c_.freeze.end(), [&](const std::string& glob) { return freeze_glob_matches(glob, name); });
+}
+
+KeptWhole Parallelizer::kept_whole() const {
+  if (c_.modules.kept_whole.empty()) return nullptr;
+  return [this](const std::string& name) { return c_.modules.keeps_whole(name); };
+}
+
+// Every parameter by name in registration order; those train.freeze or parallel.modules freeze no
+// longer need gradients.
 std::vector<std::pair<std::string, at::Tensor>> Parallelizer::apply_freeze() {
   std::vector<std::pair<std::string, at::Tensor>> named;
   std::vector<std::string> names;
   for (auto& item : model_->named_parameters()) {
-    for (const auto& glob : c_.freeze) {
-      if (!freeze_glob_matches(glob, item.key()) || !item.value().requires_grad()) continue;  // or frozen by an earlier glob
+    if (frozen(item.key())) {
       item.value().requires_grad_(false);
       plan_.frozen.push_back(item.value());
       plan_.frozen_numel += item.value().numel();
@@ -193,6 +208,7 @@ void Parallelizer::apply_data_parallel(std::vector<std::pair<std::string, at::Te
   DataParallelOptions options;
   options.bucket_bytes = c_.reduce_bucket_elements * flat.options().dtype().itemsize();
   if (c_.grad_accum_16bit) options.wire_dtype = c_.precision;
+  options.kept_whole = kept_whole();
   // ZeRO shards over the data-parallel ranks of one replica (all of them without hybrid sharding);
   // whole gradients are averaged over every rank that holds a copy of them.
   const DeviceMesh& mesh = *plan_.mesh;
@@ -200,9 +216,9 @@ void Parallelizer::apply_data_parallel(std::vector<std::pair<std::string, at::Te
   if (c_.zero_stage == 3) {
     const ParameterParts parts(parts_);
     const std::vector<at::Tensor> gathered_16bit = precision_.enabled() ? matmul_only_ : std::vector<at::Tensor>{};
-    std::vector<GradBucket> units = make_unit_buckets(flat.entries(), parts, gathered_16bit);
+    std::vector<GradBucket> units = make_unit_buckets(flat.entries(), parts, gathered_16bit, {}, options.kept_whole);
     const RowSplit split = table_split(units);
-    if (!split.name.empty()) units = make_unit_buckets(flat.entries(), parts, gathered_16bit, split);
+    if (!split.name.empty()) units = make_unit_buckets(flat.entries(), parts, gathered_16bit, split, options.kept_whole);
     shard_parameters(group_, units, options, split);
   } else if (c_.zero_stage == 2) {
     auto reduce_scatter = std::make_unique<ReduceScatterGrads>(flat, group_, options);
@@ -223,25 +239,34 @@ void Parallelizer::apply_data_parallel(std::vector<std::pair<std::string, at::Te
   std::vector<MeshCoordinate> coords;
   for (const MeshDim& dim : mesh.dims()) coords.push_back({dim.name, mesh.coord(dim.name), dim.size});
   plan_.layout = data_parallel_layout(c_.model, model_, flat, plan_.updated_parameters(), *shards_, c_.zero_stage, coords, model_placements_,
-                                      [this](const std::string& name) {
-                                        return std::any_of(c_.freeze.begin(), c_.freeze.end(),
-                                                           [&](const std::string& glob) { return freeze_glob_matches(glob, name); });
-                                      });
+                                      [this](const std::string& name) { return frozen(name); }, options.kept_whole);
+  find_kept_whole();
   find_split_gradients();
   find_stage_gradients();
+}
+
+// Where the parameters kept whole lie in this rank's shard (and its gradient shard at stages 2 and 3).
+void Parallelizer::find_kept_whole() {
+  if (c_.modules.kept_whole.empty()) return;
+  for (const HeldParameter& p : plan_.layout.parameters) {
+    if (!p.trained || !c_.modules.keeps_whole(p.spec.name)) continue;
+    for (const PlacedPiece& piece : p.state_pieces) plan_.kept_whole.push_back({piece.local_offset, numel(piece.piece)});
+  }
+  std::sort(plan_.kept_whole.begin(), plan_.kept_whole.end(), [](const Span& a, const Span& b) { return a.offset < b.offset; });
 }
 
 // ZeRO stage 3 cuts a tied token table into units of rows no larger than the largest other unit,
 // which the lookup and the head read block by block (parallel/zero/sharded_table.h), where the model
 // computes both on this rank in one pass: not under tensor parallelism (whose lookup and head split
 // the vocabulary themselves), nor under a pipeline (which holds every unit whole for its step), nor
-// with 16-bit gathers of the table (param_dtype), which round the position embedding gathered with it.
+// with 16-bit gathers of the table (param_dtype), which round the position embedding gathered with it,
+// nor when parallel.modules keeps the table whole (no unit of it is gathered).
 RowSplit Parallelizer::table_split(const std::vector<GradBucket>& units) const {
   const std::string name = "wte.weight";
   const auto& entries = plan_.flat->entries();
   const auto table = std::find_if(entries.begin(), entries.end(), [&](const FlatEntry& e) { return e.name == name; });
   if (!c_.model.tie_embeddings || !model_->parts().embedding || !model_->parts().head || plan_.mesh->size("tp") > 1 || plan_.pipeline ||
-      c_.gather_16bit || table == entries.end())
+      c_.gather_16bit || table == entries.end() || c_.modules.keeps_whole(name))
     return {};
   int64_t largest = 0;
   for (const GradBucket& u : units) {
@@ -333,6 +358,10 @@ void Parallelizer::describe() {
                   " trainable parameters in " + std::to_string(grad_sync.buckets().size()) + " gradient bucket(s)" +
                   (plan_.frozen.empty() ? "" : "; " + std::to_string(plan_.frozen_numel) + " frozen parameters in " +
                                                     std::to_string(plan_.frozen.size()) + " tensors, not communicated"));
+  // The whole model's parameters (every pipeline stage's), and what each parallel.modules glob gave its own.
+  for (auto& line : describe_module_plan(c_.modules, parameter_shapes(c_.model), [this](const std::string& name) { return frozen(name); },
+                                         group_->size()))
+    lines.push_back(std::move(line));
   if (c_.zero_stage >= 1) {
     const std::string what = c_.zero_stage == 3   ? "parameters, gradients and optimizer state"
                              : c_.zero_stage == 2 ? "optimizer state and gradients"
@@ -341,6 +370,9 @@ void Parallelizer::describe() {
                        " rank(s)" +
                        (plan_.mesh->size("dp_replicate") > 1 ? " and replicated over " + std::to_string(plan_.mesh->size("dp_replicate")) + " such groups (hybrid)" : "") +
                        ", this rank owns " + std::to_string(owned_numel_) + " of " + std::to_string(plan_.flat->numel()) + " parameters";
+    int64_t whole = 0;
+    for (const Span& s : plan_.kept_whole) whole += s.numel;
+    if (whole > 0) line += " (" + std::to_string(whole) + " of them kept whole on every rank by parallel.modules)";
     if (plan_.sharded)
       line += "; " + std::to_string(grad_sync.buckets().size()) +
               (plan_.pipeline ? " units gathered once per step and held through the pipeline's micro-batches"

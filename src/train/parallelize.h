@@ -3,7 +3,8 @@
 // the checks use. The order (docs/decisions.md):
 //   0. build        this rank's model: the chunks of blocks pipeline parallelism gives its stage
 //                    (parallel/pipeline/apply_pp.h), the whole model without pp;
-//   1. freeze        parameters named by train.freeze stop needing gradients;
+//   1. freeze        parameters named by train.freeze or frozen by parallel.modules stop needing
+//                    gradients (train/module_plan.h);
 //   2. model parallelism, each a transformation of its own: tensor (and sequence) parallelism
 //                    slices the layers over tp (parallel/tensor/apply_tp.h); context parallelism
 //                    gives each cp rank its part of every sequence (parallel/context/apply_cp.h).
@@ -14,7 +15,10 @@
 //   5. data parallelism: the trainable parameters are packed into flat buffers and their gradients
 //                    reduced over the mesh's data-parallel groups — whole over dp_cp (DDP, ZeRO 1),
 //                    or reduce-scattered over dp_shard_cp (ZeRO 2-3) and averaged across the shard's
-//                    replicas over dp_replicate (hybrid sharding);
+//                    replicas over dp_replicate (hybrid sharding). The per-module plan is part of this
+//                    step: the parameters parallel.modules keeps whole (zero_stage 0 in a run at a
+//                    nonzero stage) get buckets of their own, which ZeRO leaves whole on every rank
+//                    (parallel/zero/bucket_shards.h): all-reduced, never gathered;
 //   6. optimizer     over what this rank updates: the whole buffer, or its ZeRO shard wherever
 //                    offloading keeps it.
 // Data parallelism comes last among the transformations because it packs what the others leave on a
@@ -60,6 +64,9 @@ struct ParallelPlan {
   std::vector<std::shared_ptr<Group>> model_parallel_groups;  // the groups model parallelism communicates over (tp, pp, cp)
   std::shared_ptr<PipelineStages> pipeline;  // pp > 1: the stages, their groups and schedule; null without
   StageElements stage_gradients;            // pp > 1: what the global gradient norm sums over the stages
+  // ZeRO with parallel.modules keeping parameters whole: where they lie in this rank's shard, and in
+  // its gradient shard at stages 2 and 3 (the global norm counts them once). Sorted; empty without.
+  Spans kept_whole;
 
   // Seconds this rank has waited for the model-parallel groups' collectives so far.
   double model_parallel_waited_s() const {
@@ -71,10 +78,13 @@ struct ParallelPlan {
   // The tensor the optimizer updates: the flat buffer, or the ZeRO-3 shard.
   at::Tensor& updated_parameters() { return sharded ? sharded->shard() : flat->data(); }
   const Spans& decay_spans() const { return sharded ? sharded->shard_decay() : flat->decay_spans(); }
-  // What every rank holds the same copy of: the frozen parameters, and the trainable ones unless ZeRO-3 shards them.
+  // What every rank holds the same copy of: the frozen parameters, and the trainable ones unless
+  // ZeRO-3 shards them, where those kept whole are in the shard.
   std::vector<at::Tensor> replicated_parameters() const {
     std::vector<at::Tensor> out = frozen;
     if (!sharded) out.push_back(flat->data());
+    else
+      for (const Span& s : kept_whole) out.push_back(sharded->shard().narrow(0, s.offset, s.numel));
     return out;
   }
   // Starts recording the step's gathers and frees (ZeRO-3; wall_clock_breakdown's unit trace).

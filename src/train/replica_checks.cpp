@@ -56,7 +56,7 @@ void check_replicas_agree(ParallelPlan& plan, World& world, int64_t step, bool i
   };
   for (int r = 0; r < world.size(); ++r) {
     // What is replicated, every data-parallel rank holds; a shard, the replicas of hybrid sharding.
-    differ(sharded ? "the frozen parameters" : "the parameters", r, mesh.members("dp_cp", r).front(), 0);
+    differ(sharded ? "the parameters held whole (frozen or kept whole)" : "the parameters", r, mesh.members("dp_cp", r).front(), 0);
     if (sharded) differ("the parameter shard", r, mesh.members("dp_replicate", r).front(), 1);
     // What tensor parallelism left whole, every rank of a tp group holds.
     differ("the parameters replicated over tp", r, mesh.members("tp", r).front(), 2);

@@ -18,6 +18,7 @@
 #include "parallel/parallel_dims.h"
 #include "parallel/context/context_options.h"
 #include "parallel/pipeline/pipeline_options.h"
+#include "train/module_plan.h"
 #include "train/stability_guard.h"
 
 namespace dtrain {
@@ -100,6 +101,9 @@ struct TrainConfig {
   bool wall_clock_breakdown = false;
   int64_t reduce_bucket_elements = 0;
   int zero_stage = 0;  // 1: optimizer state sharded over dp; 2: gradients too; 3: parameters too (parallel/zero)
+  // parallel.modules (train/module_plan.h): what it freezes and keeps whole; zero_stage is its stage,
+  // the one stage of every trainable parameter it does not keep whole.
+  ModulePlan modules;
   bool reshard_after_forward = true;  // stage 3: a block's parameters are freed between its forward and backward
   // Stage 3 under bf16/fp16 (parallel.fsdp.param_dtype): units holding matmul weights are gathered in
   // the 16-bit type, and every parameter of such a unit is used as rounded to it.

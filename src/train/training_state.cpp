@@ -98,7 +98,8 @@ std::map<std::string, at::Tensor> parameters_as_configured(const TransformerConf
 
 TrainingLayout data_parallel_layout(const TransformerConfig& config, Transformer& model, const FlatParameters& flat, const at::Tensor& params,
                                     const BucketShards& shards, int zero_stage, const std::vector<MeshCoordinate>& coords,
-                                    const ModelPlacements& model_placements, const std::function<bool(const std::string&)>& frozen) {
+                                    const ModelPlacements& model_placements, const std::function<bool(const std::string&)>& frozen,
+                                    const std::function<bool(const std::string&)>& kept_whole) {
   const std::map<std::string, at::Tensor> parameters = parameters_as_configured(config, model, model_placements, coords);
   std::map<std::string, const FlatEntry*> trained;
   for (const FlatEntry& e : flat.entries()) trained[e.name] = &e;
@@ -107,18 +108,19 @@ TrainingLayout data_parallel_layout(const TransformerConfig& config, Transformer
   for (const ParameterShape& s : parameter_shapes(config)) {
     const auto placed = model_placements.find(s.name);
     const Placements& model_placed = placed == model_placements.end() ? Placements{} : placed->second;
+    const int stage = kept_whole && kept_whole(s.name) ? 0 : zero_stage;  // the stage that shards this parameter
     const auto held = parameters.find(s.name);
     if (held == parameters.end()) {  // another stage's: described, with no piece here
       HeldParameter p;
       p.trained = !frozen || !frozen(s.name);
-      p.spec = ParamSpec{s.name, s.shape, at::kFloat, data_parallel(p.trained && zero_stage == 3, model_placed)};
-      if (p.trained) p.state_placements = data_parallel(zero_stage >= 1, model_placed);
+      p.spec = ParamSpec{s.name, s.shape, at::kFloat, data_parallel(p.trained && stage == 3, model_placed)};
+      if (p.trained) p.state_placements = data_parallel(stage >= 1, model_placed);
       layout.parameters.push_back(std::move(p));
       continue;
     }
     const at::Tensor& tensor = held->second;
     const auto entry = trained.find(s.name);
-    ParamSpec spec{s.name, s.shape, tensor.scalar_type(), data_parallel(entry != trained.end() && zero_stage == 3, model_placed)};
+    ParamSpec spec{s.name, s.shape, tensor.scalar_type(), data_parallel(entry != trained.end() && stage == 3, model_placed)};
     if (entry == trained.end()) {
       layout.parameters.push_back(held_as_is(spec, tensor, coords));
       continue;
@@ -127,7 +129,7 @@ TrainingLayout data_parallel_layout(const TransformerConfig& config, Transformer
     p.spec = std::move(spec);
     p.local = params;
     p.trained = true;
-    p.state_placements = data_parallel(zero_stage >= 1, model_placed);
+    p.state_placements = data_parallel(stage >= 1, model_placed);
     boxes[s.name] = *local_box(p.spec, coords);
     if (zero_stage < 3) p.pieces = {{boxes[s.name], entry->second->offset}};
     if (zero_stage < 1) p.state_pieces = p.pieces;
@@ -138,6 +140,8 @@ TrainingLayout data_parallel_layout(const TransformerConfig& config, Transformer
     for (HeldParameter& p : layout.parameters) {
       if (!p.trained) continue;
       p.state_pieces = pieces[p.spec.name];
+      // Kept whole: its bucket's one piece is all of it, at its place in the shard.
+      if (kept_whole && kept_whole(p.spec.name) && !p.state_pieces.empty()) p.state_pieces = {{boxes[p.spec.name], p.state_pieces.front().local_offset}};
       if (zero_stage == 3) p.pieces = p.state_pieces;
     }
   }

@@ -29,6 +29,9 @@ namespace dtrain {
 //   ZeRO bucket (`shards`), at their places in the rank's shard `params`.
 // - Its optimizer state follows it, and from stage 1 is a flat shard over dp_shard x cp too, its
 //   pieces at the same places of each state tensor as in the shard.
+// - A trained parameter `kept_whole` names (parallel.modules zero_stage 0 in a run at a nonzero stage)
+//   is replicated with its optimizer state at every stage: whole, at its place in `params` and in
+//   the state (its ZeRO bucket is whole on every rank), so a checkpoint says Replicate of it.
 // - A frozen parameter is replicated, whole, where the model keeps it.
 // - Model parallelism's placements (`model`: a tensor-parallel slice) come first: data parallelism
 //   replicates or flat-shards the box they leave this rank.
@@ -39,7 +42,8 @@ namespace dtrain {
 TrainingLayout data_parallel_layout(const TransformerConfig& config, Transformer& model, const FlatParameters& flat, const at::Tensor& params,
                                     const BucketShards& shards, int zero_stage, const std::vector<MeshCoordinate>& coords,
                                     const ModelPlacements& model_placements = {},
-                                    const std::function<bool(const std::string&)>& frozen = nullptr);
+                                    const std::function<bool(const std::string&)>& frozen = nullptr,
+                                    const std::function<bool(const std::string&)>& kept_whole = nullptr);
 
 // Every rank writes its pieces of the model and the optimizer state into `dir`; the rank at
 // coordinate 0 writes what is replicated. Then, once all have written, rank 0 calls

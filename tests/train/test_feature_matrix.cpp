@@ -43,6 +43,9 @@ const std::map<std::string, Sets> kReferences = {
     {"llama_pp", {"model.arch=llama", "model.n_head=4", "model.n_kv_head=2", "model.n_layer=8", "model.tie_embeddings=false",
                   "train_micro_batch_size_per_gpu=3"}},
     {"gpt2_bf16_pp", {"model.arch=gpt2", "model.n_layer=4", "bf16.enabled=true"}},
+    // The per-module plan's rows apart, the fp32 GPT-2 job a fourth time and bf16's a second.
+    {"gpt2_modules", kMatrixGpt2},
+    {"gpt2_bf16_modules", {"model.arch=gpt2", "bf16.enabled=true"}},
 };
 
 // Layouts used by several rows: micro-batches per rank that keep the batch of 12.
@@ -65,6 +68,11 @@ Sets schedule(const std::string& name, int virtual_stages = 1) {
 const Sets kCp2 = {"parallel.cp=2"};
 const Sets kCp4 = {"parallel.cp=4"};
 const Sets kUlysses = {"parallel.context.impl=\"ulysses\""};
+// parallel.modules keeping the second block and the final norm whole on every rank (all-reduced,
+// never gathered, their state whole) while ZeRO shards the rest; a pipeline of 4 blocks holds one
+// on each stage.
+const std::string kKeepWhole = "parallel.modules={\"blocks.1.*\": {\"zero_stage\": 0}, \"ln_f.*\": {\"zero_stage\": 0}}";
+const std::string kSaysKeptWhole = "of them kept whole on every rank by parallel.modules";
 // DeepSpeed's activation_checkpointing section: block inputs split over tp, in host memory, in one buffer.
 const std::string kDeepSpeedActivationKeys =
     "activation_checkpointing={\"partition_activations\": true, \"cpu_checkpointing\": true, \"contiguous_memory_optimization\": true}";
@@ -216,6 +224,21 @@ const std::vector<Row> kRows = {
     {"llama_pp2_dp2_zero1", 4, kPp2 + Sets{"zero_optimization.stage=1"}, "llama_pp", kFp32Reordered, "ZeRO stage 1"},
     {"llama_pp2_tp2_zero3", 8, kPp2 + Sets{"parallel.tp=2", "zero_optimization.stage=3", "parallel.pipeline.schedule=zero_bubble"}, "llama_pp",
      kFp32Reordered, "ZeRO stage 3"},
+
+    // Per-module plans: 3 ranks pad the sharded buckets (not those kept whole) and accumulate two
+    // micro-batches into the shard; hybrid sharding averages the whole buckets across replicas too;
+    // tensor-parallel slices inside what is kept whole count once per tp rank in the norm; a
+    // pipeline's stages keep their own parts whole; bf16 rounds the working copies of a unit kept
+    // whole after its copy from the shard, and sends its gradients in bf16.
+    {"zero1_modules", 3, k3RanksBuckets + Sets{"zero_optimization.stage=1", kKeepWhole}, "gpt2_modules", kFp32Reordered, kSaysKeptWhole},
+    {"zero2_modules", 3, k3RanksBuckets + Sets{"zero_optimization.stage=2", kKeepWhole}, "gpt2_modules", kFp32Reordered, kSaysKeptWhole},
+    {"zero3_modules", 3, k3RanksBuckets + Sets{"zero_optimization.stage=3", kKeepWhole}, "gpt2_modules", kFp32Reordered, kSaysKeptWhole},
+    {"hybrid_shard_modules", 4, kHybrid + Sets{kKeepWhole}, "gpt2_modules", kFp32Reordered, kSaysKeptWhole},
+    {"tp2_zero3_modules", 4, k2Ranks + Sets{"parallel.tp=2", "zero_optimization.stage=3", kKeepWhole}, "gpt2_modules", kFp32Reordered,
+     kSaysKeptWhole},
+    {"pp2_dp2_zero3_modules", 4, kPp2 + Sets{"zero_optimization.stage=3", kKeepWhole}, "gpt2_pp_3d", kFp32Reordered, kSaysKeptWhole},
+    {"bf16_zero3_modules", 2, kBf16Accumulating + Sets{"zero_optimization.stage=3", kKeepWhole}, "gpt2_bf16_modules", kBf16Reordered,
+     kSaysKeptWhole},
 
     {"bf16_pp2", 2, kPp2, "gpt2_bf16_pp", kBf16Reordered, "pipeline parallel: pp 2"},
     // The loss scaler decides from the norm over both stages.

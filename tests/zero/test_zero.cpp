@@ -57,6 +57,25 @@ TEST(BucketShards, EveryRankOwnsAnEqualPaddedPieceOfEveryBucket) {
   EXPECT_THROW(BucketShards({}, 2, 2), std::invalid_argument);
 }
 
+// A bucket kept whole (parallel.modules zero_stage 0) is every rank's piece entire, without padding:
+// each rank owns and updates all of it, beside its share of the others, and the shards stay equal.
+TEST(BucketShards, ABucketKeptWholeIsEveryRanksPieceEntire) {
+  const std::vector<GradBucket> buckets = {{0, 7, 0, 1, false}, {7, 5, 1, 1, true}, {12, 9, 2, 1, false}};
+  for (int r = 0; r < 3; ++r) {
+    const BucketShards s(buckets, 3, r);
+    const ShardPiece& whole = s.pieces()[1];
+    EXPECT_TRUE(whole.whole);
+    EXPECT_EQ(whole.piece, 5);
+    EXPECT_EQ(whole.padded_numel, 5);
+    EXPECT_EQ(whole.begin, 7);
+    EXPECT_EQ(whole.local, 5);
+    EXPECT_EQ(whole.shard_offset, 3);  // after this rank's third of the first bucket
+    EXPECT_FALSE(s.pieces()[0].whole);
+    EXPECT_EQ(s.shard_numel(), 3 + 5 + 3);
+    EXPECT_EQ(s.owned_numel(), s.pieces()[0].local + 5 + s.pieces()[2].local);
+  }
+}
+
 TrainingRun train_at_stage(const std::string& dir, int nproc, std::vector<std::string> job, int stage) {
   job.push_back("zero_optimization.stage=" + std::to_string(stage));
   TrainingRun run = train(dir, nproc, job);
@@ -215,6 +234,12 @@ TEST(ParameterUnits, EachBlockIsAUnitAndTheRestRunsWhereTheyLie) {
   EXPECT_EQ(split[1].entries, 2);  // the bias and the norm
   EXPECT_EQ(split[2].entries, 1);  // the embedding
   EXPECT_EQ(make_unit_buckets(entries, one_block).size(), 2u);
+  // Parameters kept whole (parallel.modules zero_stage 0) are units of their own, marked whole.
+  const auto kept = make_unit_buckets(entries, one_block, {}, {}, [](const std::string& name) { return name == "blocks.0.q_proj.bias"; });
+  ASSERT_EQ(kept.size(), 4u);  // the block's weights, its bias, its norm; the embedding
+  EXPECT_EQ(kept[1].entries, 1);
+  EXPECT_TRUE(kept[1].whole);
+  for (size_t u : {0, 2, 3}) EXPECT_FALSE(kept[u].whole) << "unit " << u;
 }
 
 // A parameter named by a RowSplit becomes units of whole rows of about equal size, none over the

@@ -6,9 +6,6 @@
 
 namespace dtrain {
 
-BucketedGradSync::BucketedGradSync(FlatParameters& params, std::shared_ptr<Group> group, int64_t bucket_bytes)
-    : BucketedGradSync(params, std::move(group), make_grad_buckets(params.entries(), params.options().dtype().itemsize(), bucket_bytes)) {}
-
 BucketedGradSync::BucketedGradSync(FlatParameters& params, std::shared_ptr<Group> group, std::vector<GradBucket> buckets)
     : params_(params), group_(std::move(group)), buckets_(std::move(buckets)) {
   const auto& entries = params_.entries();

@@ -20,9 +20,7 @@ namespace dtrain {
 
 class BucketedGradSync {
  public:
-  // Buckets of about `bucket_bytes` (make_grad_buckets).
-  BucketedGradSync(FlatParameters& params, std::shared_ptr<Group> group, int64_t bucket_bytes);
-  // These buckets: consecutive runs of params.entries() that cover them all.
+  // These buckets (make_grad_buckets, or ZeRO-3's units): consecutive runs of params.entries() that cover them all.
   BucketedGradSync(FlatParameters& params, std::shared_ptr<Group> group, std::vector<GradBucket> buckets);
   virtual ~BucketedGradSync();
   BucketedGradSync(const BucketedGradSync&) = delete;

@@ -3,7 +3,8 @@
 namespace dtrain {
 
 DataParallel::DataParallel(FlatParameters& params, std::shared_ptr<Group> group, DataParallelOptions options)
-    : BucketedGradSync(params, std::move(group), options.bucket_bytes),
+    : BucketedGradSync(params, std::move(group),
+                       make_grad_buckets(params.entries(), params.options().dtype().itemsize(), options.bucket_bytes, options.kept_whole)),
       wire_dtype_(options.wire_dtype) {
   wire_.resize(buckets_.size());
 }

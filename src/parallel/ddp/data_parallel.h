@@ -14,6 +14,9 @@ struct DataParallelOptions {
   // The type gradients travel in: the gradients' own, or a 16-bit type they are rounded to
   // (data_types.grad_accum_dtype), which halves the bytes sent.
   std::optional<at::ScalarType> wire_dtype;
+  // Under ZeRO (stages 1 and 2 cut these buckets), the parameters every rank keeps whole: their
+  // buckets hold no other (GradBucket::whole).
+  KeptWhole kept_whole;
 };
 
 class DataParallel : public BucketedGradSync {

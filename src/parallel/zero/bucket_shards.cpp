@@ -13,9 +13,11 @@ BucketShards::BucketShards(const std::vector<GradBucket>& buckets, int ranks, in
     ShardPiece p;
     p.bucket_offset = b.offset;
     p.bucket_numel = b.numel;
-    p.piece = (b.numel + ranks - 1) / ranks;
-    p.padded_numel = p.piece * ranks;
-    const int64_t start = std::min(b.numel, p.piece * rank);
+    p.whole = b.whole;
+    const int parts = b.whole ? 1 : ranks, part = b.whole ? 0 : rank;
+    p.piece = (b.numel + parts - 1) / parts;
+    p.padded_numel = p.piece * parts;
+    const int64_t start = std::min(b.numel, p.piece * part);
     p.begin = b.offset + start;
     p.local = std::clamp<int64_t>(b.numel - start, 0, p.piece);
     p.shard_offset = shard_numel_;

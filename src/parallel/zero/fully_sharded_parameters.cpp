@@ -228,10 +228,9 @@ void FullyShardedParameters::start_trace() {
 
 void FullyShardedParameters::gather(int unit) {
   if (state_[unit] != State::Free) return;
-  note("gather", part_of_unit_[unit]);
   const ShardPiece& p = shards_.pieces()[unit];
+  note(p.whole ? "copy" : "gather", part_of_unit_[unit]);
   if (!matmul_only_[unit]) fill_storage(whole_[unit]);
-  const std::string label = "zero-3:all-gather unit " + std::to_string(unit);
   at::Tensor& into = gathers_16bit(unit) ? working_[unit] : whole_[unit];
   if (gathers_16bit(unit)) fill_storage(into);
   // The piece sent is read from the shard's file without mapping it in (offload_param nvme), copied
@@ -240,9 +239,14 @@ void FullyShardedParameters::gather(int unit) {
   at::Tensor piece = shard_in_file() ? (sending_[unit] = take_piece(unit)) : shard_.narrow(0, p.shard_offset, p.piece);
   if (piece.device() != into.device()) piece = sending_[unit] = piece.to(into.device(), /*non_blocking=*/true);
   if (piece.scalar_type() != into.scalar_type()) piece = sending_[unit] = piece.to(into.scalar_type());
-  gathering_[unit] = all_gather_async(*group_, piece, into, label);
+  state_[unit] = State::Gathering;  // wait() completes it: the working copy, the trace
+  if (p.whole) {  // this rank's piece is the whole unit: a copy, no collective
+    at::NoGradGuard no_grad;
+    into.copy_(piece);
+    return;
+  }
+  gathering_[unit] = all_gather_async(*group_, piece, into, "zero-3:all-gather unit " + std::to_string(unit));
   gathered_bytes_ += int64_t(into.nbytes());
-  state_[unit] = State::Gathering;
 }
 
 void FullyShardedParameters::wait(int unit) {

@@ -13,6 +13,11 @@
 // than a unit is instead cut into units of rows (parameter_units.h's RowSplit) that belong to no
 // part: the lookup and the head gather them one at a time (sharded_table.h).
 //
+// A unit kept whole (parallel.modules zero_stage 0; BucketShards) is this rank's piece entire: its
+// "gather" is a copy from the shard into the unit's buffer, no collective, and everything else (its
+// freeing, working copies, offloading) is any unit's. The shard holds the copy the optimizer updates,
+// the same on every rank since its gradients are all-reduced; the buffer, a unit-sized transient.
+//
 // The module's parameters stay the tensors autograd knows; each is a view into its unit's buffer,
 // whose storage is allocated on gather and emptied on free (what autograd saved for backward sees
 // the storage refilled by the next gather). Under mixed precision the 16-bit working copies of the
@@ -112,7 +117,7 @@ class FullyShardedParameters : public ForwardPartHooks {
 
   // What the passes since start_trace() did, in order: "begin"/"end" of a part's forward, "backward"
   // when its backward begins, "read" (of its pieces from the shard's file, started ahead), "gather"
-  // (launched), "gathered" (waited for) and "free" of its parameters, each with the part's index and
+  // (launched; "copy" for a unit kept whole), "gathered" (waited for) and "free" of its parameters, each with the part's index and
   // ms since start_trace(). For wall_clock_breakdown and the prefetch tests.
   struct Event {
     std::string what;
@@ -122,7 +127,7 @@ class FullyShardedParameters : public ForwardPartHooks {
   void start_trace();
   const std::vector<Event>& trace() const { return trace_; }
   // Bytes of the whole units this rank's gathers filled since start_trace(), its own piece and the
-  // padding included.
+  // padding included (units kept whole, which no collective fills, not).
   int64_t gathered_bytes() const { return gathered_bytes_; }
 
  private:

@@ -36,6 +36,7 @@ void ParameterAllGather::launch(at::Tensor& params) {
   const auto& pieces = shards_.pieces();
   for (int b = int(pieces.size()) - 1; b >= 0; --b) {
     const ShardPiece& p = pieces[size_t(b)];
+    if (p.whole) continue;  // every rank updated all of it
     // A copy to send: the all-gather writes the region this rank's piece lives in.
     at::Tensor send = at::empty({p.piece}, params.options());
     send.narrow(0, 0, p.local).copy_(params.narrow(0, p.begin, p.local));

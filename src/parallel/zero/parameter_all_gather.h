@@ -4,7 +4,8 @@
 // the last bucket, the embeddings', first — and each is waited for just before the first forward
 // part that reads it (model/forward_part_hooks.h). So the gathers overlap the next forward pass
 // instead of ending the step. Whatever reads the parameters outside a forward pass (a checkpoint,
-// the 16-bit working copies, a check) calls finish() first.
+// the 16-bit working copies, a check) calls finish() first. A bucket kept whole (BucketShards) needs
+// no gather: every rank updated all of it.
 #pragma once
 #include <memory>
 #include <vector>

@@ -36,10 +36,10 @@ std::vector<std::pair<std::string, at::Tensor>> group_matmul_weights(const std::
 }
 
 std::vector<GradBucket> make_unit_buckets(const std::vector<FlatEntry>& entries, const ParameterParts& parts,
-                                          const std::vector<at::Tensor>& gathered_16bit, const RowSplit& split) {
+                                          const std::vector<at::Tensor>& gathered_16bit, const RowSplit& split, const KeptWhole& kept_whole) {
   std::vector<GradBucket> units;
   int part = -1;
-  bool in_16bit = false;
+  bool in_16bit = false, in_whole = false;
   for (int i = 0; i < int(entries.size()); ++i) {
     const FlatEntry& e = entries[i];
     if (!split.name.empty() && e.name == split.name) {
@@ -52,9 +52,11 @@ std::vector<GradBucket> make_unit_buckets(const std::vector<FlatEntry>& entries,
     }
     const int p = parts.of(entries[i].name);
     const bool is_16bit = is_one_of(entries[i].param, gathered_16bit);
-    if (units.empty() || p != part || is_16bit != in_16bit) units.push_back({entries[i].offset, 0, i, 0});
+    const bool whole = kept_whole && kept_whole(entries[i].name);
+    if (units.empty() || p != part || is_16bit != in_16bit || whole != in_whole) units.push_back({entries[i].offset, 0, i, 0, whole});
     part = p;
     in_16bit = is_16bit;
+    in_whole = whole;
     units.back().numel += entries[i].numel;
     units.back().entries += 1;
   }

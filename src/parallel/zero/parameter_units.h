@@ -53,11 +53,12 @@ struct RowSplit {
 };
 
 // One bucket per unit: the longest runs of consecutive entries in the same forward part, split where
-// entries in `gathered_16bit` (the matmul-only weights, under mixed precision) begin or end, and the
-// parameter `split` names cut into units of its own (GradBucket's entries then 1 for each, its
-// offset and numel those of the rows).
+// entries in `gathered_16bit` (the matmul-only weights, under mixed precision) or those `kept_whole`
+// names (units marked whole) begin or end, and the parameter `split` names cut into units of its own
+// (GradBucket's entries then 1 for each, its offset and numel those of the rows).
 std::vector<GradBucket> make_unit_buckets(const std::vector<FlatEntry>& entries, const ParameterParts& parts,
-                                          const std::vector<at::Tensor>& gathered_16bit = {}, const RowSplit& split = {});
+                                          const std::vector<at::Tensor>& gathered_16bit = {}, const RowSplit& split = {},
+                                          const KeptWhole& kept_whole = nullptr);
 
 // Whether `unit` covers only part of its one entry (a unit of rows of a RowSplit parameter).
 bool is_row_unit(const GradBucket& unit, const std::vector<FlatEntry>& entries);

@@ -10,7 +10,8 @@ namespace dtrain {
 ReduceScatterGrads::ReduceScatterGrads(FlatParameters& params, std::shared_ptr<Group> group, DataParallelOptions options,
                                        std::vector<GradBucket> units)
     : BucketedGradSync(params, std::move(group),
-                       units.empty() ? make_grad_buckets(params.entries(), params.options().dtype().itemsize(), options.bucket_bytes)
+                       units.empty() ? make_grad_buckets(params.entries(), params.options().dtype().itemsize(), options.bucket_bytes,
+                                                         options.kept_whole)
                                      : std::move(units)),
       shards_(buckets_, group_->size(), group_->rank()),
       wire_dtype_(options.wire_dtype),
@@ -99,11 +100,17 @@ void ReduceScatterGrads::copy_gradients(int bucket, int64_t from, int64_t numel,
 
 ReduceScatterGrads::Round ReduceScatterGrads::launch_round(int bucket, int64_t from, int64_t numel, int rounds) {
   const auto& p = shards_.pieces()[bucket];
-  const int ranks = group_->size();
+  const int ranks = p.whole ? 1 : group_->size();
   Round r;
   r.from = from;
   r.numel = numel;
   r.send = at::empty({numel * ranks}, params_.options().dtype(wire_dtype_.value_or(c10::typeMetaToScalarType(params_.options().dtype()))));
+  if (p.whole) {  // every rank keeps it whole: the average of every rank's gradients, in place, then into the shard
+    copy_gradients(bucket, 0, numel, r.send);
+    r.received = r.send;
+    r.handle = all_reduce_async(*group_, r.send, ReduceOp::Avg, "zero:whole bucket " + std::to_string(bucket));
+    return r;
+  }
   if (rounds == 1) {
     copy_gradients(bucket, 0, p.padded_numel, r.send);
   } else {
@@ -122,7 +129,7 @@ CommHandle ReduceScatterGrads::reduce(int bucket) {
   at::NoGradGuard no_grad;
   const auto& b = buckets_[bucket];
   const auto& p = shards_.pieces()[bucket];
-  const int64_t rounds = p.padded_numel > 2 * round_numel_ ? (p.padded_numel + round_numel_ - 1) / round_numel_ : 1;
+  const int64_t rounds = !p.whole && p.padded_numel > 2 * round_numel_ ? (p.padded_numel + round_numel_ - 1) / round_numel_ : 1;
   const int64_t slice = std::max<int64_t>(1, (p.piece + rounds - 1) / rounds);
   std::vector<Round>& in_flight = rounds_[bucket];
   int64_t from = 0;

@@ -13,6 +13,9 @@
 // round has copied them. Backward waits for a round before starting the one two after it: only a
 // bucket that large pays for it, and the embeddings' comes last.
 //
+// A bucket kept whole (parallel.modules zero_stage 0; BucketShards) is all-reduced instead, in one
+// round: the average lands whole in this rank's shard, where its piece is the whole bucket.
+//
 // With gradient accumulation every micro-batch is reduced (as DeepSpeed does at stage 2): keeping
 // whole gradients between micro-batches would give back the memory stage 2 saves. The shard sums
 // the micro-batches in the gradients' own type; data_types.grad_accum_dtype only sets the type on
