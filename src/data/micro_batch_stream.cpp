@@ -14,7 +14,7 @@ SamplerOptions without_tail(SamplerOptions o) {
 }
 }  // namespace
 
-MicroBatchStream::MicroBatchStream(std::shared_ptr<const TokenDataset> dataset, int num_replicas, int rank,
+MicroBatchStream::MicroBatchStream(std::shared_ptr<const SampleDataset> dataset, int num_replicas, int rank,
                                    int micro_batch, int64_t micro_batches_per_step, SamplerOptions options)
     : dataset_(std::move(dataset)),
       sampler_(dataset_->size(Split::Train), num_replicas, rank, without_tail(options)),
@@ -39,7 +39,7 @@ void MicroBatchStream::start_epoch(int64_t epoch, int64_t first) {
   drawn_ = 0;
 }
 
-std::pair<at::Tensor, at::Tensor> MicroBatchStream::next() {
+Batch MicroBatchStream::next() {
   if (drawn_ == 0 && position().samples + step_samples() > dataset_->size(Split::Train)) start_epoch(sampler_.epoch() + 1, 0);
   std::vector<int64_t> picked(static_cast<size_t>(micro_batch_));
   for (auto& sample : picked) sample = sampler_.index(offset_++);

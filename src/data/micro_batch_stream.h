@@ -11,12 +11,11 @@
 #include <nlohmann/json.hpp>
 
 #include <memory>
-#include <utility>
 #include <vector>
 
 #include "data/distributed_sampler.h"
+#include "data/sample_dataset.h"
 #include "data/sample_log.h"
-#include "data/token_dataset.h"
 
 namespace dtrain {
 
@@ -30,10 +29,11 @@ class MicroBatchStream {
  public:
   // A step draws `micro_batches_per_step` micro-batches on each rank: a global batch of
   // micro_batch x micro_batches_per_step x num_replicas samples.
-  MicroBatchStream(std::shared_ptr<const TokenDataset> dataset, int num_replicas, int rank, int micro_batch,
+  MicroBatchStream(std::shared_ptr<const SampleDataset> dataset, int num_replicas, int rank, int micro_batch,
                    int64_t micro_batches_per_step, SamplerOptions options);
 
-  std::pair<at::Tensor, at::Tensor> next();
+  // This rank's next micro-batch of training samples, with their images when the dataset has them.
+  Batch next();
   DataPosition position() const { return {sampler_.epoch(), first_ + offset_ * num_replicas_}; }
   // At a step's boundary: the position a checkpoint saved. Throws when it is outside the epoch.
   void restore(const DataPosition& p);
@@ -44,7 +44,7 @@ class MicroBatchStream {
   void start_epoch(int64_t epoch, int64_t first);
   int64_t step_samples() const { return int64_t(micro_batch_) * per_step_ * num_replicas_; }
 
-  std::shared_ptr<const TokenDataset> dataset_;
+  std::shared_ptr<const SampleDataset> dataset_;
   DistributedSampler sampler_;
   int num_replicas_, micro_batch_;
   int64_t per_step_ = 1;

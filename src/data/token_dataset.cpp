@@ -23,7 +23,7 @@ TokenDataset::TokenDataset(TokenStream tokens, int seq_len, double val_fraction,
   }
 }
 
-std::pair<at::Tensor, at::Tensor> TokenDataset::batch(Split split, const std::vector<int64_t>& indices) const {
+Batch TokenDataset::batch(Split split, const std::vector<int64_t>& indices) const {
   const int64_t base = split == Split::Train ? 0 : train_samples_;
   const int64_t limit = size(split);
   auto windows = at::empty({int64_t(indices.size()), seq_len_ + 1}, at::kLong);
@@ -33,7 +33,7 @@ std::pair<at::Tensor, at::Tensor> TokenDataset::batch(Split split, const std::ve
     tokens_.read((base + index) * seq_len_, seq_len_ + 1, row);
     row += seq_len_ + 1;
   }
-  return {windows.narrow(1, 0, seq_len_).contiguous(), windows.narrow(1, 1, seq_len_).contiguous()};
+  return {windows.narrow(1, 0, seq_len_).contiguous(), windows.narrow(1, 1, seq_len_).contiguous(), {}};
 }
 
 }  // namespace dtrain

@@ -6,7 +6,6 @@
 #include <ATen/ATen.h>
 
 #include <cstdint>
-#include <utility>
 #include <vector>
 
 #include "data/sample_dataset.h"
@@ -14,17 +13,17 @@
 
 namespace dtrain {
 
-class TokenDataset {
+class TokenDataset : public SampleDataset {
  public:
   // Throws std::invalid_argument when the stream is too short for one training sample (naming the
   // sizes) or a token is outside [0, vocab_size).
   // A stream whose widest token could reach vocab_size is read through once for the check.
   TokenDataset(TokenStream tokens, int seq_len, double val_fraction, int vocab_size);
 
-  int64_t size(Split split) const { return split == Split::Train ? train_samples_ : val_samples_; }
+  int64_t size(Split split) const override { return split == Split::Train ? train_samples_ : val_samples_; }
   int seq_len() const { return seq_len_; }
-  // (inputs, targets), both int64 [indices.size(), seq_len] on the CPU.
-  std::pair<at::Tensor, at::Tensor> batch(Split split, const std::vector<int64_t>& indices) const;
+  // Inputs and targets, both int64 [indices.size(), seq_len] on the CPU; no images.
+  Batch batch(Split split, const std::vector<int64_t>& indices) const override;
 
  private:
   TokenStream tokens_;

@@ -164,6 +164,9 @@ void export_hf_checkpoint(const std::string& checkpoint, const std::string& out,
     throw std::runtime_error("--out " + printable(out) + " exists and is not an empty directory: an export writes a directory of its own");
   ShardedCheckpointReader ckpt(checkpoint);
   const TransformerConfig config = transformer_config_from_json(model_config_of(ckpt));
+  if (config.is_vlm())
+    throw std::runtime_error("checkpoint " + printable(checkpoint) + " holds a vision-language model (model.arch \"vlm\"): the Hugging Face " +
+                             "export writes GPT-2 and Llama models only");
   const std::vector<HfTensor> tensors = hf_tensors(config, config.seq_len);
   const fs::path target = fs::absolute(out).lexically_normal();
   const std::string tmp = (target.parent_path() / ("." + target.filename().string() + ".tmp-" + std::to_string(::getpid()))).string();

@@ -22,7 +22,7 @@ struct HfExportOptions {
 
 // Exports the checkpoint step directory `checkpoint` into `out`, which must not exist or be an
 // empty directory. Throws std::runtime_error naming the directory at fault before writing anything
-// when `checkpoint` has no index.json or `out` is not empty; the tokenizer files (tokenizer.json,
+// when `checkpoint` has no index.json, holds a vision-language model (arch vlm) or `out` is not empty; the tokenizer files (tokenizer.json,
 // tokenizer.model, tokenizer_config.json, special_tokens_map.json) found beside the run's training
 // data (its config's data.source) are copied along.
 void export_hf_checkpoint(const std::string& checkpoint, const std::string& out, const HfExportOptions& options);

@@ -63,8 +63,9 @@ struct LinearFp32 : public torch::autograd::Function<LinearFp32> {
 
 bool onednn_available() { return onednn_linear().has_value(); }
 
+// oneDNN builds no inner product over no rows (a vision encoder's batch without images): ATen's takes them.
 bool matmul_nt_uses_onednn(const at::Tensor& a) {
-  return a.is_cpu() && a.scalar_type() == at::kFloat && a.is_contiguous() && onednn_available();
+  return a.is_cpu() && a.scalar_type() == at::kFloat && a.is_contiguous() && a.numel() > 0 && onednn_available();
 }
 
 at::Tensor onednn_matmul_nt(const at::Tensor& a, const at::Tensor& b, const at::Tensor& bias) {

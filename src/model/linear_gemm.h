@@ -17,7 +17,8 @@ namespace dtrain {
 // the layer with gradients).
 at::Tensor matmul_nt(const at::Tensor& a, const at::Tensor& b, const at::Tensor& bias = {});
 
-// Whether matmul_nt takes oneDNN for `a`: fp32 on the CPU, contiguous, and this LibTorch has oneDNN.
+// Whether matmul_nt takes oneDNN for `a`: fp32 on the CPU, contiguous, not empty, and this LibTorch
+// has oneDNN.
 bool matmul_nt_uses_onednn(const at::Tensor& a);
 
 // oneDNN's inner product itself, whatever a's layout (bench/linear_gemm.sh compares it with MKL);

@@ -4,6 +4,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "model/image_tokens.h"
 #include "model/parameter_init.h"
 #include "model/row_blocked_layers.h"
 
@@ -52,20 +53,30 @@ TransformerImpl::TransformerImpl(const TransformerConfig& c, uint64_t seed, cons
   for (BlockRange& r : parts_.chunks)
     if (r.end < 0) r.end = c.n_layer;
   const bool gpt2 = !c.is_llama();
+  // A vision-language model's vision side comes first, and its LLM registers under "llm".
+  torch::nn::Module* llm = this;
+  if (c.is_vlm()) {
+    const bool whole = parts_.embedding && parts_.head && parts_.chunks.size() == 1 && parts_.chunks[0].first == 0;
+    if (!whole) throw std::invalid_argument("a vision-language model (model.arch \"vlm\") is built whole: it is not split into stages");
+    vision_ = register_module("vision", VisionEncoder(c.vision, c.norm_eps));
+    connector_ = register_module("connector", Connector(c.vision.merged_dim(), c.d_model));
+    llm = register_module("llm", std::make_shared<torch::nn::Module>()).get();
+    llm_first_part_ = vision_->part_count() + 1;
+  }
   // The whole model registers wte, wpe, the blocks, ln_f, lm_head. A head tied to the embedding on a
   // model without the embedding brings wte along, in lm_head's place.
   if (parts_.embedding) {
-    wte = register_module("wte", Embedding(c.vocab_size, c.d_model));
-    if (gpt2) wpe = register_module("wpe", Embedding(c.seq_len, c.d_model));
+    wte = llm->register_module("wte", Embedding(c.vocab_size, c.d_model));
+    if (gpt2) wpe = llm->register_module("wpe", Embedding(c.seq_len, c.d_model));
   }
-  block_container_ = register_module("blocks", std::make_shared<torch::nn::Module>());
+  block_container_ = llm->register_module("blocks", std::make_shared<torch::nn::Module>());
   for (int i : parts_.block_indices(c.n_layer)) blocks_.emplace(i, block_container_->register_module(std::to_string(i), Block(c)));
   if (parts_.head) {
-    ln_f = register_module("ln_f", Norm(gpt2 ? NormImpl::Kind::LayerNorm : NormImpl::Kind::RmsNorm, c.d_model, c.norm_eps));
+    ln_f = llm->register_module("ln_f", Norm(gpt2 ? NormImpl::Kind::LayerNorm : NormImpl::Kind::RmsNorm, c.d_model, c.norm_eps));
     if (!c.tie_embeddings) {
-      head_ = lm_head = register_module("lm_head", Linear(c.d_model, c.vocab_size, false));
+      head_ = lm_head = llm->register_module("lm_head", Linear(c.d_model, c.vocab_size, false));
     } else {
-      if (!wte) wte = register_module("wte", Embedding(c.vocab_size, c.d_model));
+      if (!wte) wte = llm->register_module("wte", Embedding(c.vocab_size, c.d_model));
       head_ = Linear(wte->weight);
     }
   }
@@ -75,29 +86,32 @@ TransformerImpl::TransformerImpl(const TransformerConfig& c, uint64_t seed, cons
   // above all, where the gathered table is alive with both). Sparse, it is added into the head's
   // buffer in place, each row summed over the same tokens.
   if (c.tie_embeddings && parts_.embedding && parts_.head) wte->set_sparse_gradient(true);
-  for (auto& item : named_parameters()) initialise_parameter(item.key(), item.value(), c.n_layer, seed);
+  // The vision encoder's residual projections scale with its own depth.
+  for (auto& item : named_parameters())
+    initialise_parameter(item.key(), item.value(), item.key().rfind("vision.", 0) == 0 ? c.vision.n_layer : c.n_layer, seed);
 }
 
 std::vector<ForwardPart> TransformerImpl::forward_parts() const {
-  auto part = [](ForwardPart::Kind kind, int index, std::vector<std::pair<std::string, const torch::nn::Module*>> modules) {
-    ForwardPart p{kind, index, {}};
-    for (const auto& [prefix, module] : modules)
-      for (const auto& item : module->named_parameters()) p.parameters.emplace_back(prefix + "." + item.key(), item.value());
-    return p;
-  };
+  const std::string llm = c_.llm_prefix();
+  using Modules = std::vector<std::pair<std::string, const torch::nn::Module*>>;
   std::vector<ForwardPart> parts;
-  if (parts_.embedding) {
-    std::vector<std::pair<std::string, const torch::nn::Module*>> modules{{"wte", wte.get()}};
-    if (wpe) modules.emplace_back("wpe", wpe.get());
-    parts.push_back(part(ForwardPart::Kind::Embeddings, 0, modules));
+  if (vision_) {
+    parts = vision_->forward_parts("vision", 0);
+    parts.push_back(make_forward_part(ForwardPart::Kind::Connector, vision_->part_count(), {{"connector", connector_.get()}}));
   }
-  for (const auto& [i, b] : blocks_) parts.push_back(part(ForwardPart::Kind::Block, i + 1, {{"blocks." + std::to_string(i), b.get()}}));
+  if (parts_.embedding) {
+    Modules modules{{llm + "wte", wte.get()}};
+    if (wpe) modules.emplace_back(llm + "wpe", wpe.get());
+    parts.push_back(make_forward_part(ForwardPart::Kind::Embeddings, llm_first_part_, modules));
+  }
+  for (const auto& [i, b] : blocks_)
+    parts.push_back(make_forward_part(ForwardPart::Kind::Block, llm_first_part_ + i + 1, {{llm + "blocks." + std::to_string(i), b.get()}}));
   if (parts_.head) {
-    std::vector<std::pair<std::string, const torch::nn::Module*>> modules{{"ln_f", ln_f.get()}};
-    if (lm_head) modules.emplace_back("lm_head", lm_head.get());
-    else if (!parts_.embedding) modules.emplace_back("wte", wte.get());
-    parts.push_back(part(ForwardPart::Kind::Head, c_.n_layer + 1, modules));
-    if (c_.tie_embeddings && parts_.embedding) parts.back().borrowed.push_back("wte.weight");
+    Modules modules{{llm + "ln_f", ln_f.get()}};
+    if (lm_head) modules.emplace_back(llm + "lm_head", lm_head.get());
+    else if (!parts_.embedding) modules.emplace_back(llm + "wte", wte.get());
+    parts.push_back(make_forward_part(ForwardPart::Kind::Head, llm_first_part_ + c_.n_layer + 1, modules));
+    if (c_.tie_embeddings && parts_.embedding) parts.back().borrowed.push_back(llm + "wte.weight");
   }
   return parts;
 }
@@ -137,6 +151,10 @@ void TransformerImpl::set_precision(const MixedPrecision& mp) {
   mp_ = mp;
   for (auto& [i, b] : blocks_) b->set_precision(mp);
   if (head_) head_->set_precision(mp);
+  if (vision_) {
+    vision_->set_precision(mp);
+    connector_->set_precision(mp);
+  }
 }
 
 std::vector<Linear> TransformerImpl::matmul_layers() const {
@@ -144,6 +162,10 @@ std::vector<Linear> TransformerImpl::matmul_layers() const {
   if (head_) layers.push_back(head_);
   for (const auto& [i, b] : blocks_)
     for (const auto& layer : b->matmul_layers()) layers.push_back(layer);
+  if (vision_) {
+    for (const auto& layer : vision_->matmul_layers()) layers.push_back(layer);
+    for (const auto& layer : connector_->matmul_layers()) layers.push_back(layer);
+  }
   return layers;
 }
 
@@ -169,13 +191,37 @@ void TransformerImpl::prepare_rope(int64_t T, const at::Device& device) {
   rope_sin_ = angles.sin().to(at::kFloat);
 }
 
-at::Tensor TransformerImpl::forward(const at::Tensor& input) {
+at::Tensor TransformerImpl::forward(const at::Tensor& input, const ImageBatch& images) {
   TORCH_CHECK(parts_.chunks.size() == 1, "forward() runs a model of one chunk; this one holds ", parts_.chunks.size(),
               ": run each with forward_chunk()");
-  return forward_chunk(0, input);
+  if (vision_) return run_chunk(0, input, encode_images(images));
+  if (images.count() > 0)
+    throw std::invalid_argument("a batch of " + std::to_string(images.count()) + " image(s) for a text model (model.arch \"" + c_.arch +
+                                "\"): images need model.arch \"vlm\"");
+  return run_chunk(0, input, at::Tensor());
 }
 
 at::Tensor TransformerImpl::forward_chunk(size_t k, const at::Tensor& input) {
+  TORCH_CHECK(!vision_, "a vision-language model runs whole, with its images: forward(), not forward_chunk()");
+  return run_chunk(k, input, at::Tensor());
+}
+
+at::Tensor TransformerImpl::encode_images(const ImageBatch& images) {
+  const RunPart run = [this](int index, const std::function<at::Tensor()>& part) { return run_part(index, part); };
+  const at::Tensor features = vision_->forward(images, 0, run);
+  // In fp32, as the embeddings it takes the place of.
+  return run_part(vision_->part_count(), [&] { return connector_(features).to(at::kFloat); });
+}
+
+// Around each part, outside its activation checkpoint: a recomputation in backward is not a new part.
+at::Tensor TransformerImpl::run_part(int index, const std::function<at::Tensor()>& run) {
+  if (hooks_) hooks_->before_part(index);
+  at::Tensor out = run();
+  if (hooks_) hooks_->after_part(index, out);
+  return out;
+}
+
+at::Tensor TransformerImpl::run_chunk(size_t k, const at::Tensor& input, const at::Tensor& image_tokens) {
   TORCH_CHECK(k < parts_.chunks.size(), "chunk ", k, " of a model holding ", parts_.chunks.size());
   const BlockRange& range = parts_.chunks[k];
   const bool embed = parts_.embedding && range.first == 0, head = parts_.head && range.end == c_.n_layer;
@@ -196,19 +242,14 @@ at::Tensor TransformerImpl::forward_chunk(size_t k, const at::Tensor& input) {
     T = positions_.size(0);
   }
   prepare_rope(T, input.device());
-  // Around each part, outside its activation checkpoint: a recomputation in backward is not a new part.
-  auto part = [this](int index, const std::function<at::Tensor()>& run) {
-    if (hooks_) hooks_->before_part(index);
-    at::Tensor out = run();
-    if (hooks_) hooks_->after_part(index, out);
-    return out;
-  };
+  const int first = llm_first_part_;
   at::Tensor x = input;
   if (embed) {
-    x = part(0, [&] {
+    x = run_part(first, [&] {
       const at::Tensor tokens = positions_.defined() ? input.index_select(1, positions_) : input;
       auto e = row_blocked_table_ ? row_blocked_lookup(*row_blocked_table_, wte->weight, tokens) : wte(tokens);
       if (wpe) e = e + (positions_.defined() ? wpe->weight.index_select(0, positions_) : wpe->weight.narrow(0, 0, T));
+      if (image_tokens.defined()) e = place_image_tokens(e, tokens, image_tokens, c_.vision.image_token_id);
       return after_embedding_ ? after_embedding_(e) : e;
     });
   }
@@ -216,10 +257,10 @@ at::Tensor TransformerImpl::forward_chunk(size_t k, const at::Tensor& input) {
     auto whole = [b = block(i).ptr(), cos = rope_cos_, sin = rope_sin_](const std::vector<at::Tensor>& in) {
       return b->forward(in[0], cos, sin);
     };
-    x = part(i + 1, [&] { return ac_.whole_block(i) ? checkpoint(whole, {x}, activation_store_) : whole({x}); });
+    x = run_part(first + i + 1, [&] { return ac_.whole_block(i) ? checkpoint(whole, {x}, activation_store_) : whole({x}); });
   }
   if (head) {
-    x = part(c_.n_layer + 1, [&] {
+    x = run_part(first + c_.n_layer + 1, [&] {
       const at::Tensor h = ln_f(x);
       if (row_blocked_table_) return row_blocked_head(*row_blocked_table_, mp_, wte->weight, h);
       return head_input_ ? head_input_(h, {head_.get()})[0] : head_(h);

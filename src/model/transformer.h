@@ -5,16 +5,27 @@
 // embeddings, chunks of consecutive blocks and the final norm with the head, each optional; blocks
 // keep their global index in their names (blocks.N on any stage) and every parameter is initialised
 // from (seed, name) alone, so a part holds the same weights in any model that holds it.
+//
+// A vision-language model (arch "vlm") is this transformer, whole, with a vision encoder
+// (vision_encoder.h, parameters vision.*) and a connector (connector.h, connector.*) in front of it,
+// and its own modules under "llm" (llm.wte, llm.blocks.N, llm.ln_f, llm.lm_head): one model type, so
+// every parallelism, ZeRO's units, freezing and checkpoints address its three parts by name. Its
+// forward takes the batch's images too; their tokens replace the placeholders' embeddings
+// (image_tokens.h). The encoder and the connector run in every forward, on no patches when the batch
+// has no image, so every parameter gets a gradient on every rank.
 #pragma once
 #include <torch/nn/module.h>
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <vector>
 
 #include "model/activation_checkpoint.h"
+#include "data/sample_dataset.h"
 #include "model/block.h"
+#include "model/connector.h"
 #include "model/embedding.h"
 #include "model/forward_part_hooks.h"
 #include "model/linear.h"
@@ -22,6 +33,7 @@
 #include "model/norm.h"
 #include "model/row_blocked_table.h"
 #include "model/transformer_config.h"
+#include "model/vision_encoder.h"
 
 namespace dtrain {
 
@@ -56,15 +68,19 @@ class TransformerImpl : public torch::nn::Module {
  public:
   // Parameters are created on the CPU, each initialised from (seed, its name) by GPT-2's scheme
   // (parameter_init.h), so every rank builds the same model and any range of it holds the whole
-  // model's weights; move it with ->to(device) afterwards.
+  // model's weights; move it with ->to(device) afterwards. A vision-language model is built whole
+  // (std::invalid_argument otherwise).
   TransformerImpl(const TransformerConfig& c, uint64_t seed, const TransformerParts& parts = {});
 
   // With the embedding: tokens [batch, T] (int64, T ≤ seq_len); else hidden states [batch, T, d_model].
   // With the head: logits [batch, T, vocab]; else hidden states [batch, T, d_model].
-  // The loss is a separate function (loss.h). A model of one chunk only.
-  at::Tensor forward(const at::Tensor& input);
+  // The loss is a separate function (loss.h). A model of one chunk only. A vision-language model
+  // takes the batch's images, which may be none (VisionEncoderImpl::forward says what it checks);
+  // a text model takes none (std::invalid_argument).
+  at::Tensor forward(const at::Tensor& input, const ImageBatch& images = {});
   // Chunk `k` of parts().chunks: its blocks, after the embedding when the chunk starts at block 0 and
-  // the model holds it, and before the head when it ends at n_layer and the model holds that.
+  // the model holds it, and before the head when it ends at n_layer and the model holds that. Text
+  // models only.
   at::Tensor forward_chunk(size_t k, const at::Tensor& input);
 
   const TransformerConfig& config() const { return c_; }
@@ -110,10 +126,19 @@ class TransformerImpl : public torch::nn::Module {
  private:
   // RoPE's tables for the T tokens of the sequence this model computes.
   void prepare_rope(int64_t T, const at::Device& device);
+  // Runs `run` as part `index` of the forward pass, between the part hooks.
+  at::Tensor run_part(int index, const std::function<at::Tensor()>& run);
+  // A chunk, with the image tokens that replace the placeholders (a vision-language model's).
+  at::Tensor run_chunk(size_t k, const at::Tensor& input, const at::Tensor& image_tokens);
+  // The image tokens of `images` in the LLM's width: the encoder's parts and the connector's.
+  at::Tensor encode_images(const ImageBatch& images);
   const Block& block(int index) const { return blocks_.at(index); }
 
   TransformerConfig c_;
   TransformerParts parts_;  // every chunk's end resolved
+  VisionEncoder vision_{nullptr};  // a vision-language model's, with the connector; null in a text model
+  Connector connector_{nullptr};
+  int llm_first_part_ = 0;  // the index of the LLM's first forward part: after the vision side's
   Embedding wte{nullptr}, wpe{nullptr};  // wte also when only a head tied to it is held
   std::shared_ptr<torch::nn::Module> block_container_;  // children named by their global index
   std::map<int, Block> blocks_;                          // by global index

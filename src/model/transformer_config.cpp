@@ -49,7 +49,8 @@ int TransformerConfig::ff_dim() const {
 
 void TransformerConfig::validate() const {
   auto fail = [](const std::string& msg) { throw std::invalid_argument(msg); };
-  if (arch != "gpt2" && arch != "llama") fail("model.arch must be \"gpt2\" or \"llama\", got \"" + printable(arch) + "\"");
+  if (arch != "gpt2" && arch != "llama" && arch != "vlm")
+    fail("model.arch must be \"gpt2\", \"llama\" or \"vlm\", got \"" + printable(arch) + "\"");
   if (n_layer < 1) fail("model.n_layer must be at least 1");
   if (n_head < 1) fail("model.n_head must be at least 1");
   if (d_model < 1 || d_model % n_head != 0)
@@ -64,33 +65,39 @@ void TransformerConfig::validate() const {
   if (d_ff < 0) fail("model.d_ff must be 0 (auto) or positive");
   // ff_dim() is an int that holds up to 4·d_model (8·d_model/3 for llama, via 8·d_model).
   if (d_model > INT_MAX / 8) fail("model.d_model (" + std::to_string(d_model) + ") must be at most " + std::to_string(INT_MAX / 8));
-  const double parameters = part_sizes<double>(*this).total(n_layer);
+  if (is_vlm()) vision.validate(vocab_size);
+  const double parameters = part_sizes<double>(*this).total(n_layer) + (is_vlm() ? vision.parameter_count_in_double(d_model) : 0.0);
   if (parameters > 9e18)
-    fail("model.n_layer, model.d_model, model.d_ff, model.vocab_size and model.seq_len give " + number_words(parameters) +
-         " parameters, more than a 64-bit count holds");
+    fail("model.n_layer, model.d_model, model.d_ff, model.vocab_size and model.seq_len" + std::string(is_vlm() ? " with model.vision.*" : "") +
+         " give " + number_words(parameters) + " parameters, more than a 64-bit count holds");
 }
 
-int64_t TransformerConfig::parameter_count() const { return part_sizes<int64_t>(*this).total(n_layer); }
+int64_t TransformerConfig::parameter_count() const {
+  return part_sizes<int64_t>(*this).total(n_layer) + (is_vlm() ? vision.parameter_count(d_model) : 0);
+}
 
 int64_t TransformerConfig::largest_part_parameters() const {
   const auto parts = part_sizes<int64_t>(*this);
-  return std::max({parts.block, parts.embeddings, parts.final_norm_and_head});
+  const int64_t llm = std::max({parts.block, parts.embeddings, parts.final_norm_and_head});
+  if (!is_vlm()) return llm;
+  return std::max({llm, vision.stem_parameters(), vision.block_parameters(), vision.connector_parameters(d_model)});
 }
 
 double TransformerConfig::train_flops_per_token() const {
-  return 6.0 * double(parameter_count()) + 12.0 * n_layer * seq_len * d_model;
+  return 6.0 * double(part_sizes<int64_t>(*this).total(n_layer)) + 12.0 * n_layer * seq_len * d_model;
 }
 
 std::string TransformerConfig::describe() const {
   std::ostringstream s;
-  s << arch << " " << n_layer << "L/" << n_head << "H";
+  if (is_vlm()) s << vision.describe() << ", connector " << vision.merged_dim() << "->" << d_model << "->" << d_model << ", llm ";
+  s << (is_vlm() ? "llama" : arch) << " " << n_layer << "L/" << n_head << "H";
   if (kv_heads() != n_head) s << "/" << kv_heads() << "KV";
   s << " d=" << d_model << " ff=" << ff_dim() << " seq=" << seq_len << " vocab=" << vocab_size << " ("
     << parameter_count() << " parameters)";
   return s.str();
 }
 
-std::vector<std::string> model_preset_names() { return {"tiny", "demo", "gpt2-124m", "llama-1b"}; }
+std::vector<std::string> model_preset_names() { return {"tiny", "demo", "gpt2-124m", "llama-1b", "vlm-ocr"}; }
 
 TransformerConfig model_preset(const std::string& name) {
   TransformerConfig c;
@@ -104,6 +111,11 @@ TransformerConfig model_preset(const std::string& name) {
     // Llama 3.2 1B's shape.
     c.arch = "llama"; c.n_layer = 16; c.n_head = 32; c.n_kv_head = 8; c.d_model = 2048; c.d_ff = 8192;
     c.seq_len = 2048; c.vocab_size = 128256; c.rope_theta = 500000.0;
+  } else if (name == "vlm-ocr") {
+    // The built-in OCR task's model, small enough to train on two CPU ranks in minutes: bytes and
+    // the two reserved ids (256 image, 257 end) under a vocabulary of 264; an image line of up to
+    // 4 x 32 patches of 8 pixels takes 32 merged tokens of the 128.
+    c.arch = "vlm"; c.n_layer = 4; c.n_head = 6; c.n_kv_head = 2; c.d_model = 192; c.seq_len = 128; c.vocab_size = 264;
   } else {
     std::string known;
     for (const auto& n : model_preset_names()) known += (known.empty() ? "" : ", ") + n;
@@ -113,10 +125,12 @@ TransformerConfig model_preset(const std::string& name) {
 }
 
 nlohmann::json to_json(const TransformerConfig& c) {
-  return {{"arch", c.arch},         {"n_layer", c.n_layer},   {"n_head", c.n_head},
-          {"n_kv_head", c.kv_heads()}, {"d_model", c.d_model}, {"d_ff", c.ff_dim()},
-          {"seq_len", c.seq_len},   {"vocab_size", c.vocab_size}, {"tie_embeddings", c.tie_embeddings},
-          {"norm_eps", c.norm_eps}, {"rope_theta", c.rope_theta}};
+  nlohmann::json j = {{"arch", c.arch},         {"n_layer", c.n_layer},   {"n_head", c.n_head},
+                      {"n_kv_head", c.kv_heads()}, {"d_model", c.d_model}, {"d_ff", c.ff_dim()},
+                      {"seq_len", c.seq_len},   {"vocab_size", c.vocab_size}, {"tie_embeddings", c.tie_embeddings},
+                      {"norm_eps", c.norm_eps}, {"rope_theta", c.rope_theta}};
+  if (c.is_vlm()) j["vision"] = to_json(c.vision);
+  return j;
 }
 
 TransformerConfig transformer_config_from_json(const nlohmann::json& j) {
@@ -132,6 +146,7 @@ TransformerConfig transformer_config_from_json(const nlohmann::json& j) {
   c.tie_embeddings = j.at("tie_embeddings");
   c.norm_eps = j.at("norm_eps");
   c.rope_theta = j.at("rope_theta");
+  if (c.is_vlm()) c.vision = vision_config_from_json(j.at("vision"));
   c.validate();
   return c;
 }

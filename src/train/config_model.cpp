@@ -1,7 +1,10 @@
 #include "train/config_model.h"
 
 #include <stdexcept>
+#include <utility>
+#include <vector>
 
+#include "common/printable.h"
 #include "common/printable_json.h"
 #include "hf/hf_config.h"
 #include "train/config_schema.h"
@@ -29,6 +32,23 @@ TransformerConfig model_of_init_from(const Reader& r, const std::string& dir) {
   return hf.config;
 }
 
+// model.vision.*: the vision side of arch "vlm", whose preset or defaults fill what the config
+// leaves null; any of them on a text model is an error.
+void resolve_vision(const Reader& r, TransformerConfig& m) {
+  VisionConfig& v = m.vision;
+  const std::vector<std::pair<const char*, int*>> keys = {
+      {"n_layer", &v.n_layer}, {"n_head", &v.n_head}, {"d_model", &v.d_model}, {"d_ff", &v.d_ff}, {"patch_size", &v.patch_size},
+      {"channels", &v.channels}, {"max_grid", &v.max_grid}, {"merge", &v.merge}, {"image_token_id", &v.image_token_id},
+      {"end_token_id", &v.end_token_id}};
+  for (const auto& [key, field] : keys) {
+    const std::string path = std::string("model.vision.") + key;
+    if (r.is_null(path)) continue;
+    if (!m.is_vlm())
+      fail(r.origin(), "'" + path + "' applies to model.arch \"vlm\" only, and the model is \"" + printable(m.arch) + "\"");
+    *field = r.small_integer(path, 0);
+  }
+}
+
 }  // namespace
 
 TransformerConfig resolve_model(const Reader& r) {
@@ -53,6 +73,7 @@ TransformerConfig resolve_model(const Reader& r) {
   if (!r.is_null("model.tie_embeddings")) m.tie_embeddings = r.boolean("model.tie_embeddings");
   if (!r.is_null("model.norm_eps")) m.norm_eps = r.number("model.norm_eps", 0);
   if (!r.is_null("model.rope_theta")) m.rope_theta = r.number("model.rope_theta", 1);
+  resolve_vision(r, m);
   try {
     m.validate();
   } catch (const std::invalid_argument& e) {

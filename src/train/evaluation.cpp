@@ -4,7 +4,7 @@
 
 namespace dtrain {
 
-std::optional<double> validation_loss(Transformer& model, ParallelPlan& plan, StepExecutor& executor, const TokenDataset& dataset,
+std::optional<double> validation_loss(Transformer& model, ParallelPlan& plan, StepExecutor& executor, const SampleDataset& dataset,
                                       const TrainConfig& c, World& world) {
   const int64_t available = std::min<int64_t>(dataset.size(Split::Validation), c.eval_samples);
   if (available == 0) return std::nullopt;
@@ -22,8 +22,7 @@ std::optional<double> validation_loss(Transformer& model, ParallelPlan& plan, St
   for (int64_t i = mesh.coord("dp"); i < available; i += mesh.size("dp")) mine.push_back(i);
   for (size_t from = 0; from < mine.size(); from += size_t(c.micro_batch)) {
     std::vector<int64_t> chunk(mine.begin() + from, mine.begin() + std::min(mine.size(), from + size_t(c.micro_batch)));
-    auto [x, y] = dataset.batch(Split::Validation, chunk);
-    sum += executor.loss_of(x, y) * double(chunk.size());
+    sum += executor.loss_of(dataset.batch(Split::Validation, chunk)) * double(chunk.size());
     count += int64_t(chunk.size());
   }
   auto totals = at::tensor({sum, double(count)}, at::kDouble).to(world.device());

@@ -4,7 +4,7 @@
 #include <optional>
 
 #include "comm/world.h"
-#include "data/token_dataset.h"
+#include "data/sample_dataset.h"
 #include "model/transformer.h"
 #include "train/parallelize.h"
 #include "train/step_executor.h"
@@ -14,7 +14,7 @@ namespace dtrain {
 
 // Each batch's loss comes from `executor` (a pipeline's runs through its stages). nullopt when the
 // dataset holds no validation samples.
-std::optional<double> validation_loss(Transformer& model, ParallelPlan& plan, StepExecutor& executor, const TokenDataset& dataset,
+std::optional<double> validation_loss(Transformer& model, ParallelPlan& plan, StepExecutor& executor, const SampleDataset& dataset,
                                       const TrainConfig& config, World& world);
 
 }  // namespace dtrain

@@ -262,7 +262,7 @@ void Parallelizer::find_kept_whole() {
 // with 16-bit gathers of the table (param_dtype), which round the position embedding gathered with it,
 // nor when parallel.modules keeps the table whole (no unit of it is gathered).
 RowSplit Parallelizer::table_split(const std::vector<GradBucket>& units) const {
-  const std::string name = "wte.weight";
+  const std::string name = c_.model.llm_prefix() + "wte.weight";
   const auto& entries = plan_.flat->entries();
   const auto table = std::find_if(entries.begin(), entries.end(), [&](const FlatEntry& e) { return e.name == name; });
   if (!c_.model.tie_embeddings || !model_->parts().embedding || !model_->parts().head || plan_.mesh->size("tp") > 1 || plan_.pipeline ||

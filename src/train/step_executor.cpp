@@ -7,6 +7,20 @@
 
 namespace dtrain {
 
+namespace {
+
+// The images' pixels on `device`, for the vision encoder; their grids stay on the host, where the
+// model reads them.
+ImageBatch on_device(const ImageBatch& images, const at::Device& device) {
+  ImageBatch out = images;
+  if (out.patches.defined()) out.patches = out.patches.to(device, /*non_blocking=*/true);
+  return out;
+}
+
+}  // namespace
+
+at::Tensor AccumulationExecutor::forward(const Batch& batch) { return model_->forward(batch.x.to(device_), on_device(batch.images, device_)); }
+
 PassesResult AccumulationExecutor::run(int64_t step, std::optional<double> loss_scale) {
   if (!plan_.sharded) {  // stage 3 rounds each unit as it gathers it
     if (model_->precision().enabled()) plan_.optimizer->finish_parameter_updates();  // the working copies read every weight
@@ -21,12 +35,12 @@ PassesResult AccumulationExecutor::run(int64_t step, std::optional<double> loss_
     const bool sync = k + 1 == accumulation_ || grad_sync.reduces_every_micro_batch();
     grad_sync.set_sync(sync, k + 1 == accumulation_);
     if (sync) grad_sync.begin_backward();
-    auto [x, y] = stream_.next();
+    const Batch batch = stream_.next();
     const nlohmann::json slice_args = {{"mb", k}, {"chunk", 0}};
     at::Tensor loss;
     {
-      TraceSlice forward(trace_, "F", "compute", slice_args);
-      loss = plan_.loss(model_->forward(x.to(device_)), y.to(device_));
+      TraceSlice forward_slice(trace_, "F", "compute", slice_args);
+      loss = plan_.loss(forward(batch), batch.y.to(device_));
     }
     if (k == 0) {
       crash_point("forward", step);
@@ -51,9 +65,7 @@ PassesResult AccumulationExecutor::run(int64_t step, std::optional<double> loss_
   return out;
 }
 
-double AccumulationExecutor::loss_of(const at::Tensor& x, const at::Tensor& y) {
-  return plan_.loss(model_->forward(x.to(device_)), y.to(device_)).item<double>();
-}
+double AccumulationExecutor::loss_of(const Batch& batch) { return plan_.loss(forward(batch), batch.y.to(device_)).item<double>(); }
 
 PipelineExecutor::PipelineExecutor(Transformer& model, ParallelPlan& plan, MicroBatchStream& stream, at::Device device,
                                    std::vector<int64_t> boundary, ChromeTrace* trace)
@@ -87,10 +99,7 @@ PassesResult PipelineExecutor::run(int64_t step, std::optional<double> loss_scal
   grad_sync.set_sync(false, false);
   const int m = plan_.pipeline->schedule.micro_batches;
   std::vector<MicroBatch> batches;
-  for (int k = 0; k < m; ++k) {
-    auto [x, y] = stream_.next();
-    batches.push_back({x.to(device_), y.to(device_)});
-  }
+  for (int k = 0; k < m; ++k) batches.push_back(text_of(stream_.next()));
   PassesResult out;
   const double waited_before = plan_.model_parallel_waited_s();
   const double averaged_over = unaveraged_micro_batches_injected(step) ? 1.0 : double(m);
@@ -127,9 +136,14 @@ void PipelineExecutor::sum_tied_embedding(int64_t step) {
   all_reduce(*plan_.pipeline->embedding, grad, ReduceOp::Sum, "tied embedding gradient");
 }
 
-double PipelineExecutor::loss_of(const at::Tensor& x, const at::Tensor& y) {
-  return over_pipeline(runner_.evaluate({x.to(device_), y.to(device_)}, plan_.loss));
+MicroBatch PipelineExecutor::text_of(const Batch& batch) const {
+  if (batch.images.count() > 0)
+    throw std::invalid_argument("a batch with " + std::to_string(batch.images.count()) +
+                                " image(s) for a pipeline: pipeline parallelism (parallel.pp) runs text models only");
+  return {batch.x.to(device_), batch.y.to(device_)};
 }
+
+double PipelineExecutor::loss_of(const Batch& batch) { return over_pipeline(runner_.evaluate(text_of(batch), plan_.loss)); }
 
 std::unique_ptr<StepExecutor> make_step_executor(Transformer& model, ParallelPlan& plan, MicroBatchStream& stream, const TrainConfig& config,
                                                  at::Device device, ChromeTrace* trace) {

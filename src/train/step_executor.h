@@ -29,11 +29,12 @@ class StepExecutor {
   // (fp16) the gradients are those of the loss times that scale.
   virtual PassesResult run(int64_t step, std::optional<double> loss_scale) = 0;
   // The loss of one batch, forward only (validation): the same on every rank of a data-parallel coordinate.
-  virtual double loss_of(const at::Tensor& x, const at::Tensor& y) = 0;
+  virtual double loss_of(const Batch& batch) = 0;
 };
 
 // Gradient accumulation: `accumulation` micro-batches one after another, the gradients reduced once
 // after the last (or after each, where the gradient sync keeps nothing whole to accumulate in).
+// Each micro-batch's images go to the model with its tokens (a vision-language model's).
 // With a trace (train.trace) each micro-batch's forward and backward are its slices "F" and "B",
 // {"mb": k, "chunk": 0}, as a pipeline's actions are.
 class AccumulationExecutor : public StepExecutor {
@@ -43,9 +44,12 @@ class AccumulationExecutor : public StepExecutor {
       : model_(model), plan_(plan), stream_(stream), accumulation_(accumulation), device_(device), round_(round_accumulation),
         trace_(trace) {}
   PassesResult run(int64_t step, std::optional<double> loss_scale) override;
-  double loss_of(const at::Tensor& x, const at::Tensor& y) override;
+  double loss_of(const Batch& batch) override;
 
  private:
+  // The model's output for `batch`, moved to the run's device.
+  at::Tensor forward(const Batch& batch);
+
   Transformer& model_;
   ParallelPlan& plan_;
   MicroBatchStream& stream_;
@@ -60,17 +64,19 @@ class AccumulationExecutor : public StepExecutor {
 // reduction runs once, beside the rank's last backward where that backward covers all it holds
 // (one chunk per rank, 1f1b or gpipe, whole gradients), else after it; a tied embedding's copies sum
 // their gradients over the embedding group. The loss, computed on the last stage, is shared over
-// the pipeline.
+// the pipeline. Text only: a batch with images is an error (a vision-language model refuses pp).
 class PipelineExecutor : public StepExecutor {
  public:
   // `boundary`: what one chunk hands the next, for a micro-batch.
   PipelineExecutor(Transformer& model, ParallelPlan& plan, MicroBatchStream& stream, at::Device device, std::vector<int64_t> boundary,
                    ChromeTrace* trace);
   PassesResult run(int64_t step, std::optional<double> loss_scale) override;
-  double loss_of(const at::Tensor& x, const at::Tensor& y) override;
+  double loss_of(const Batch& batch) override;
 
  private:
   double over_pipeline(double last_stage_value);
+  // The batch's tokens and targets on the run's device; throws when it holds images.
+  MicroBatch text_of(const Batch& batch) const;
   void sum_tied_embedding(int64_t step);
 
   Transformer& model_;

@@ -18,6 +18,7 @@
 #include "train/failure_injection.h"
 #include "train/pipeline_config.h"
 #include "train/tensor_parallel_rules.h"
+#include "train/vision_language_rules.h"
 
 namespace dtrain {
 
@@ -50,6 +51,7 @@ TrainConfig resolve_config(const json& user, int world_size, const std::string& 
 
   c.world_size = world_size;
   resolve_parallel_dims(r, c);
+  check_vision_language(r, c);
   check_tensor_parallel(c);
   check_context_parallel(c);
   resolve_batch(r, c);

@@ -14,6 +14,7 @@
 #include "common/number_text.h"
 #include "common/store_bytes.h"
 #include "data/micro_batch_stream.h"
+#include "data/token_dataset.h"
 #include "data/token_source.h"
 #include "optim/lr_schedule.h"
 #include "train/checkpoint_saves.h"
@@ -86,7 +87,7 @@ class Trainer {
   std::shared_ptr<DeviceMesh> mesh_;  // the layout of config.parallel over the world
   std::unique_ptr<MetricsLog> metrics_;
   std::unique_ptr<StepReport> report_;  // once the run directory holds the metrics
-  std::shared_ptr<TokenDataset> dataset_;
+  std::shared_ptr<const SampleDataset> dataset_;
   std::unique_ptr<MicroBatchStream> stream_;
   MembershipChange membership_;
   Transformer model_{nullptr};

@@ -168,10 +168,11 @@ TEST(TokenDataset, WindowsShiftTargetsAndSplitsDoNotOverlap) {
   TokenDataset ds(tokens, 10, 0.2, 256);
   EXPECT_EQ(ds.size(Split::Train), 8);
   EXPECT_EQ(ds.size(Split::Validation), 2);
-  auto [x, y] = ds.batch(Split::Train, {0, 7});
+  auto [x, y, images] = ds.batch(Split::Train, {0, 7});
+  EXPECT_EQ(images.count(), 0);
   EXPECT_EQ(x[1][0].item<int64_t>(), 70);
   EXPECT_EQ(y[1][9].item<int64_t>(), 80);
-  auto [vx, vy] = ds.batch(Split::Validation, {0});
+  auto [vx, vy, no_images] = ds.batch(Split::Validation, {0});
   EXPECT_EQ(vx[0][0].item<int64_t>(), 80);
   EXPECT_THROW(TokenDataset(tokens, 10, 0.0, 50), std::invalid_argument);  // token 100 >= vocab 50
   EXPECT_THROW(TokenDataset(tokens, 200, 0.0, 256), std::invalid_argument);
@@ -186,7 +187,7 @@ TEST(MicroBatchStream, RestoringAPositionContinuesWithTheSameBatches) {
   EXPECT_EQ(pos.samples, 40);  // 5 micro-batches of 4 on each of 2 ranks
   MicroBatchStream b(ds, 2, 1, 4, 1, {true, 5, true});
   b.restore(pos);
-  for (int i = 0; i < 5; ++i) EXPECT_TRUE(torch::equal(a.next().first, b.next().first));
+  for (int i = 0; i < 5; ++i) EXPECT_TRUE(torch::equal(a.next().x, b.next().x));
   EXPECT_THROW(b.restore({0, 1000}), std::invalid_argument);
 }
 
@@ -201,7 +202,7 @@ TEST(MicroBatchStream, APositionCarriesOverToAnotherNumberOfRanks) {
       std::vector<int64_t> tokens;
       for (auto& r : ranks)
         for (int i = 0; i < batches; ++i) {
-          const at::Tensor x = r.next().first;
+          const at::Tensor x = r.next().x;
           for (int64_t s = 0; s < x.size(0); ++s) tokens.push_back(x[s][0].item<int64_t>() * 1000 + x[s][1].item<int64_t>());
         }
       std::sort(tokens.begin(), tokens.end());
@@ -234,7 +235,7 @@ std::pair<std::vector<int64_t>, DataPosition> draw(const std::shared_ptr<TokenDa
   for (int s = 0; s < steps; ++s)
     for (int64_t m = 0; m < per_step; ++m) {
       std::vector<at::Tensor> firsts;
-      for (auto& stream : streams) firsts.push_back(stream.next().first);
+      for (auto& stream : streams) firsts.push_back(stream.next().x);
       for (int64_t i = 0; i < 2; ++i)  // the samples a micro-batch takes are dealt round-robin
         for (const auto& x : firsts) seen.push_back(x[i][0].item<int64_t>());  // sample s is token s
     }
@@ -400,7 +401,7 @@ TEST(TokenDataset, MappedSamplesAreTheWindowsOfTheFilesBytes) {
       const int64_t base = split == Split::Train ? 0 : ds.size(Split::Train);
       std::vector<int64_t> all(size_t(ds.size(split)));
       std::iota(all.begin(), all.end(), 0);
-      const auto [x, y] = ds.batch(split, all);
+      const auto [x, y, images] = ds.batch(split, all);
       for (int64_t i = 0; i < ds.size(split); ++i)
         for (int64_t t = 0; t < seq; ++t) {
           ASSERT_EQ(x[i][t].item<int64_t>(), tokens[size_t((base + i) * seq + t)]) << what << " sample " << i << " token " << t;

@@ -7,14 +7,15 @@
 
 using namespace dtrain;
 
-TEST(ParameterShapes, AreTheModelsNamedParametersInOrderForBothArchsTiedAndUntied) {
-  for (const char* arch : {"gpt2", "llama"})
+TEST(ParameterShapes, AreTheModelsNamedParametersInOrderForEveryArchTiedAndUntied) {
+  for (const char* arch : {"gpt2", "llama", "vlm"})
     for (const bool tied : {true, false}) {
       TransformerConfig c = model_preset("tiny");
       c.arch = arch;
       c.tie_embeddings = tied;
       c.n_layer = 3;
       if (c.is_llama()) c.n_head = 4, c.n_kv_head = 2;  // k_proj and v_proj narrower than q_proj
+      if (c.is_vlm()) c.vocab_size = 264, c.vision.n_layer = 2, c.vision.d_model = 16, c.vision.max_grid = 4;  // above the reserved ids
       std::vector<std::string> names, expected_names;
       std::vector<std::vector<int64_t>> shapes, expected_shapes;
       for (const auto& p : parameter_shapes(c)) {
@@ -40,6 +41,24 @@ TEST(ParameterShapes, NameEveryLayerOfABlockAsTheContractSays) {
                                              "blocks.0.v_proj.weight", "blocks.0.o_proj.weight", "blocks.0.ln2.weight",
                                              "blocks.0.gate_proj.weight", "blocks.0.up_proj.weight", "blocks.0.down_proj.weight",
                                              "ln_f.weight"}));
+}
+
+TEST(ParameterShapes, NameAVisionLanguageModelsPartsAsTheContractSays) {
+  TransformerConfig c = model_preset("vlm-ocr");
+  c.n_layer = 1;
+  c.vision.n_layer = 1;
+  std::vector<std::string> names = parameter_names(c);
+  EXPECT_EQ(names, (std::vector<std::string>{
+                       "vision.patch_embed.weight", "vision.patch_embed.bias", "vision.row_embed.weight", "vision.col_embed.weight",
+                       "vision.blocks.0.ln1.weight", "vision.blocks.0.ln1.bias", "vision.blocks.0.q_proj.weight", "vision.blocks.0.q_proj.bias",
+                       "vision.blocks.0.k_proj.weight", "vision.blocks.0.k_proj.bias", "vision.blocks.0.v_proj.weight",
+                       "vision.blocks.0.v_proj.bias", "vision.blocks.0.o_proj.weight", "vision.blocks.0.o_proj.bias",
+                       "vision.blocks.0.ln2.weight", "vision.blocks.0.ln2.bias", "vision.blocks.0.up_proj.weight", "vision.blocks.0.up_proj.bias",
+                       "vision.blocks.0.down_proj.weight", "vision.blocks.0.down_proj.bias", "vision.ln_post.weight", "vision.ln_post.bias",
+                       "connector.fc1.weight", "connector.fc1.bias", "connector.fc2.weight", "connector.fc2.bias", "llm.wte.weight",
+                       "llm.blocks.0.ln1.weight", "llm.blocks.0.q_proj.weight", "llm.blocks.0.k_proj.weight", "llm.blocks.0.v_proj.weight",
+                       "llm.blocks.0.o_proj.weight", "llm.blocks.0.ln2.weight", "llm.blocks.0.gate_proj.weight", "llm.blocks.0.up_proj.weight",
+                       "llm.blocks.0.down_proj.weight", "llm.ln_f.weight"}));
 }
 
 // A 1B-parameter model's shapes, without its 5 GB of weights.

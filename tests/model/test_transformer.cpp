@@ -26,10 +26,10 @@ int64_t counted(Transformer& m) {
 
 }  // namespace
 
-TEST(TransformerConfig, ParameterCountMatchesTheModelForBothArchsTiedAndUntied) {
-  for (const std::string arch : {"gpt2", "llama"}) {
+TEST(TransformerConfig, ParameterCountMatchesTheModelForEveryArchTiedAndUntied) {
+  for (const std::string arch : {"gpt2", "llama", "vlm"}) {
     for (bool tied : {true, false}) {
-      auto c = small(arch);
+      auto c = arch == "vlm" ? model_preset("vlm-ocr") : small(arch);
       c.tie_embeddings = tied;
       Transformer m(c, 0);
       EXPECT_EQ(counted(m), c.parameter_count()) << arch << " tied=" << tied;

@@ -22,21 +22,21 @@ TransformerConfig small(const std::string& arch, bool tied) {
   return c;
 }
 
-struct Batch {
+struct TokenBatch {
   at::Tensor tokens, targets;
 };
 
-std::vector<Batch> batches(int n) {
+std::vector<TokenBatch> batches(int n) {
   torch::manual_seed(17);
-  std::vector<Batch> out;
+  std::vector<TokenBatch> out;
   for (int k = 0; k < n; ++k) out.push_back({torch::randint(0, 256, {2, 16}, torch::kLong), torch::randint(0, 256, {2, 16}, torch::kLong)});
   return out;
 }
 
 // Forward and backward of each batch in turn, gradients accumulating; with `store`, each backward
 // (and its forward, as a pipeline runs them) under a guard, and the store run after it.
-void passes(Transformer& m, const std::vector<Batch>& bs, WeightGradStore* store) {
-  for (const Batch& b : bs) {
+void passes(Transformer& m, const std::vector<TokenBatch>& bs, WeightGradStore* store) {
+  for (const TokenBatch& b : bs) {
     std::optional<DeferWeightGrads> guard;
     if (store) guard.emplace(*store);
     next_token_loss(m->forward(b.tokens), b.targets).backward();
@@ -120,7 +120,7 @@ TEST(WeightGradStore, WithoutRunTheLinearWeightsHaveNoGradient) {
   {
     DeferWeightGrads guard(store);
     EXPECT_THROW(DeferWeightGrads{store}, std::logic_error);
-    const Batch b = batches(1)[0];
+    const TokenBatch b = batches(1)[0];
     next_token_loss(m->forward(b.tokens), b.targets).backward();
   }
   EXPECT_EQ(store.size(), m->matmul_layers().size());
@@ -132,7 +132,7 @@ TEST(WeightGradStore, WithoutRunTheLinearWeightsHaveNoGradient) {
   store.run();
   for (const Linear& layer : m->matmul_layers()) EXPECT_TRUE(layer->weight.grad().defined());
   // The guard is gone: the next backward computes its weight gradients itself.
-  const Batch b = batches(1)[0];
+  const TokenBatch b = batches(1)[0];
   next_token_loss(m->forward(b.tokens), b.targets).backward();
   EXPECT_TRUE(store.empty());
 }

@@ -98,11 +98,15 @@ at::Tensor full_logits(int64_t vocab, at::ScalarType dtype) {
 // Every column is some token's target, most several tokens'.
 at::Tensor targets_for(int64_t vocab) { return (at::arange(10, at::kLong) * 3).remainder(vocab).view({2, 5}); }
 
-void check_cross_entropy(const std::shared_ptr<Group>& g, int64_t vocab, at::ScalarType dtype) {
+// With `ignored`, two tokens' targets are -100 (prompt or image positions): they take no loss and
+// their logits no gradient, and the mean is over the other eight.
+void check_cross_entropy(const std::shared_ptr<Group>& g, int64_t vocab, at::ScalarType dtype, bool ignored) {
   const std::string where = "cross-entropy " + std::string(c10::toString(dtype)) + " vocab " + std::to_string(vocab) +
-                            " over " + std::to_string(g->size()) + " ranks, rank " + std::to_string(g->rank());
+                            (ignored ? " with ignored targets" : "") + " over " + std::to_string(g->size()) + " ranks, rank " +
+                            std::to_string(g->rank());
   const auto [begin, end] = vocab_range(vocab, g->size(), g->rank());
-  const at::Tensor targets = targets_for(vocab);
+  at::Tensor targets = targets_for(vocab);
+  if (ignored) targets.view({-1}).index_fill_(0, at::tensor({1, 6}, at::kLong), -100);
 
   at::Tensor full = full_logits(vocab, dtype).requires_grad_();
   const at::Tensor want = next_token_loss(full, targets);
@@ -176,7 +180,8 @@ int main(int argc, char** argv) {
     const int64_t vocab = std::stoll(argv[1]);
     auto world = World::init(WorldOptions{}, derive_worker_env(current_env()));
     const DeviceMesh mesh(*world, {{"dp_shard", -1}, {"tp", 1}});
-    for (auto dtype : {at::kFloat, at::kBFloat16}) check_cross_entropy(world->world_group(), vocab, dtype);
+    for (auto dtype : {at::kFloat, at::kBFloat16})
+      for (const bool ignored : {false, true}) check_cross_entropy(world->world_group(), vocab, dtype, ignored);
     check_embedding(world->world_group(), vocab);
     check_group_of_one(mesh.group("tp"), vocab);
   } catch (const std::exception& e) {

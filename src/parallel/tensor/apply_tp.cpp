@@ -25,8 +25,10 @@ void keep_slice(at::Tensor& parameter, int dim, int64_t begin, int64_t count) {
 }
 
 // The tensor dim tp cuts a parameter along, by the name of its layer (what place() below slices),
-// or nullopt for a parameter every tp rank holds whole.
+// or nullopt for a parameter every tp rank holds whole: a vision-language model's vision encoder
+// and connector among them.
 std::optional<int> tp_cut(const std::string& parameter, bool replicate_kv) {
+  if (is_vision_side(parameter)) return std::nullopt;
   const size_t dot = parameter.rfind('.');
   const std::string kind = parameter.substr(dot + 1), layer = parameter.substr(0, dot);
   const std::string leaf = layer.substr(layer.rfind('.') + 1);
@@ -83,6 +85,7 @@ class TensorParallelizer {
 
  private:
   void place(const std::string& name, torch::nn::Module& module) {
+    if (is_vision_side(name)) return;  // replicated: every tp rank computes the same image tokens
     const std::string leaf = name.substr(name.rfind('.') + 1);
     if (auto* linear = dynamic_cast<LinearImpl*>(&module)) {
       if (leaf == "q_proj") return column(*linear, rank_ * q_rows_, q_rows_);

@@ -6,7 +6,9 @@
 // - the MLP splits its features: gate and up column-parallel, down row-parallel;
 // - the token embedding and an untied head split the vocabulary (parallel/tensor/vocab_range.h) and
 //   the loss is the vocab-parallel cross-entropy; a tied head uses the embedding's slice;
-// - norms and GPT-2's position embedding are replicated.
+// - norms and GPT-2's position embedding are replicated, and so are a vision-language model's vision
+//   encoder and connector: every tp rank computes the same image tokens, and their gradients, from
+//   the whole gradient of the embeddings' output, are the same on every tp rank.
 // So each sub-layer costs one all-reduce in forward (the row-parallel output) and one in backward
 // (the column-parallel input's gradient). Under sequence parallelism the norms and residuals run on
 // sequence shards: the embeddings' output is split, column-parallel layers all-gather their input,

@@ -11,6 +11,9 @@
 namespace dtrain {
 namespace {
 
+// A target that takes no loss (PyTorch's ignore_index, as next_token_loss leaves it out).
+constexpr int64_t kIgnoredTarget = -100;
+
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
@@ -19,7 +22,6 @@ struct VocabParallelCrossEntropy : torch::autograd::Function<VocabParallelCrossE
                             int64_t vocab_begin, const std::shared_ptr<Group>& group) {
     const int64_t width = local_logits.size(-1);
     const at::Tensor logits = local_logits.reshape({-1, width}).to(at::kFloat);
-    const int64_t tokens = logits.size(0);
 
     at::Tensor max = std::get<0>(logits.max(1));
     all_reduce(*group, max, ReduceOp::Max, "vocab_parallel_cross_entropy max");
@@ -38,22 +40,27 @@ struct VocabParallelCrossEntropy : torch::autograd::Function<VocabParallelCrossE
     at::Tensor sums = at::stack({exp.sum(1), target_logit});
     all_reduce(*group, sums, ReduceOp::Sum, "vocab_parallel_cross_entropy sum-exp and target logit");
     const at::Tensor sum_exp = sums[0];
-    const at::Tensor loss = (sum_exp.log() - sums[1]).mean();
+    // The mean over the tokens that take a loss: the targets are the same on every rank.
+    // The mean over the tokens that take a loss (the targets are the same on every rank), their
+    // count kept on the device: reading it would wait for the GPU.
+    const at::Tensor counted = target.ne(kIgnoredTarget).to(at::kFloat);
+    const at::Tensor weight = counted / counted.sum();  // [tokens]: 1/N, or 0
+    const at::Tensor loss = ((sum_exp.log() - sums[1]) * weight).sum();
 
     at::Tensor softmax = exp.div_(sum_exp.unsqueeze(1));
-    ctx->save_for_backward({softmax, column, held});
+    ctx->save_for_backward({softmax, column, held, weight});
     ctx->saved_data["sizes"] = local_logits.sizes().vec();
     ctx->saved_data["dtype"] = static_cast<int64_t>(local_logits.scalar_type());
-    ctx->saved_data["tokens"] = tokens;
     return loss;
   }
 
-  // d loss / d logit[t, v] = (softmax[t, v] - [v == target t]) / N, times the incoming gradient.
+  // d loss / d logit[t, v] = (softmax[t, v] - [v == target t]) / N for the N tokens counted, 0 for
+  // the others, times the incoming gradient.
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const variable_list saved = ctx->get_saved_variables();
-    const at::Tensor &softmax = saved[0], &column = saved[1], &held = saved[2];
-    const at::Tensor scale = grads[0].to(at::kFloat) / ctx->saved_data["tokens"].toInt();
-    at::Tensor grad = softmax * scale;
+    const at::Tensor &softmax = saved[0], &column = saved[1], &held = saved[2], &weight = saved[3];
+    const at::Tensor scale = weight * grads[0].to(at::kFloat);  // [tokens]
+    at::Tensor grad = softmax * scale.unsqueeze(1);
     grad.scatter_add_(1, column.unsqueeze(1), (held.to(at::kFloat) * -scale).unsqueeze(1));
     const auto dtype = static_cast<at::ScalarType>(ctx->saved_data["dtype"].toInt());
     return {grad.view(ctx->saved_data["sizes"].toIntVector()).to(dtype), at::Tensor(), at::Tensor(), at::Tensor()};

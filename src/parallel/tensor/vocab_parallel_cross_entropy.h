@@ -16,8 +16,9 @@ namespace dtrain {
 
 // `local_logits` [B, T, V_r] (any float type; computed in fp32, as model/loss.h does) are columns
 // [vocab_begin, vocab_begin + V_r) of the full logits; V_r may differ between ranks. `targets` [B, T]
-// int64. Returns the mean cross-entropy over all B*T tokens, an fp32 scalar, the same on every rank
-// of `group`, equal to next_token_loss of the full logits; local_logits' gradient has their dtype.
+// int64, -100 where a token takes no loss. Returns the mean cross-entropy over the tokens that take
+// one, an fp32 scalar, the same on every rank of `group`, equal to next_token_loss of the full
+// logits; local_logits' gradient has their dtype.
 // Over a group of one (vocab_begin must then be 0) it is next_token_loss itself.
 at::Tensor vocab_parallel_cross_entropy(const at::Tensor& local_logits, const at::Tensor& targets, int64_t vocab_begin,
                                         const std::shared_ptr<Group>& group);
