@@ -6,11 +6,13 @@
 #include "common/unnamed_file.h"
 #include "data/token_source.h"
 #include "data/tokenizer.h"
+#include "data/vlm_dataset.h"
 #include "hf/hf_checkpoint_reader.h"
 #include "model/parameter_shapes.h"
 #include "train/failure_injection.h"
 #include "train/freeze_globs.h"
 #include "train/run_start.h"
+#include "train/vision_language_rules.h"
 
 namespace dtrain {
 
@@ -26,8 +28,13 @@ std::unique_ptr<Tokenizer> load_run_tokenizer(const TrainConfig& c) {
 
 void preflight_config(const TrainConfig& c) {
   try {
-    load_tokens(c.data_source);  // maps files and reads their headers: cheap at any corpus size; text is not tokenized here
-  } catch (const std::runtime_error& e) {
+    // Text: maps files and reads their headers, cheap at any corpus size (text is not tokenized here).
+    // Images: every sample is checked as each rank will check it, so a bad one is named before any rank starts.
+    if (is_vlm_source(c.data_source))
+      load_vlm_dataset(c.data_source, vlm_data_options(c), c.tokenizer.empty() ? nullptr : load_run_tokenizer(c).get());
+    else
+      load_tokens(c.data_source);
+  } catch (const std::exception& e) {
     throw ConfigError(e.what());  // it names data.source and the file
   }
   load_run_tokenizer(c);

@@ -49,6 +49,10 @@ TrainConfig resolve_config(const json& user, int world_size, const std::string& 
     fail(origin, "'data.shuffle_order' " + std::string(e.what()) + ", got " + printable_json(r.at("data.shuffle_order")));
   }
 
+  c.max_image_tokens = r.integer("data.max_image_tokens", 1);
+  c.max_image_pixels = r.integer("data.max_image_pixels", 1);
+  c.skip_bad_samples = r.boolean("data.skip_bad_samples");
+
   c.world_size = world_size;
   resolve_parallel_dims(r, c);
   check_vision_language(r, c);

@@ -52,6 +52,10 @@ struct TrainConfig {
   bool shuffle = true;
   // data.shuffle_order; nullopt is "auto", which the trainer resolves once it knows the training samples.
   std::optional<ShuffleOrder> shuffle_order;
+  // data.max_image_tokens, data.max_image_pixels, data.skip_bad_samples: how a vision-language source
+  // (data/vlm_dataset.h) sizes its images and treats a sample it cannot use.
+  int64_t max_image_tokens = 256, max_image_pixels = 16777216;
+  bool skip_bad_samples = false;
 
   int world_size = 1, dp = 1;  // dp: parallel.dp()
   // The mesh's dims for world_size ranks (parallel/parallel_dims.h): dp_shard is every data-parallel

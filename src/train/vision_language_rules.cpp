@@ -1,10 +1,17 @@
 #include "train/vision_language_rules.h"
 
+#include "data/vlm_dataset.h"
+
 #include <string>
 
 namespace dtrain {
 
 void check_vision_language(const Reader& r, const TrainConfig& c) {
+  // The other way round is fine: a vision-language model may train on text alone, its vision side
+  // taking part with no images.
+  if (is_vlm_source(c.data_source) && !c.model.is_vlm())
+    fail(c.origin, "'data.source' \"" + c.data_source + "\" holds images, which 'model.arch' \"" + c.model.arch +
+                       "\" cannot read: train it with model.arch \"vlm\" (e.g. model.preset \"vlm-ocr\")");
   if (!c.model.is_vlm()) return;
   const std::string model = "model.arch \"vlm\"";
   if (c.parallel.pp > 1)
@@ -17,6 +24,17 @@ void check_vision_language(const Reader& r, const TrainConfig& c) {
   if (r.boolean("zero_optimization.stage3_gather_16bit_weights_on_model_save"))
     fail(c.origin, "'zero_optimization.stage3_gather_16bit_weights_on_model_save' exports each save as a Hugging Face GPT-2 or Llama "
                    "model, which a " + model + " is not; set it false");
+}
+
+VlmDataOptions vlm_data_options(const TrainConfig& c) {
+  VlmDataOptions o;
+  const VisionConfig& v = c.model.vision;
+  o.row = RowLayout{c.model.seq_len, v.image_token_id, v.end_token_id};
+  o.image = PatchOptions{v.patch_size, v.merge, v.max_grid, c.max_image_tokens, v.channels};
+  o.max_image_pixels = c.max_image_pixels;
+  o.val_fraction = c.val_fraction;
+  o.skip_bad_samples = c.skip_bad_samples;
+  return o;
 }
 
 }  // namespace dtrain
