@@ -90,7 +90,7 @@ TEST(EstimateMeasuredTable, CrossesEveryCoveredDimension) {
     for (const std::string& s : l.sets) seen.insert(s);
     if (l.ranks == 1) seen.insert("one rank");
   }
-  for (const std::string& s : {"zero_optimization.stage=0", "zero_optimization.stage=1", "zero_optimization.stage=2", "zero_optimization.stage=3",
+  for (const char* s : {"zero_optimization.stage=0", "zero_optimization.stage=1", "zero_optimization.stage=2", "zero_optimization.stage=3",
                                "train.activation_checkpointing=full", "train.activation_checkpointing=selective",
                                "train.activation_checkpointing=every:2", "bf16.enabled=true", "model.arch=llama", "model.preset=tiny",
                                "model.preset=demo", "one rank"})

@@ -50,8 +50,8 @@ double RankEstimate::tensor_bytes() const {
 const MemoryTerm& RankEstimate::largest() const {
   const MemoryTerm* best = nullptr;
   for (const auto& t : terms)
-    if (t.place == MemoryPlace::Device && (!best || t.bytes > best->bytes)) best = &t;
-  if (!best) throw std::logic_error("a rank estimate without device terms");
+    if (t.place == MemoryPlace::Device && t.kind != MemoryKind::Runtime && (!best || t.bytes > best->bytes)) best = &t;
+  if (!best) throw std::logic_error("a rank estimate without device tensors");
   return *best;
 }
 

@@ -38,7 +38,7 @@ struct RankEstimate {
   double tensor_bytes() const;
   // Everything in device memory, the runtime included: what must fit.
   double device_bytes() const { return bytes(MemoryPlace::Device); }
-  // The largest device term.
+  // The largest device term besides the runtime: what a layout could shrink.
   const MemoryTerm& largest() const;
 };
 

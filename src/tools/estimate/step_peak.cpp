@@ -1,6 +1,7 @@
 #include "tools/estimate/step_peak.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "common/number_text.h"
 #include "tools/estimate/activation_memory.h"
@@ -31,7 +32,11 @@ struct Step {
   // the head gather and reduce one block of rows at a time (parallel/zero/sharded_table.h).
   double largest_other_unit() const { return std::max(double(l.compute_bytes < 4 ? c.block_matmul : c.block), double(c.head)); }
   bool table_in_rows() const { return l.zero_stage == 3 && tied() && l.tp == 1 && l.pp == 1 && double(c.table) > largest_other_unit(); }
-  double row_block_bytes() const { return 4 * std::min(double(c.table), largest_other_unit()); }
+  // Equal blocks of whole rows, as few as keep each within the largest other unit.
+  double row_block_bytes() const {
+    const double V = double(l.model.vocab_size), blocks = std::ceil(double(c.table) / largest_other_unit());
+    return 4 * std::ceil(V / blocks) * d;
+  }
 
   // A gathered ZeRO-3 unit's bytes: matmul-only weights gathered in 16 bits under mixed precision.
   double block_unit_bytes() const { return e < 4 ? e * c.block_matmul + 4.0 * (c.block - c.block_matmul) : 4.0 * c.block; }
@@ -80,14 +85,16 @@ struct Step {
     if (l.zero_stage == 3) {
       double units = l.reshard_after_forward ? block_unit_bytes() : L * block_unit_bytes();
       units += head_unit_bytes() + (tied() && !table_in_rows() ? embeddings_unit_bytes() : 0);
-      if (table_in_rows()) units += 2 * row_block_bytes();  // a block of the table's rows computing, the next gathering
       m.terms.push_back(term("ZeRO-3 gathered units: " + std::string(l.reshard_after_forward ? "the last block, " : "every block, ") +
-                                 "the head" + (tied() ? (table_in_rows() ? ", two blocks of the table's rows" : ", the tied embeddings") : ""),
+                                 "the head" + (tied() && !table_in_rows() ? ", the tied embeddings" : ""),
                              MemoryKind::Communication, units, "whole units, matmul weights in e bytes"));
     }
+    // The head reads the table a block of rows at a time: at its weight gradient the next block is
+    // gathering while this block's gradient and its reduce-scatter buffer are alive (the block itself
+    // is released first: the weight gradient does not read it).
     if (table_in_rows())
-      m.terms.push_back(term("gradients: a block of the table's rows and its reduce-scatter buffer", MemoryKind::Communication,
-                             2 * row_block_bytes(), "2 × a row block"));
+      m.terms.push_back(term("ZeRO-3 table rows: the next block gathering, a block's gradient and its send buffer", MemoryKind::Communication,
+                             3 * row_block_bytes(), "3 × 4·ceil(V / blocks)·d"));
     return m;
   }
 
@@ -158,6 +165,12 @@ struct Step {
       const double send = std::min(bucket, 2.0 * l.reduce_bucket_elements);
       m.terms.push_back(term("ZeRO reduce-scatter send buffer of the embeddings' bucket", MemoryKind::Communication, 4 * send,
                              "4 × min(bucket, 2 × reduce_bucket_size)"));
+      // A send buffer goes when its reduce-scatter completes, which waits for the slowest rank: the
+      // blocks' last bucket is typically still in flight (a faster rank may hold more).
+      const double blocks = double(L) * c.block, bucket_size = double(l.reduce_bucket_elements);
+      if (l.zero_stage == 2 && blocks > bucket_size)
+        m.terms.push_back(term("ZeRO reduce-scatter send buffer of the blocks' last bucket, in flight", MemoryKind::Communication,
+                               4 * std::max(double(c.block), bucket_size), "4 × max(a block, reduce_bucket_size)"));
     }
     return m;
   }
