@@ -10,6 +10,8 @@ namespace dtrain {
 
 namespace {
 
+std::string blocks_text(int n) { return std::to_string(n) + (n == 1 ? " block" : " blocks"); }
+
 MemoryTerm term(std::string name, MemoryKind kind, double bytes, std::string formula) {
   return {std::move(name), kind, MemoryPlace::Device, bytes, std::move(formula)};
 }
@@ -34,7 +36,7 @@ struct Step {
   bool table_in_rows() const { return l.zero_stage == 3 && tied() && l.tp == 1 && l.pp == 1 && double(c.table) > largest_other_unit(); }
   // Equal blocks of whole rows, as few as keep each within the largest other unit.
   double row_block_bytes() const {
-    const double V = double(l.model.vocab_size), blocks = std::ceil(double(c.table) / largest_other_unit());
+    const double blocks = std::ceil(double(c.table) / largest_other_unit());
     return 4 * std::ceil(V / blocks) * d;
   }
 
@@ -56,11 +58,11 @@ struct Step {
       const double per_token = selective() ? selective_block_bytes_per_token(l) : block_bytes_per_token(l);
       out.push_back(term(std::string("activations: blocks' saved tensors") + (selective() ? " (attention core recomputed)" : ""),
                          MemoryKind::Activations, kept * per_token * T,
-                         std::to_string(kept) + " blocks × " + plain(per_token) + " B/token × " + tokens()));
+                         blocks_text(kept) + " × " + plain(per_token) + " B/token × " + tokens()));
     }
     if (whole > 0)
       out.push_back(term("activations: recomputed blocks' inputs", MemoryKind::Activations, whole * checkpointed_block_bytes_per_token(l) * T,
-                         std::to_string(whole) + " blocks × 4d B/token × " + tokens()));
+                         blocks_text(whole) + " × 4d B/token × " + tokens()));
     const int segments = whole + (selective() ? kept : 0);
     if (segments > 0 && generator_state_bytes(l) > 0)
       out.push_back(term("activations: generator states of checkpointed segments", MemoryKind::Activations,
