@@ -33,6 +33,11 @@ const std::vector<LayoutKey>& layout_keys() {
       {"model.n_head", U::Modelled}, {"model.n_kv_head", U::Modelled}, {"model.d_model", U::Modelled}, {"model.d_ff", U::Modelled},
       {"model.seq_len", U::Modelled}, {"model.vocab_size", U::Modelled}, {"model.tie_embeddings", U::Modelled},
       {"model.norm_eps", U::NoEffect}, {"model.rope_theta", U::NoEffect}, {"model.init_from", U::Modelled},
+      // The vision side of arch "vlm", a model the estimate refuses (uncovered_layout) with all its shape.
+      {"model.vision", U::NoEffect}, {"model.vision.n_layer", U::NoEffect}, {"model.vision.n_head", U::NoEffect},
+      {"model.vision.d_model", U::NoEffect}, {"model.vision.d_ff", U::NoEffect}, {"model.vision.patch_size", U::NoEffect},
+      {"model.vision.channels", U::NoEffect}, {"model.vision.max_grid", U::NoEffect}, {"model.vision.merge", U::NoEffect},
+      {"model.vision.image_token_id", U::NoEffect}, {"model.vision.end_token_id", U::NoEffect},
       // The mesh. tp, pp and cp above 1 are refused by the estimate itself (uncovered_layout), and
       // with them what only they read: the pipeline's schedule and split, context parallelism's kind,
       // the tensor-parallel overlap.
@@ -40,7 +45,9 @@ const std::vector<LayoutKey>& layout_keys() {
       {"parallel.cp", U::Modelled}, {"parallel.sequence_parallel", U::Modelled}, {"parallel.tp_overlap_grad_reduce", U::NoEffect},
       {"parallel.pipeline", U::NoEffect}, {"parallel.pipeline.schedule", U::NoEffect}, {"parallel.pipeline.virtual_stages", U::NoEffect},
       {"parallel.pipeline.split", U::NoEffect}, {"parallel.context", U::NoEffect}, {"parallel.context.impl", U::NoEffect},
-      {"parallel.micro_batches", U::Modelled}, {"parallel.fsdp", U::Modelled}, {"parallel.fsdp.sharding_strategy", U::Modelled},
+      {"parallel.micro_batches", U::Modelled},
+      // Per-module plans freeze and keep whole what they name: not modelled yet.
+      {"parallel.modules", U::Refused}, {"parallel.fsdp", U::Modelled}, {"parallel.fsdp.sharding_strategy", U::Modelled},
       {"parallel.fsdp.reshard_after_forward", U::Modelled}, {"parallel.fsdp.shard_group_size", U::Modelled},
       {"parallel.fsdp.param_dtype", U::Refused},
       // ZeRO. DeepSpeed's tuning keys dtrain accepts and does not use change nothing (the offload
@@ -113,7 +120,7 @@ MemoryLayout estimate_layout(const TrainConfig& c, bool device_is_cpu, int ranks
   for (const LayoutKey& k : layout_keys()) {
     if (k.use != KeyUse::Refused) continue;
     const nlohmann::json value = value_at(c.json, k.key);
-    const bool unset = value.is_null() || (value.is_array() && value.empty());
+    const bool unset = value.is_null() || ((value.is_array() || value.is_object()) && value.empty());
     if (!unset && value != value_at(defaults, k.key)) l.unmodelled.push_back(k.key + "=" + printable_json(value));
   }
   return l;

@@ -62,7 +62,9 @@ const RankEstimate& MemoryEstimate::most_loaded() const {
 }
 
 std::string uncovered_layout(const MemoryLayout& l) {
-  std::vector<std::string> parts = l.unmodelled;
+  std::vector<std::string> parts;
+  if (l.model.is_vlm()) parts.push_back("a vision-language model (model.arch=vlm)");
+  parts.insert(parts.end(), l.unmodelled.begin(), l.unmodelled.end());
   if (l.tp > 1) parts.push_back("tp " + std::to_string(l.tp) + (l.sequence_parallel ? " with sequence parallelism" : ""));
   if (l.pp > 1) parts.push_back("pp " + std::to_string(l.pp));
   if (l.cp > 1) parts.push_back("cp " + std::to_string(l.cp));
