@@ -7,6 +7,7 @@
 #include "launch/launch_command.h"
 #include "launch/worker_process.h"
 #include "tools/bench_comm_command.h"
+#include "tools/estimate_command.h"
 #include "tools/export_command.h"
 #include "tools/generate_command.h"
 #include "tools/pipeline_show_command.h"
@@ -31,6 +32,7 @@ const Command kCommands[] = {
     {"export", dtrain::export_command, "write a checkpoint as a Hugging Face model (--format hf)"},
     {"prepare", dtrain::prepare_command, "tokenize a text corpus once into token shards (bin:)"},
     {"config", dtrain::config_command, "config check: resolve and validate a config"},
+    {"estimate", dtrain::estimate_command, "memory per rank, term by term, and whether it fits"},
     {"bench-comm", dtrain::bench_comm_command, "collective bandwidth table (run under launch)"},
     {"pipeline", dtrain::pipeline_command, "pipeline show: a schedule's timeline, bubble and activations per rank"},
 };

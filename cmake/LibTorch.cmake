@@ -39,6 +39,8 @@ if(DTRAIN_CUDA)
   list(APPEND CMAKE_PREFIX_PATH "${DTRAIN_TORCH_DIR}/share/cmake")
   find_package(Torch REQUIRED)
   target_link_libraries(dtrain_torch INTERFACE ${TORCH_LIBRARIES})
+  # For code that reads CUDA-only APIs (the caching allocator's statistics, train/tensor_memory.cpp).
+  target_compile_definitions(dtrain_torch INTERFACE DTRAIN_CUDA)
 else()
   target_include_directories(dtrain_torch SYSTEM INTERFACE
     "${DTRAIN_TORCH_DIR}/include" "${DTRAIN_TORCH_DIR}/include/torch/csrc/api/include")

@@ -6,7 +6,6 @@
 
 #include <CLI/CLI.hpp>
 
-#include <climits>
 #include <cmath>
 #include <iomanip>
 #include <iostream>
@@ -22,9 +21,7 @@
 #include "parallel/pipeline/stage_split.h"
 #include "tools/gantt_chart.h"
 #include "tools/pipeline_costs.h"
-#include "train/config_reader.h"
-#include "train/config_schema.h"
-#include "train/config_sections.h"
+#include "tools/smallest_world.h"
 #include "train/train_config.h"
 
 namespace dtrain {
@@ -44,24 +41,10 @@ struct ConfigPipeline {
   std::vector<int64_t> bytes;    // each chunk's activations for one micro-batch
 };
 
-// The config resolved as `dtrain run` resolves it, with `sets` (the pipeline flags given, which
-// win) written over its keys as --set writes them, for the smallest world that holds its layout:
-// pp × cp × tp × parallel.dp, a dp of "auto" taken as 1 (one pipeline). Throws ConfigError naming
-// the file and the key.
+// The config with `sets` (the pipeline flags given, which win) written over its keys, for the
+// smallest world that holds its layout.
 TrainConfig resolve_for_show(const std::string& path, const std::vector<std::string>& sets) {
-  const std::string origin = printable(path) + (sets.empty() ? "" : " with the pipeline flags");
-  nlohmann::json user = read_config_file(path);
-  apply_overrides(user, sets);
-  TrainConfig moved;
-  nlohmann::json dims = user;
-  drop_moved_keys(dims, moved);
-  nlohmann::json merged = config_defaults();
-  merge_checked(merged, dims, "", origin);
-  const Reader r(merged, origin);
-  const long long world = (long long)r.small_integer("parallel.pp", 1) * r.small_integer("parallel.cp", 1) *
-                          r.small_integer("parallel.tp", 1) * r.integer_or_auto("parallel.dp", 1, INT_MAX).value_or(1);
-  if (world > INT_MAX) fail(origin, "parallel.pp x parallel.cp x parallel.tp x parallel.dp is " + std::to_string(world) + " ranks, too many");
-  return resolve_config(user, int(world), origin);
+  return resolve_at_smallest_world(path, sets, printable(path) + (sets.empty() ? "" : " with the pipeline flags"));
 }
 
 // Each chunk's activations for one micro-batch, in bytes, its blocks as the split gives them, the

@@ -8,17 +8,12 @@
 #include "optim/flat_optimizer.h"
 
 namespace dtrain {
-namespace {
-
-// Bytes of optimizer state per parameter: the optimizer's own flat state, as it would keep it.
-double optimizer_bytes(const nlohmann::json& spec) {
+double optimizer_state_bytes(const nlohmann::json& spec) {
   double bytes = 0;
   for (const auto& entry : make_flat_optimizer(spec, at::zeros({1}))->state_entries())
     if (entry.flat) bytes += double(c10::elementSize(entry.dtype));
   return bytes;
 }
-
-}  // namespace
 
 RankMemory rank_memory_floor(const TrainConfig& c, bool state_on_gpu) {
   RankMemory m;
@@ -30,7 +25,7 @@ RankMemory rank_memory_floor(const TrainConfig& c, bool state_on_gpu) {
   // the state it takes on disk.
   const double weights = c.offload_param.device == "nvme" ? 0 : 4 / (c.zero_stage >= 3 ? dp : 1);
   const double gradients = (c.grad_accum_16bit ? 2 : 4) / (c.zero_stage >= 2 ? dp : 1);
-  const double optimizer = c.offload_optimizer.device == "nvme" ? 0 : optimizer_bytes(c.optimizer) / (c.zero_stage >= 1 ? dp : 1);
+  const double optimizer = c.offload_optimizer.device == "nvme" ? 0 : optimizer_state_bytes(c.optimizer) / (c.zero_stage >= 1 ? dp : 1);
   const double per_parameter = weights + gradients + optimizer;
   const double parameters = double(c.model.parameter_count());
   m.bytes += parameters * per_parameter;

@@ -25,4 +25,8 @@ struct RankMemory {
 // could never have fit.
 RankMemory rank_memory_floor(const TrainConfig& c, bool state_on_gpu);
 
+// Bytes of optimizer state per parameter: the flat state the optimizer `spec` (the config's
+// optimizer section) keeps, as it would keep it (AdamW: 8; SGD with momentum: 4).
+double optimizer_state_bytes(const nlohmann::json& spec);
+
 }  // namespace dtrain

@@ -8,6 +8,7 @@
 #include "common/parse_command_line.h"
 #include "launch/host_capacity.h"
 #include "launch/worker_env.h"
+#include "train/tensor_memory.h"
 #include "train/train_config.h"
 #include "train/trainer.h"
 
@@ -21,6 +22,7 @@ int train_command(int argc, char** argv) {
   app.add_option("--config", config_path, "JSON config (default: the demo config)");
   app.add_option("--set", sets, "override a key: --set train.steps=100 (repeatable)")->allow_extra_args(false);
   if (const auto code = parse_command_line(app, argc, argv)) return *code;
+  track_cpu_tensor_memory();  // before the rank builds anything
   const WorkerEnv env = derive_worker_env(current_env());
   const TrainConfig config = load_train_config(config_path, sets, env.world_size);
   // Checked before the rank joins anyone: a thread count no core can serve makes steps that never end.

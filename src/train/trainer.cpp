@@ -33,6 +33,7 @@
 #include "train/rank_runtime.h"
 #include "train/replica_checks.h"
 #include "train/membership_change.h"
+#include "train/memory_report.h"
 #include "train/resume_choice.h"
 #include "train/run_directories.h"
 #include "train/run_trace.h"
@@ -89,6 +90,7 @@ class Trainer {
   std::shared_ptr<DeviceMesh> mesh_;  // the layout of config.parallel over the world
   std::unique_ptr<MetricsLog> metrics_;
   std::unique_ptr<StepReport> report_;  // once the run directory holds the metrics
+  std::unique_ptr<MemoryReport> memory_;  // the steps' measured peak against the estimate
   std::shared_ptr<const SampleDataset> dataset_;
   std::unique_ptr<MicroBatchStream> stream_;
   MembershipChange membership_;
@@ -152,6 +154,7 @@ void Trainer::build_model() {
   setup_lines_.insert(setup_lines_.end(), plan_.setup_lines.begin(), plan_.setup_lines.end());
   schedule_ = std::make_unique<LrSchedule>(c_.scheduler, plan_.optimizer->base_lr(), c_.steps);
   guard_ = std::make_unique<StabilityGuard>(c_.stability);
+  memory_ = std::make_unique<MemoryReport>(c_, *world_);
 }
 
 void Trainer::read_checkpoint(const std::string& dir) {
@@ -355,7 +358,9 @@ int Trainer::train() {
   const auto first = progress_.step;
   while (progress_.step < c_.steps) {
     const int64_t step = progress_.step;
+    memory_->step_begins();
     train_step(step);
+    memory_->step_ends();
     crash_point("step", step + 1);
     saves_->poll();
     const bool last = step + 1 == c_.steps;
@@ -395,6 +400,7 @@ int Trainer::train() {
     log_.warn("the run ended on an unhealthy step (" + last_unhealthy_reason_ + "); " +
               (good ? "the last healthy checkpoint is " + good->dir : std::string("no checkpoint is healthy and undamaged")));
   }
+  memory_->finish(c_.steps, log_, metrics_.get());
   log_.info(report_->summary(c_.steps - first, seconds_since(start_), plan_, *guard_, progress_.rollbacks, world_->rank()));
   return 0;
 }

@@ -1,0 +1,133 @@
+#include "tools/estimate/memory_estimate.h"
+
+#include <algorithm>
+#include <stdexcept>
+
+#include "tools/estimate/model_states.h"
+#include "tools/estimate/step_peak.h"
+
+namespace dtrain {
+
+namespace {
+
+// What a rank takes besides its tensors. On the CPU build: the process with LibTorch's code and its
+// threads, 140 MiB (a rank of the tiny model measures 146 MiB of peak RSS, under 2 MiB of it
+// tensors); malloc's slack comes on top (docs/training.md, "Host memory"). On a GPU: the CUDA
+// context and the kernels it loads, about 600 MiB on current GPUs with lazy module loading (not
+// measured here; docs/decisions.md).
+constexpr double kCpuRuntimeBytes = 140.0 * (1 << 20);
+constexpr double kGpuRuntimeBytes = 600.0 * (1 << 20);
+
+MemoryTerm runtime_term(const MemoryLayout& l) {
+  return l.device_is_cpu ? MemoryTerm{"runtime: the process and LibTorch (not tensors)", MemoryKind::Runtime, MemoryPlace::Device,
+                                      kCpuRuntimeBytes, "140 MiB"}
+                         : MemoryTerm{"runtime: CUDA context and kernels (not tensors)", MemoryKind::Runtime, MemoryPlace::Device,
+                                      kGpuRuntimeBytes, "600 MiB"};
+}
+
+std::string joined(const std::vector<std::string>& parts) {
+  std::string out;
+  for (const auto& p : parts) out += (out.empty() ? "" : ", ") + p;
+  return out;
+}
+
+}  // namespace
+
+double RankEstimate::bytes(MemoryPlace place) const {
+  double sum = 0;
+  for (const auto& t : terms)
+    if (t.place == place) sum += t.bytes;
+  return sum;
+}
+
+double RankEstimate::tensor_bytes() const {
+  double sum = 0;
+  for (const auto& t : terms)
+    if (t.place == MemoryPlace::Device && t.kind != MemoryKind::Runtime) sum += t.bytes;
+  return sum;
+}
+
+const MemoryTerm& RankEstimate::largest() const {
+  const MemoryTerm* best = nullptr;
+  for (const auto& t : terms)
+    if (t.place == MemoryPlace::Device && t.kind != MemoryKind::Runtime && (!best || t.bytes > best->bytes)) best = &t;
+  if (!best) throw std::logic_error("a rank estimate without device tensors");
+  return *best;
+}
+
+const RankEstimate& MemoryEstimate::most_loaded() const {
+  if (ranks.empty()) throw std::logic_error("most_loaded() of " + (no_estimate.empty() ? std::string("an empty estimate") : no_estimate));
+  return *std::max_element(ranks.begin(), ranks.end(),
+                           [](const RankEstimate& a, const RankEstimate& b) { return a.device_bytes() < b.device_bytes(); });
+}
+
+std::string uncovered_layout(const MemoryLayout& l) {
+  std::vector<std::string> parts;
+  if (l.model.is_vlm()) parts.push_back("a vision-language model (model.arch=vlm)");
+  parts.insert(parts.end(), l.unmodelled.begin(), l.unmodelled.end());
+  if (l.tp > 1) parts.push_back("tp " + std::to_string(l.tp) + (l.sequence_parallel ? " with sequence parallelism" : ""));
+  if (l.pp > 1) parts.push_back("pp " + std::to_string(l.pp));
+  if (l.cp > 1) parts.push_back("cp " + std::to_string(l.cp));
+  for (const auto& [what, device] : {std::pair<std::string, std::string>{"offload_optimizer", l.offload_optimizer}, {"offload_param", l.offload_param}}) {
+    // On the CPU build offloading to the CPU moves nothing: the state already lives in host memory.
+    if (device == "nvme" || (device == "cpu" && !l.device_is_cpu))
+      parts.push_back("zero_optimization." + what + ".device=" + device + (l.device_is_cpu ? "" : " on a GPU"));
+  }
+  return joined(parts);
+}
+
+const std::vector<std::string>& covered_layouts() {
+  static const std::vector<std::string> layouts = {
+      "data parallelism: DDP (ZeRO stage 0) and ZeRO stages 1, 2 and 3 (reshard_after_forward true or false, hybrid shard groups)",
+      "activation checkpointing: none, full, selective, every:N",
+      "precision: fp32, bf16 and fp16 (fp32 master weights, 16-bit working copies)",
+      "models: GPT-2 and Llama shapes (grouped-query attention, tied or untied embeddings)",
+      "optimizers: AdamW, Adam, SGD (with or without momentum)",
+      "offload to the CPU on the CPU build (nothing moves)"};
+  return layouts;
+}
+
+MemoryEstimate estimate_memory(const MemoryLayout& l) {
+  MemoryEstimate out;
+  out.no_estimate = uncovered_layout(l);
+  if (!out.no_estimate.empty()) {
+    out.no_estimate = "no estimate for " + out.no_estimate;
+    return out;
+  }
+  const ParameterCounts counts = parameter_counts(l.model);
+  RankEstimate rank;
+  rank.ranks = "every rank";
+  rank.count = l.dp * l.tp * l.pp * l.cp;
+  rank.terms = model_state_terms(l, counts);
+  const std::vector<StepMoment> moments = step_moments(l, counts);
+  const StepMoment& peak = *std::max_element(moments.begin(), moments.end(),
+                                             [](const StepMoment& a, const StepMoment& b) { return a.bytes() < b.bytes(); });
+  rank.peak_moment = peak.name;
+  rank.terms.insert(rank.terms.end(), peak.terms.begin(), peak.terms.end());
+  rank.terms.push_back(runtime_term(l));
+  out.ranks.push_back(std::move(rank));
+  return out;
+}
+
+std::string memory_kind_name(MemoryKind kind) {
+  switch (kind) {
+    case MemoryKind::Parameters: return "parameters";
+    case MemoryKind::Gradients: return "gradients";
+    case MemoryKind::OptimizerStates: return "optimizer states";
+    case MemoryKind::Activations: return "activations";
+    case MemoryKind::Communication: return "communication";
+    case MemoryKind::Runtime: return "runtime";
+  }
+  return "?";
+}
+
+std::string memory_place_name(MemoryPlace place) {
+  switch (place) {
+    case MemoryPlace::Device: return "device";
+    case MemoryPlace::Host: return "host";
+    case MemoryPlace::Nvme: return "nvme";
+  }
+  return "?";
+}
+
+}  // namespace dtrain

@@ -1,0 +1,64 @@
+#include "tools/estimate/model_states.h"
+
+#include <string>
+
+namespace dtrain {
+
+namespace {
+
+std::string count_text(int64_t n) { return std::to_string(n); }
+
+}  // namespace
+
+ParameterCounts parameter_counts(const TransformerConfig& m) {
+  const int64_t d = m.d_model, f = m.ff_dim(), q = int64_t(m.n_head) * m.head_dim(), kv = int64_t(m.kv_heads()) * m.head_dim();
+  const int64_t V = m.vocab_size;
+  ParameterCounts c;
+  // q, k, v and o; GPT-2's MLP is up and down, Llama's SwiGLU gate, up and down.
+  c.block_matmul = d * q + 2 * d * kv + q * d + (m.is_llama() ? 3 : 2) * d * f;
+  // GPT-2: a bias per linear layer and LayerNorm's weight and bias twice; Llama: RMSNorm's weight twice.
+  c.block = c.block_matmul + (m.is_llama() ? 2 * d : q + 2 * kv + d + f + d + 4 * d);
+  c.table = V * d;
+  c.embeddings = c.table + (m.is_llama() ? 0 : int64_t(m.seq_len) * d);
+  c.head = (m.is_llama() ? d : 2 * d) + (m.tie_embeddings ? 0 : V * d);
+  c.total = m.n_layer * c.block + c.embeddings + c.head;
+  c.matmul = m.n_layer * c.block_matmul + V * d;  // the tied head reads wte's working copy; an untied one its own
+  return c;
+}
+
+int64_t shard_numel(int64_t numel, int ranks) { return (numel + ranks - 1) / ranks; }
+
+std::vector<MemoryTerm> model_state_terms(const MemoryLayout& l, const ParameterCounts& c) {
+  const int64_t psi = c.total, shard = shard_numel(psi, l.dp_shard);
+  const std::string n = count_text(psi), over = " / " + std::to_string(l.dp_shard);
+  std::vector<MemoryTerm> terms;
+  // ZeRO paper's 2Ψ of parameters: here the fp32 parameters, which are the master weights too.
+  if (l.zero_stage == 3)
+    terms.push_back({"parameters, fp32 shard (ZeRO-3)", MemoryKind::Parameters, MemoryPlace::Device, 4.0 * double(shard),
+                     "4Ψ/dp = 4 × " + n + over});
+  else
+    terms.push_back({"parameters, fp32 (flat buffer)", MemoryKind::Parameters, MemoryPlace::Device, 4.0 * double(psi), "4Ψ = 4 × " + n});
+  // Mixed precision: a 16-bit working copy of each matmul weight, refreshed once per step. ZeRO-3
+  // keeps none: each unit's copy lives only while the unit is gathered (step_peak.h).
+  if (l.compute_bytes < 4 && l.zero_stage < 3)
+    terms.push_back({"parameters, 16-bit working copies of the matmul weights", MemoryKind::Parameters, MemoryPlace::Device,
+                     double(l.compute_bytes) * double(c.matmul), "2Ψ_mm = 2 × " + count_text(c.matmul)});
+  // ZeRO paper's 2Ψ of gradients: fp32 here, whole under DDP and stage 1 (one flat buffer autograd
+  // accumulates into), the rank's shard from stage 2 (what the reduce-scatters leave).
+  if (l.zero_stage >= 2)
+    terms.push_back({"gradients, fp32 shard (ZeRO-" + std::to_string(l.zero_stage) + ")", MemoryKind::Gradients, MemoryPlace::Device,
+                     4.0 * double(shard), "4Ψ/dp = 4 × " + n + over});
+  else
+    terms.push_back({"gradients, fp32 (flat buffer)", MemoryKind::Gradients, MemoryPlace::Device, 4.0 * double(psi), "4Ψ = 4 × " + n});
+  // ZeRO paper's KΨ, divided over dp from stage 1. K: the optimizer's own flat state (AdamW 8).
+  if (l.optimizer_bytes > 0) {
+    const bool sharded = l.zero_stage >= 1;
+    const std::string k = std::to_string(int(l.optimizer_bytes));
+    terms.push_back({"optimizer states (" + l.optimizer_name + (sharded ? ", ZeRO shard)" : ")"), MemoryKind::OptimizerStates,
+                     MemoryPlace::Device, l.optimizer_bytes * double(sharded ? shard : psi),
+                     sharded ? "KΨ/dp = " + k + " × " + n + over : "KΨ = " + k + " × " + n});
+  }
+  return terms;
+}
+
+}  // namespace dtrain

@@ -1,0 +1,211 @@
+#include "tools/estimate/step_peak.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "common/number_text.h"
+#include "tools/estimate/activation_memory.h"
+
+namespace dtrain {
+
+namespace {
+
+std::string blocks_text(int n) { return std::to_string(n) + (n == 1 ? " block" : " blocks"); }
+
+MemoryTerm term(std::string name, MemoryKind kind, double bytes, std::string formula) {
+  return {std::move(name), kind, MemoryPlace::Device, bytes, std::move(formula)};
+}
+
+// The shapes every moment reads, once.
+struct Step {
+  const MemoryLayout& l;
+  const ParameterCounts& c;
+  double T, d, f, V, e;  // tokens of a micro-batch, widths, compute bytes
+  int L;
+
+  Step(const MemoryLayout& layout, const ParameterCounts& counts)
+      : l(layout), c(counts), T(tokens_per_micro_batch(layout)), d(layout.model.d_model), f(layout.model.ff_dim()),
+        V(layout.model.vocab_size), e(layout.compute_bytes), L(layout.model.n_layer) {}
+
+  bool tied() const { return l.model.tie_embeddings; }
+  bool selective() const { return l.activation_checkpointing.attention_core(); }
+
+  // ZeRO-3 cuts a tied table larger than every other unit into units of rows, which the lookup and
+  // the head gather and reduce one block of rows at a time (parallel/zero/sharded_table.h).
+  double largest_other_unit() const { return std::max(double(l.compute_bytes < 4 ? c.block_matmul : c.block), double(c.head)); }
+  bool table_in_rows() const { return l.zero_stage == 3 && tied() && l.tp == 1 && l.pp == 1 && double(c.table) > largest_other_unit(); }
+  // Equal blocks of whole rows, as few as keep each within the largest other unit.
+  double row_block_bytes() const {
+    const double blocks = std::ceil(double(c.table) / largest_other_unit());
+    return 4 * std::ceil(V / blocks) * d;
+  }
+
+  // A gathered ZeRO-3 unit's bytes: matmul-only weights gathered in 16 bits under mixed precision.
+  double block_unit_bytes() const { return e < 4 ? e * c.block_matmul + 4.0 * (c.block - c.block_matmul) : 4.0 * c.block; }
+  // The tied table is gathered in fp32 (the lookup reads it) and rounded into its working copy.
+  double embeddings_unit_bytes() const { return 4.0 * c.embeddings + (e < 4 && tied() ? e * c.table : 0); }
+  double head_unit_bytes() const { return 4.0 * c.head; }
+
+  std::string tokens() const { return "T = " + plain(T) + " tokens"; }
+
+  // The saved activations of blocks [0, blocks) and the micro-batch: each block's go after its backward.
+  std::vector<MemoryTerm> saved_blocks(int blocks) const {
+    std::vector<MemoryTerm> out;
+    int whole = 0;
+    for (int i = 0; i < blocks; ++i) whole += l.activation_checkpointing.whole_block(i) ? 1 : 0;
+    const int kept = blocks - whole;
+    if (kept > 0) {
+      const double per_token = selective() ? selective_block_bytes_per_token(l) : block_bytes_per_token(l);
+      out.push_back(term(std::string("activations: blocks' saved tensors") + (selective() ? " (attention core recomputed)" : ""),
+                         MemoryKind::Activations, kept * per_token * T,
+                         blocks_text(kept) + " × " + plain(per_token) + " B/token × " + tokens()));
+    }
+    if (whole > 0)
+      out.push_back(term("activations: recomputed blocks' inputs", MemoryKind::Activations, whole * checkpointed_block_bytes_per_token(l) * T,
+                         blocks_text(whole) + " × 4d B/token × " + tokens()));
+    const int segments = whole + (selective() ? kept : 0);
+    if (segments > 0 && generator_state_bytes(l) > 0)
+      out.push_back(term("activations: generator states of checkpointed segments", MemoryKind::Activations,
+                         segments * generator_state_bytes(l), std::to_string(segments) + " × " + plain(generator_state_bytes(l)) + " B"));
+    out.push_back(term("micro-batch tokens and targets", MemoryKind::Activations, kBatchBytesPerToken * T, "16 B/token × " + tokens()));
+    return out;
+  }
+
+  // The head's gradient of a tied table, which autograd holds until the lookup's gradient joins it
+  // at the end of backward (DDP and ZeRO 1-2 add it into the flat gradient or a bucket then).
+  std::vector<MemoryTerm> tied_gradient_held() const {
+    if (!tied() || table_in_rows()) return {};
+    return {term("gradients: the head's, of the tied table, held to the end of backward", MemoryKind::Gradients, 4.0 * c.table,
+                 "4·V·d")};
+  }
+
+  StepMoment head_backward() const {
+    StepMoment m{"the head's backward begins", saved_blocks(L)};
+    const double head = head_bytes_per_token(l);
+    m.terms.push_back(term("activations: final norm and loss", MemoryKind::Activations, head * T, plain(head) + " B/token × " + tokens()));
+    m.terms.push_back(term("backward: the logits' gradient", MemoryKind::Activations, e * T * V, "e·T·V"));
+    if (l.zero_stage == 3) {
+      double units = l.reshard_after_forward ? block_unit_bytes() : L * block_unit_bytes();
+      units += head_unit_bytes() + (tied() && !table_in_rows() ? embeddings_unit_bytes() : 0);
+      m.terms.push_back(term("ZeRO-3 gathered units: " + std::string(l.reshard_after_forward ? "the last block, " : "every block, ") +
+                                 "the head" + (tied() && !table_in_rows() ? ", the tied embeddings" : ""),
+                             MemoryKind::Communication, units, "whole units, matmul weights in e bytes"));
+    }
+    // The head reads the table a block of rows at a time: at its weight gradient the next block is
+    // gathering while this block's gradient and its reduce-scatter buffer are alive (the block itself
+    // is released first: the weight gradient does not read it).
+    if (table_in_rows())
+      m.terms.push_back(term("ZeRO-3 table rows: the next block gathering, a block's gradient and its send buffer", MemoryKind::Communication,
+                             3 * row_block_bytes(), "3 × 4·ceil(V / blocks)·d"));
+    return m;
+  }
+
+  // The gradient working set of a block's backward besides the activations: the gradient flowing in
+  // (fp32, T·d), the MLP's input gradients, and the down projection's weight gradient before autograd
+  // adds it where it is kept. Measured with the counting allocator: GPT-2 in fp32 holds one fp32
+  // T·f gradient and the f·d weight gradient; Llama in fp32 SwiGLU's two (gate's, up's) after the
+  // weight gradient was added; under mixed precision both hold two compute-type T·f gradients and
+  // a weight gradient of the compute type's size.
+  MemoryTerm block_working_set() const {
+    double per_f = 4, weight = 4 * f * d;
+    std::string formula = "4·T·d + 4·T·f + 4·f·d";
+    if (e < 4) {
+      per_f = 2 * e;
+      weight = e * f * d;
+      formula = "4·T·d + 2e·T·f + e·f·d";
+    } else if (l.model.is_llama()) {
+      per_f = 8;
+      weight = 0;
+      formula = "4·T·d + 8·T·f";
+    }
+    return term("backward: a block's gradient working set", MemoryKind::Activations, 4 * T * d + per_f * T * f + weight, formula);
+  }
+
+  // Block `i`'s backward, blocks [0, i] still holding their activations. DDP and ZeRO-1 add each
+  // gradient into the flat buffer as it comes, so the last block's is their busiest; ZeRO-2 keeps
+  // autograd's gradients until their bucket is full (a small model's one bucket: all of them, by the
+  // first block's backward), and ZeRO-3 reduce-scatters each block's as the block before it runs.
+  StepMoment block_backward(int i) const {
+    StepMoment m{i == L - 1 ? "the last block's backward" : i == 0 ? "the first block's backward" : "block " + std::to_string(i) + "'s backward",
+                 saved_blocks(i + 1)};
+    if (l.activation_checkpointing.whole_block(i)) {
+      // Recomputed with its activations kept this time, its output too, under the generator state it ran under.
+      const double per_token = block_bytes_per_token(l) + 4 * d;
+      m.terms.push_back(term("activations: the block recomputed (and its output)", MemoryKind::Activations,
+                             per_token * T + generator_state_bytes(l), plain(per_token) + " B/token × " + tokens()));
+    }
+    m.terms.push_back(block_working_set());
+    for (auto& t : tied_gradient_held()) m.terms.push_back(std::move(t));
+    if (l.zero_stage == 2) {
+      // Autograd's gradients of the blocks after i and of the head, until their bucket is full.
+      const double after = double(L - 1 - i) * c.block + c.head, bucket = double(l.reduce_bucket_elements);
+      m.terms.push_back(term("gradients: autograd's, waiting for their bucket", MemoryKind::Gradients, 4 * std::min(after, bucket),
+                             "4 × min(gradients since the last bucket, reduce_bucket_size)"));
+      if (after > bucket)
+        m.terms.push_back(term("ZeRO reduce-scatter send buffer of a bucket", MemoryKind::Communication, 4 * bucket, "4 × reduce_bucket_size"));
+    }
+    if (l.zero_stage == 3) {
+      m.terms.push_back(term("ZeRO-3 gathered units: the block computing and the one prefetched", MemoryKind::Communication,
+                             2 * block_unit_bytes(), "2 × a block's unit"));
+      if (i < L - 1)
+        m.terms.push_back(term("ZeRO-3 reduce-scatter send buffer of the block after it", MemoryKind::Communication, 4.0 * c.block,
+                               "4 × a block's parameters"));
+      else if (!tied())
+        m.terms.push_back(term("ZeRO-3 reduce-scatter send buffer of the head", MemoryKind::Communication, 4.0 * c.head, "4 × the head's parameters"));
+    }
+    return m;
+  }
+
+  // The lookup's gradient of the table (dense) beside the head's, until autograd adds them.
+  StepMoment embeddings_backward() const {
+    StepMoment m{"the embeddings' backward", tied_gradient_held()};
+    m.terms.push_back(term("micro-batch tokens and targets", MemoryKind::Activations, kBatchBytesPerToken * T, "16 B/token × " + tokens()));
+    m.terms.push_back(term("gradients: the lookup's, of the table", MemoryKind::Gradients, 4.0 * c.table, "4·V·d"));
+    if (l.zero_stage >= 2) {
+      // The embeddings' bucket is copied into a send buffer, in rounds of at most two bucket sizes.
+      const double bucket = l.zero_stage == 3 ? double(c.embeddings) : std::min(double(c.embeddings), double(l.reduce_bucket_elements));
+      const double send = std::min(bucket, 2.0 * l.reduce_bucket_elements);
+      m.terms.push_back(term("ZeRO reduce-scatter send buffer of the embeddings' bucket", MemoryKind::Communication, 4 * send,
+                             "4 × min(bucket, 2 × reduce_bucket_size)"));
+      // A send buffer goes when its reduce-scatter completes, which waits for the slowest rank: the
+      // blocks' last bucket is typically still in flight (a faster rank may hold more).
+      const double blocks = double(L) * c.block, bucket_size = double(l.reduce_bucket_elements);
+      if (l.zero_stage == 2 && blocks > bucket_size)
+        m.terms.push_back(term("ZeRO reduce-scatter send buffer of the blocks' last bucket, in flight", MemoryKind::Communication,
+                               4 * std::max(double(c.block), bucket_size), "4 × max(a block, reduce_bucket_size)"));
+    }
+    return m;
+  }
+
+  // ZeRO 1-2 launch the all-gathers of the updated shard after the step; their send buffers (the
+  // rank's shard, copied) live into the next forward pass.
+  StepMoment optimizer_step() const {
+    StepMoment m{"the optimizer step", {}};
+    if (l.zero_stage == 1 || l.zero_stage == 2)
+      m.terms.push_back(term("ZeRO all-gather send buffers of the updated shard", MemoryKind::Communication,
+                             4.0 * shard_numel(c.total, l.dp_shard), "4Ψ/dp"));
+    return m;
+  }
+};
+
+}  // namespace
+
+double StepMoment::bytes() const {
+  double sum = 0;
+  for (const auto& t : terms) sum += t.bytes;
+  return sum;
+}
+
+std::vector<StepMoment> step_moments(const MemoryLayout& layout, const ParameterCounts& counts) {
+  const Step s(layout, counts);
+  const int L = layout.model.n_layer;
+  std::vector<StepMoment> moments = {s.head_backward(), s.block_backward(L - 1)};
+  // ZeRO-2's gradients grow as backward goes down the blocks; ZeRO-3's send buffer joins from the second-last.
+  if (layout.zero_stage == 2 && L > 1) moments.push_back(s.block_backward(0));
+  if (layout.zero_stage == 3 && L > 1) moments.push_back(s.block_backward(L - 2));
+  if (s.tied() && !s.table_in_rows()) moments.push_back(s.embeddings_backward());
+  moments.push_back(s.optimizer_step());
+  return moments;
+}
+
+}  // namespace dtrain

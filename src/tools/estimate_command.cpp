@@ -1,0 +1,115 @@
+// `dtrain estimate --config CFG [--world-size N | --gpus N --gpu-mem 80GiB --nodes K] [--set k=v ...] [--json]`.
+// The config is resolved as `dtrain run` resolves it for that many ranks, and estimated for the
+// most loaded rank. Without --gpu-mem on a machine without GPUs each rank's "device" is the host:
+// 90% of its available memory (MemAvailable; the rest for the kernel and the page cache), shared by
+// the ranks of one node.
+#include "tools/estimate_command.h"
+
+#include <CLI/CLI.hpp>
+
+#include <cmath>
+#include <iostream>
+#include <torch/cuda.h>
+
+#include "common/byte_words.h"
+#include "common/flag_bounds.h"
+#include "common/parse_command_line.h"
+#include "common/printable.h"
+#include "launch/host_capacity.h"
+#include "model/mixed_precision.h"
+#include "tools/estimate_report.h"
+#include "tools/smallest_world.h"
+#include "train/estimate_layout.h"
+
+namespace dtrain {
+
+namespace {
+
+constexpr double kHostShare = 0.9;
+
+// "80GiB", "80 GB", "24G", "81920MiB" or a plain byte count: binary units for KiB..TiB and the
+// single letters, decimal ones for kB..TB, as people write them.
+double parse_memory(const std::string& text) {
+  size_t end = 0;
+  double value = -1;
+  try {
+    value = std::stod(text, &end);
+  } catch (const std::exception&) {
+  }
+  std::string unit = text.substr(std::min(end, text.size()));
+  unit.erase(0, unit.find_first_not_of(' '));
+  const std::vector<std::pair<std::string, double>> units = {
+      {"", 1},          {"B", 1},          {"K", 1024.0},     {"KiB", 1024.0},   {"kB", 1e3},      {"KB", 1e3},
+      {"M", 1 << 20},   {"MiB", 1 << 20},  {"MB", 1e6},       {"G", 1 << 30},    {"GiB", 1 << 30}, {"GB", 1e9},
+      {"T", 1024.0 * (1 << 30)}, {"TiB", 1024.0 * (1 << 30)}, {"TB", 1e12}};
+  for (const auto& [name, scale] : units)
+    if (end > 0 && unit == name && std::isfinite(value) && value > 0) return value * scale;
+  throw CLI::ValidationError("--gpu-mem", "'" + printable(text) + "' is not a memory size (80GiB, 80GB, 24G, 81920MiB or bytes)");
+}
+
+std::string layout_line(const TrainConfig& c) {
+  std::string zero = c.zero_stage > 0 ? " (ZeRO stage " + std::to_string(c.zero_stage) + ")" : " (DDP)";
+  return c.model.describe() + "\n" + c.parallel.describe() + zero + "; micro-batch " + std::to_string(c.micro_batch) + " x " +
+         std::to_string(c.model.seq_len) + " tokens, " + std::to_string(c.accumulation) + " per step; activation checkpointing " +
+         c.activation_checkpointing.describe() + "; " + precision_name(c.precision) + "; optimizer " +
+         c.optimizer.value("type", std::string("AdamW"));
+}
+
+}  // namespace
+
+int estimate_command(int argc, char** argv) {
+  std::string config, gpu_mem;
+  std::vector<std::string> sets;
+  int world_size = 0, gpus = 0, nodes = 1;
+  bool json = false;
+  CLI::App app{"How much memory each rank of a config's run takes, term by term, and whether it fits.\nCovers: " +
+                   [] {
+                     std::string s;
+                     for (const auto& l : covered_layouts()) s += "\n  " + l;
+                     return s;
+                   }(),
+               "dtrain estimate"};
+  app.add_option("--config", config, "JSON config (default: the demo config)");
+  auto* world = app.add_option("--world-size", world_size, "ranks (default: the config's own layout, a dp of \"auto\" taken as 1)")
+                    ->check(whole_number(1, 1 << 20));
+  auto* gpu_count = app.add_option("--gpus", gpus, "GPUs in all, one rank each: estimate for GPUs")->check(whole_number(1, 1 << 20));
+  world->excludes(gpu_count);
+  app.add_option("--gpu-mem", gpu_mem, "memory of each GPU: 80GiB, 80GB, 24G (default: the CPU build's share of this host)");
+  app.add_option("--nodes", nodes, "nodes the ranks are spread over, evenly (default 1)")->check(whole_number(1, 1 << 16));
+  app.add_option("--set", sets, "override a key: --set parallel.tp=2 (repeatable)")->allow_extra_args(false);
+  app.add_flag("--json", json, "one JSON object: every term in bytes, the most loaded rank's total as total_bytes");
+  if (const auto code = parse_command_line(app, argc, argv)) return *code;
+
+  EstimateTarget target;
+  target.gpu = gpus > 0 || !gpu_mem.empty() || torch::cuda::is_available();
+  if (target.gpu && gpu_mem.empty())
+    throw std::invalid_argument("--gpu-mem: give each GPU's memory (80GiB, for example) to estimate for GPUs");
+  const std::string origin = config.empty() ? "demo config" : printable(config);
+  const TrainConfig c = world_size || gpus ? load_train_config(config, sets, world_size ? world_size : gpus)
+                                            : resolve_at_smallest_world(config, sets, origin + (sets.empty() ? "" : " with --set"));
+  target.world_size = c.world_size;
+  target.nodes = nodes;
+  if (target.world_size % nodes != 0)
+    throw std::invalid_argument("--nodes " + std::to_string(nodes) + " does not divide the " + std::to_string(target.world_size) + " ranks evenly");
+  if (!gpu_mem.empty()) {
+    target.device_memory = parse_memory(gpu_mem);
+    target.device_memory_from = "--gpu-mem";
+  } else {
+    const HostResources host = HostResources::of_this_host();
+    if (host.available_bytes <= 0) throw std::invalid_argument("--gpu-mem: this host's available memory is unknown; give it");
+    target.device_memory = kHostShare * double(host.available_bytes) / target.ranks_per_node();
+    target.device_memory_from = "90% of this host's " + byte_words(double(host.available_bytes)) + " available, over " +
+                                std::to_string(target.ranks_per_node()) + " rank(s)";
+  }
+  const MemoryEstimate estimate = estimate_memory(estimate_layout(c, !target.gpu, target.ranks_per_node()));
+  if (!estimate.covered()) {
+    if (json) std::cout << nlohmann::json{{"no_estimate", estimate.no_estimate}}.dump(2) << "\n";
+    std::cerr << "dtrain estimate: " << estimate.no_estimate << "\n";
+    return 1;
+  }
+  if (json) std::cout << estimate_json(estimate, target, layout_line(c)).dump(2) << "\n";
+  else std::cout << estimate_table(estimate, target, layout_line(c));
+  return 0;
+}
+
+}  // namespace dtrain

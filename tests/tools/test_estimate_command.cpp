@@ -1,0 +1,83 @@
+// `dtrain estimate` as a user runs it: the JSON's totals add up from its terms, the per-node total
+// and the verdict follow the flags, and bad input is refused with the flag or key named.
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "support/process.h"
+
+namespace dtrain::test {
+namespace {
+
+ProcessResult estimate(const std::vector<std::string>& args) {
+  std::vector<std::string> argv = {DTRAIN_BIN, "estimate"};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return run_process(argv, 60);
+}
+
+nlohmann::json estimate_json(const std::vector<std::string>& args) {
+  std::vector<std::string> with_json = args;
+  with_json.push_back("--json");
+  const ProcessResult r = estimate(with_json);
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  return nlohmann::json::parse(r.output.substr(r.output.find('{')));
+}
+
+TEST(EstimateCommand, JsonTotalsAreTheSumOfTheTerms) {
+  const nlohmann::json j = estimate_json({"--set", "model.preset=tiny", "--set", "zero_optimization.stage=3", "--world-size", "2"});
+  ASSERT_EQ(j["ranks"].size(), 1u);
+  const auto& rank = j["ranks"][0];
+  int64_t device = 0, tensors = 0;
+  for (const auto& t : rank["terms"]) {
+    ASSERT_TRUE(t.contains("bytes") && t.contains("formula") && t.contains("kind")) << t.dump();
+    if (t["where"] == "device") device += t["bytes"].get<int64_t>();
+    if (t["where"] == "device" && t["kind"] != "runtime") tensors += t["bytes"].get<int64_t>();
+  }
+  EXPECT_NEAR(double(device), double(rank["device_bytes"].get<int64_t>()), double(rank["terms"].size()));  // each term rounds once
+  EXPECT_NEAR(double(tensors), double(rank["tensor_bytes"].get<int64_t>()), double(rank["terms"].size()));
+  EXPECT_EQ(j["total_bytes"], rank["device_bytes"]);
+  EXPECT_EQ(j["world_size"], 2);
+  EXPECT_EQ(j["device"], "cpu");
+  EXPECT_TRUE(j["fits"].get<bool>());  // a tiny model in 90% of any host's memory
+}
+
+TEST(EstimateCommand, GpusPerNodeAndTheVerdict) {
+  const nlohmann::json fits = estimate_json({"--set", "model.preset=llama-1b", "--set", "bf16.enabled=true", "--set",
+                                             "zero_optimization.stage=3", "--set", "train.activation_checkpointing=full", "--set",
+                                             "train_micro_batch_size_per_gpu=1", "--gpus", "8", "--gpu-mem", "80GiB", "--nodes", "2"});
+  EXPECT_EQ(fits["device"], "gpu");
+  EXPECT_EQ(fits["ranks_per_node"], 4);
+  EXPECT_EQ(fits["device_memory_bytes"].get<int64_t>(), int64_t(80) << 30);
+  EXPECT_EQ(fits["node_bytes"].get<int64_t>(), 4 * fits["total_bytes"].get<int64_t>());
+  EXPECT_TRUE(fits["fits"].get<bool>());
+  EXPECT_EQ(fits["margin_bytes"].get<int64_t>(), (int64_t(80) << 30) - fits["total_bytes"].get<int64_t>());
+
+  // GPT-2 124M with DDP's 16 bytes per parameter (2 GB) alone overflows 1 GB.
+  const ProcessResult table = estimate({"--set", "model.preset=gpt2-124m", "--gpus", "1", "--gpu-mem", "1GB"});
+  ASSERT_EQ(table.exit_code, 0) << table.output;
+  EXPECT_NE(table.output.find("does not fit: "), std::string::npos) << table.output;
+  EXPECT_NE(table.output.find("the biggest term is "), std::string::npos) << table.output;
+  EXPECT_NE(table.output.find("optimizer states (AdamW)"), std::string::npos) << table.output;
+}
+
+TEST(EstimateCommand, RefusesBadInputNamingIt) {
+  struct Case {
+    std::vector<std::string> args;
+    int exit_code;
+    std::string says;
+  };
+  for (const Case& c : std::vector<Case>{
+           {{"--set", "model.bogus=1"}, 2, "unknown key 'model.bogus'"},
+           {{"--gpus", "2", "--gpu-mem", "80XB"}, 1, "--gpu-mem: '80XB' is not a memory size"},
+           {{"--world-size", "4", "--nodes", "3"}, 1, "--nodes 3 does not divide the 4 ranks evenly"},
+           {{"--world-size", "2", "--gpus", "2"}, 2, "excludes"},
+           {{"--gpus", "2"}, 1, "--gpu-mem: give each GPU's memory"},
+           {{"--set", "parallel.tp=2", "--world-size", "2"}, 1, "no estimate for tp 2"},
+           {{"--set", "train.freeze=[\"wte.*\"]"}, 1, "no estimate for train.freeze=[\"wte.*\"]"}}) {
+    const ProcessResult r = estimate(c.args);
+    EXPECT_EQ(r.exit_code, c.exit_code) << ::testing::PrintToString(c.args) << "\n" << r.output;
+    EXPECT_NE(r.output.find(c.says), std::string::npos) << ::testing::PrintToString(c.args) << "\n" << r.output;
+  }
+}
+
+}  // namespace
+}  // namespace dtrain::test

@@ -1,0 +1,177 @@
+// The estimate's closed forms against values computed by hand: the parameter counts, the model
+// states at each ZeRO stage (the ZeRO paper's 2Ψ/2Ψ/KΨ as dtrain keeps them), the activations per
+// token (Korthikanti et al.'s count under dtrain's assumptions), one whole estimate term by term, and
+// the layouts it refuses. The measured comparison is test_estimate_measured.cpp.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <functional>
+
+#include "tools/estimate/activation_memory.h"
+#include "tools/estimate/memory_estimate.h"
+#include "tools/estimate/model_states.h"
+#include "train/config_schema.h"
+#include "train/estimate_layout.h"
+
+namespace dtrain {
+namespace {
+
+MemoryLayout layout_of(const std::string& preset, int dp = 1, int stage = 0, int compute_bytes = 4) {
+  MemoryLayout l;
+  l.model = model_preset(preset);
+  l.dp = l.dp_shard = dp;
+  l.zero_stage = stage;
+  l.compute_bytes = compute_bytes;
+  return l;
+}
+
+double term_bytes(const std::vector<MemoryTerm>& terms, MemoryKind kind) {
+  double sum = 0;
+  for (const auto& t : terms)
+    if (t.kind == kind) sum += t.bytes;
+  return sum;
+}
+
+TEST(ParameterCounts, PartsAddUpToTheModelsCount) {
+  for (const std::string& preset : model_preset_names()) {
+    const TransformerConfig m = model_preset(preset);
+    if (m.is_vlm()) continue;  // refused by the estimate (its vision side is not counted)
+    const ParameterCounts c = parameter_counts(m);
+    EXPECT_EQ(c.total, m.parameter_count()) << preset;
+    EXPECT_EQ(std::max({c.block, c.embeddings, c.head}), m.largest_part_parameters()) << preset;
+  }
+  // The tiny GPT-2 by hand: a block is qkv 32·96 + 96, o 32·32 + 32, MLP 2·32·128 + 128 + 32 and two
+  // LayerNorms 4·32; the embeddings 256·32 + 16·32; the final norm 2·32.
+  const ParameterCounts tiny = parameter_counts(model_preset("tiny"));
+  EXPECT_EQ(tiny.block, 3072 + 96 + 1024 + 32 + 8192 + 128 + 32 + 128);
+  EXPECT_EQ(tiny.embeddings, 8192 + 512);
+  EXPECT_EQ(tiny.head, 64);
+  EXPECT_EQ(tiny.matmul, 2 * (3072 + 1024 + 8192) + 8192);  // the tied head reads wte's working copy
+  EXPECT_EQ(parameter_counts(model_preset("gpt2-124m")).total, 124439808);
+}
+
+// GPT-2 124M at dp 4 in fp32 with AdamW: Ψ = 124,439,808, a shard ceil(Ψ/4) = 31,109,952.
+TEST(ModelStates, ZeroStagesShardWhatThePaperSays) {
+  const ParameterCounts c = parameter_counts(model_preset("gpt2-124m"));
+  const double psi = 124439808, shard = 31109952;
+  struct Expected {
+    int stage;
+    double parameters, gradients, optimizer;
+  };
+  for (const Expected& e : {Expected{0, 4 * psi, 4 * psi, 8 * psi}, Expected{1, 4 * psi, 4 * psi, 8 * shard},
+                            Expected{2, 4 * psi, 4 * shard, 8 * shard}, Expected{3, 4 * shard, 4 * shard, 8 * shard}}) {
+    const auto terms = model_state_terms(layout_of("gpt2-124m", 4, e.stage), c);
+    EXPECT_EQ(term_bytes(terms, MemoryKind::Parameters), e.parameters) << "stage " << e.stage;
+    EXPECT_EQ(term_bytes(terms, MemoryKind::Gradients), e.gradients) << "stage " << e.stage;
+    EXPECT_EQ(term_bytes(terms, MemoryKind::OptimizerStates), e.optimizer) << "stage " << e.stage;
+  }
+  // bf16 adds 16-bit working copies of the matmul weights below stage 3: 12 blocks of 4·768² + 2·768·3072, and the tied table.
+  const double matmul = 12 * (4.0 * 768 * 768 + 2.0 * 768 * 3072) + 50257.0 * 768;
+  EXPECT_EQ(term_bytes(model_state_terms(layout_of("gpt2-124m", 4, 1, 2), c), MemoryKind::Parameters), 4 * psi + 2 * matmul);
+  EXPECT_EQ(term_bytes(model_state_terms(layout_of("gpt2-124m", 4, 3, 2), c), MemoryKind::Parameters), 4 * shard);
+  // SGD without momentum keeps no state.
+  MemoryLayout sgd = layout_of("gpt2-124m");
+  sgd.optimizer_bytes = 0;
+  EXPECT_EQ(term_bytes(model_state_terms(sgd, c), MemoryKind::OptimizerStates), 0);
+}
+
+// Korthikanti et al. count 34·h bytes per token and layer at 2-byte elements besides the attention
+// scores; without its dropout masks (2h) that is 16h elements, which dtrain keeps in fp32, plus one
+// log-sum-exp per head and LayerNorm's mean and rstd twice.
+TEST(Activations, GptTwoBlockIsThePapersCountWithoutMasksInFp32) {
+  MemoryLayout l = layout_of("gpt2-124m");
+  EXPECT_EQ(block_bytes_per_token(l), (34 - 2) * 768 * 2 + 4 * 12 + 4 * 4);
+  EXPECT_EQ(selective_block_bytes_per_token(l), (34 - 2) * 768 * 2 + 4 * 4);  // the log-sum-exp goes
+  EXPECT_EQ(checkpointed_block_bytes_per_token(l), 4 * 768);
+  // The head: the final norm's input and output, the log-softmax over 50,257 tokens, three statistics.
+  EXPECT_EQ(head_bytes_per_token(l), 4 * 768 + 4 * 768 + 4 * 50257 + 4 * 3);
+  l.compute_bytes = 2;  // bf16: the residual stream stays fp32, the rest is 16-bit
+  EXPECT_EQ(block_bytes_per_token(l), 8 * 768 + 8 * 768 + 4 * 768 + 4 * 3072 + 4 * 12 + 16);
+  EXPECT_EQ(head_bytes_per_token(l), 4 * 768 + 2 * 768 + 2 * 50257 + 12);
+}
+
+// Llama 1B: d 2048, 8 KV heads of 64 (kv 512), SwiGLU 8192, 32 heads.
+TEST(Activations, LlamaBlockCountsSwiGluAndGroupedKv) {
+  MemoryLayout l = layout_of("llama-1b");
+  EXPECT_EQ(block_bytes_per_token(l), 4 * 2048 + 24 * 2048 + 8 * 512 + 16 * 8192 + 4 * 32 + 8);
+  EXPECT_EQ(selective_block_bytes_per_token(l), block_bytes_per_token(l) - 4 * 32 - 4 * 2048);
+  l.compute_bytes = 2;
+  EXPECT_EQ(block_bytes_per_token(l), 4 * 2048 + 12 * 2048 + 4 * 512 + 8 * 8192 + 4 * 32 + 8);
+  // RoPE's fp32 q and k saved by the checkpoint in place of their 16-bit copies.
+  EXPECT_EQ(selective_block_bytes_per_token(l), block_bytes_per_token(l) - 4 * 32 + 2 * (2048 + 512));
+}
+
+// The tiny model on one rank, fp32, 8 sequences of 16 tokens (T = 128): its peak is when the head's
+// backward begins, every activation still saved and the logits' gradient beside them. The counting
+// allocator measures 1,375,760 bytes (16 of them scalars outside the estimate).
+TEST(MemoryEstimate, TinyModelTermByTerm) {
+  MemoryLayout l = layout_of("tiny");
+  l.micro_batch = 8;
+  const MemoryEstimate e = estimate_memory(l);
+  ASSERT_TRUE(e.covered()) << e.no_estimate;
+  const RankEstimate& r = e.most_loaded();
+  EXPECT_EQ(r.peak_moment, "the head's backward begins");
+  const double states = 34176.0 * 16, blocks = 2 * (4 * (16 * 32 + 2 + 4)) * 128.0, head = 4 * (2 * 32 + 256 + 3) * 128.0;
+  const double logits_gradient = 4 * 128.0 * 256, batch = 16 * 128.0;
+  EXPECT_EQ(r.tensor_bytes(), states + blocks + head + logits_gradient + batch);
+  EXPECT_NEAR(r.tensor_bytes(), 1375760, 16);
+  EXPECT_GT(r.device_bytes(), r.tensor_bytes());  // the runtime comes on top
+}
+
+TEST(MemoryEstimate, LayoutsWithoutFormulasAreRefusedByName) {
+  struct Case {
+    std::function<void(MemoryLayout&)> set;
+    std::string says;
+  };
+  for (const Case& c : std::vector<Case>{{[](MemoryLayout& l) { l.tp = 2; }, "no estimate for tp 2"},
+                                         {[](MemoryLayout& l) { l.tp = 2, l.sequence_parallel = true; }, "no estimate for tp 2 with sequence parallelism"},
+                                         {[](MemoryLayout& l) { l.pp = 2; }, "no estimate for pp 2"},
+                                         {[](MemoryLayout& l) { l.cp = 2; }, "no estimate for cp 2"},
+                                         {[](MemoryLayout& l) { l.offload_optimizer = "nvme"; },
+                                          "no estimate for zero_optimization.offload_optimizer.device=nvme"},
+                                         {[](MemoryLayout& l) { l.device_is_cpu = false, l.offload_param = "cpu"; },
+                                          "no estimate for zero_optimization.offload_param.device=cpu on a GPU"},
+                                         {[](MemoryLayout& l) { l.model = model_preset("vlm-ocr"); },
+                                          "no estimate for a vision-language model (model.arch=vlm)"},
+                                         {[](MemoryLayout& l) { l.unmodelled = {"train.freeze=[\"wte.*\"]"}; },
+                                          "no estimate for train.freeze=[\"wte.*\"]"}}) {
+    MemoryLayout l = layout_of("tiny", 2, 3);
+    c.set(l);
+    const MemoryEstimate e = estimate_memory(l);
+    EXPECT_EQ(e.no_estimate, c.says);
+    EXPECT_TRUE(e.ranks.empty());
+  }
+  MemoryLayout on_cpu = layout_of("tiny", 2, 3);
+  on_cpu.offload_optimizer = "cpu";  // the CPU build's state already is in host memory: nothing moves
+  EXPECT_TRUE(estimate_memory(on_cpu).covered());
+}
+
+// Every config key of the sections that decide what a rank holds is classified (modelled, of no
+// effect, or refused when set): a new parallelism's keys fail this until the estimate says what
+// they do, so none lands without its formula or an explicit "no estimate".
+TEST(EstimateLayout, EveryLayoutKeyOfTheConfigIsClassified) {
+  std::vector<std::string> config_keys;
+  std::function<void(const nlohmann::json&, const std::string&)> collect = [&](const nlohmann::json& j, const std::string& prefix) {
+    for (auto it = j.begin(); it != j.end(); ++it) {
+      const std::string key = prefix.empty() ? it.key() : prefix + "." + it.key();
+      const bool in_section = std::any_of(layout_sections().begin(), layout_sections().end(), [&](const std::string& s) {
+        return key == s || key.rfind(s + ".", 0) == 0;
+      });
+      if (in_section) config_keys.push_back(key);
+      if (it.value().is_object() && !is_free_form(key)) collect(it.value(), key);
+    }
+  };
+  collect(config_defaults(), "");
+  std::vector<std::string> classified;
+  for (const LayoutKey& k : layout_keys()) classified.push_back(k.key);
+  std::sort(config_keys.begin(), config_keys.end());
+  std::sort(classified.begin(), classified.end());
+  std::vector<std::string> unclassified, unknown;
+  std::set_difference(config_keys.begin(), config_keys.end(), classified.begin(), classified.end(), std::back_inserter(unclassified));
+  std::set_difference(classified.begin(), classified.end(), config_keys.begin(), config_keys.end(), std::back_inserter(unknown));
+  EXPECT_TRUE(unclassified.empty()) << "config keys the estimate does not classify (train/estimate_layout.cpp): " << ::testing::PrintToString(unclassified);
+  EXPECT_TRUE(unknown.empty()) << "classified keys the config does not have: " << ::testing::PrintToString(unknown);
+}
+
+}  // namespace
+}  // namespace dtrain
