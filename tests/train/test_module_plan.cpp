@@ -73,7 +73,8 @@ bool starts_with(const std::string& s, const std::string& prefix) { return s.rfi
 // What stage 3 under the plan communicated, on each rank: the gradients of the sharded parameters
 // reduce-scattered (their buckets padded to a multiple of the ranks, less than one element a rank
 // each), those of block 0 all-reduced whole, each bucket once per step; the sharded units gathered
-// (each rank's piece), block 0 never; and nothing else but scalars (loss, norm, checks).
+// (each rank's piece), block 0 never; and nothing else but scalars (loss, norm, checks) and the
+// end-of-run memory report.
 void expect_only_trainable_parameters_communicated(const std::string& run_dir, int steps, int ranks) {
   const Counts c = counts();
   const int64_t sharded = c.total - c.frozen - c.whole;
@@ -96,6 +97,8 @@ void expect_only_trainable_parameters_communicated(const std::string& run_dir, i
       } else if (starts_with(name, "all_gather zero-3:all-gather unit ")) {
         gathered += n * ranks;
         ++units;
+      } else if (name == "all_gather memory report") {
+        EXPECT_EQ(int(sizes.size()), 1) << name << " is sent once, at the run's end";
       } else {
         EXPECT_LE(n, 3) << name << " carries more than a scalar's few elements";
       }
