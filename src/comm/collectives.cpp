@@ -156,8 +156,11 @@ CommHandle all_gather_start(Group& g, const at::Tensor& in, at::Tensor out, cons
   return start(g, "all_gather", in, label, true, [&] {
     c10d::AllgatherOptions o;
     o.asyncOp = async;
+    // Both flat: Gloo reads the output as chunks shaped like the input, which a [1, n] input and a
+    // flat output disagree on.
     at::Tensor flat_out = out.view({-1});
-    return g.backend()._allgather_base(flat_out, const_cast<at::Tensor&>(in), o);
+    at::Tensor flat_in = in.view({-1});
+    return g.backend()._allgather_base(flat_out, flat_in, o);
   });
 }
 
