@@ -70,6 +70,8 @@ const std::vector<MeasuredLayout> kLayouts = {
     {"demo_tp2", 2, kDemo + kTp},
     {"tiny_bf16_tp2_sp", 2, kTiny + kBf16 + kSp},
     {"demo_bf16_tp2", 2, kDemo + kBf16 + kTp},
+    {"demo_tp2_sp", 2, kDemo + kSp},
+    {"demo_llama_bf16_tp2_sp_selective", 2, kDemo + kLlama + kBf16 + kSp + ac("selective")},
     {"tiny_pp2_1f1b", 2, kTiny + pipeline("1f1b")},
     {"tiny_pp2_gpipe", 2, kTiny + pipeline("gpipe")},
     {"demo_pp2_1f1b", 2, kDemo + pipeline("1f1b")},

@@ -240,6 +240,24 @@ struct Step {
     return m;
   }
 
+  // Under sequence parallelism the last block's backward begins beside the head's, whose buffers
+  // are full-sequence and still alive (the counting allocator's live allocations at this peak on the
+  // demo model): the head's column-parallel backward re-gathered its input (e·T·d) and computed the
+  // full input gradient (4·T·d) whose reduce-scatter is still in flight behind the weight-gradient
+  // GEMMs, with the logits' gradient it came from; the block's row-parallel down projection has
+  // all-gathered the gradient flowing in (4·T·d) from the rank's shard (4·T·d/tp). A rank that runs
+  // ahead of its peer holds one more full-sequence buffer until the collective completes.
+  StepMoment sequence_parallel_head_handoff() const {
+    StepMoment m{"the last block's backward begins (sequence-parallel gathers in flight)", saved_blocks(L)};
+    for (auto& t : tied_gradient_held()) m.terms.push_back(std::move(t));
+    const double logits = logits_gradient_bytes_per_token(l);
+    m.terms.push_back(term("backward: the logits' gradient, held until the head's reduce-scatter completes", MemoryKind::Activations,
+                           logits * T, plain(logits) + " B/token × " + tokens()));
+    m.terms.push_back(term("sequence parallelism: the head's re-gathered input and full input gradient, the block's gathered gradient",
+                           MemoryKind::Communication, (e + 4 + 4) * T * d + 4 * T * d / l.tp, "(e + 8)·T·d + 4·T·d/tp"));
+    return m;
+  }
+
   // ZeRO 1-2 launch the all-gathers of the updated shard after the step; their send buffers (the
   // rank's shard, copied) live into the next forward pass.
   StepMoment optimizer_step() const {
@@ -265,6 +283,7 @@ std::vector<StepMoment> step_moments(const MemoryLayout& layout, const Parameter
   std::vector<StepMoment> moments;
   if (stage.last) moments.push_back(s.head_backward());
   moments.push_back(s.block_backward(L - 1));
+  if (layout.sequence_parallel && stage.last) moments.push_back(s.sequence_parallel_head_handoff());
   // ZeRO-2's gradients grow as backward goes down the blocks; ZeRO-3's send buffer joins from the second-last.
   if (layout.zero_stage == 2 && L > 1) moments.push_back(s.block_backward(0));
   if (layout.zero_stage == 3 && L > 1) moments.push_back(s.block_backward(L - 2));
