@@ -39,8 +39,8 @@ const std::vector<LayoutKey>& layout_keys() {
       {"model.vision.channels", U::NoEffect}, {"model.vision.max_grid", U::NoEffect}, {"model.vision.merge", U::NoEffect},
       {"model.vision.image_token_id", U::NoEffect}, {"model.vision.end_token_id", U::NoEffect},
       // The mesh, the pipeline's schedule and split (the schedules without formulas are refused by
-      // the estimate itself: uncovered_layout), as is cp above 1 with its kind; the tensor-parallel
-      // overlap changes no size.
+      // the estimate itself: uncovered_layout). Ring and Ulysses attention keep the same tensors
+      // (measured), and the tensor-parallel overlap changes no size.
       {"parallel", U::Modelled}, {"parallel.dp", U::Modelled}, {"parallel.tp", U::Modelled}, {"parallel.pp", U::Modelled},
       {"parallel.cp", U::Modelled}, {"parallel.sequence_parallel", U::Modelled}, {"parallel.tp_overlap_grad_reduce", U::NoEffect},
       {"parallel.pipeline", U::Modelled}, {"parallel.pipeline.schedule", U::Modelled}, {"parallel.pipeline.virtual_stages", U::Modelled},

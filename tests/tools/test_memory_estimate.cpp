@@ -158,6 +158,17 @@ TEST(ActivationMemory, TensorAndSequenceParallelismSplitWhatThePaperSays) {
   EXPECT_EQ(logits_gradient_bytes_per_token(l), (4 + 2) * 128);  // the fp32 gradient and its bf16 copy
 }
 
+// Context parallelism over 2 ranks: each keeps half of every sequence's tokens, and its attention
+// saves its own output beside the o projection's input (4d more per token in fp32: 2,072 + 128),
+// which selective recomputation drops with the log-sum-exp.
+TEST(ActivationMemory, ContextParallelismHalvesTheTokensAndKeepsTheAttentionOutput) {
+  MemoryLayout l = layout_of("tiny");
+  l.micro_batch = 8, l.cp = 2;
+  EXPECT_EQ(tokens_per_micro_batch(l), 8 * 16 / 2);
+  EXPECT_EQ(block_bytes_per_token(l), 2072 + 4 * 32);
+  EXPECT_EQ(selective_block_bytes_per_token(l), 2072 - 4 * 2);
+}
+
 // The schedules' micro-batches in flight at pp 2 with 4 micro-batches: GPipe runs every forward
 // before any backward (4 on each stage); 1F1B holds pp - stage (2, then 1). Blocks split evenly, the
 // embeddings on the first stage, the head and the tied table's copy on the last.
@@ -210,7 +221,6 @@ TEST(MemoryEstimate, LayoutsWithoutFormulasAreRefusedByName) {
   for (const Case& c : std::vector<Case>{{[](MemoryLayout& l) { l.pp = 2; }, "no estimate for pp 2 with ZeRO stage 3"},
                                          {[](MemoryLayout& l) { l.pp = 2, l.zero_stage = 1, l.schedule = ScheduleKind::ZeroBubble; },
                                           "no estimate for pp 2 under parallel.pipeline.schedule=zero_bubble"},
-                                         {[](MemoryLayout& l) { l.cp = 2; }, "no estimate for cp 2"},
                                          {[](MemoryLayout& l) { l.offload_optimizer = "nvme"; },
                                           "no estimate for zero_optimization.offload_optimizer.device=nvme"},
                                          {[](MemoryLayout& l) { l.device_is_cpu = false, l.offload_param = "cpu"; },

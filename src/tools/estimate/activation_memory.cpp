@@ -27,16 +27,22 @@ Widths widths(const MemoryLayout& l) {
 
 double block_bytes_per_token(const MemoryLayout& l) {
   const Widths w = widths(l);
+  // Context parallelism's attention (ring or Ulysses, parallel/context) saves its own output for
+  // its backward beside the o projection's input, a transposed copy: e·d more (the counting
+  // allocator's live tensors at the peak).
+  const double cp_output = l.cp > 1 ? w.e * w.d / w.tp : 0;
   // The residual stream's fp32 tensors, the norms' outputs and statistics: whole on each tp rank
   // (1/tp under sp); q, k, v, attention's output and the MLP's: split by heads and features.
-  if (l.model.is_llama()) return w.whole * (4 * w.d + 2 * w.e * w.d + 2 * 4) + 4 * w.e * w.d / w.tp + 2 * w.e * w.kv + 4 * w.e * w.f + 4 * w.a;
-  return w.whole * (2 * 4 * w.d + 2 * w.e * w.d + 4 * 4) + 2 * w.e * w.d / w.tp + 2 * w.e * w.kv + 2 * w.e * w.f + 4 * w.a;
+  if (l.model.is_llama())
+    return cp_output + w.whole * (4 * w.d + 2 * w.e * w.d + 2 * 4) + 4 * w.e * w.d / w.tp + 2 * w.e * w.kv + 4 * w.e * w.f + 4 * w.a;
+  return cp_output + w.whole * (2 * 4 * w.d + 2 * w.e * w.d + 4 * 4) + 2 * w.e * w.d / w.tp + 2 * w.e * w.kv + 2 * w.e * w.f + 4 * w.a;
 }
 
 double selective_block_bytes_per_token(const MemoryLayout& l) {
   const Widths w = widths(l);
-  // The log-sum-exp goes with the kernel's saved tensors; the checkpoint saves the core's inputs.
-  double bytes = block_bytes_per_token(l) - 4 * w.a;
+  // The log-sum-exp goes with the kernel's saved tensors (and context parallelism's output copy);
+  // the checkpoint saves the core's inputs.
+  double bytes = block_bytes_per_token(l) - 4 * w.a - (l.cp > 1 ? w.e * w.d / w.tp : 0);
   if (!l.model.is_llama()) return bytes;  // q, k and v are the projections' outputs, which backward keeps anyway
   // Llama's q and k enter the core as RoPE's fp32 outputs, which the checkpoint saves in place of the
   // kernel's compute-type copies. In fp32 ATen's kernel also keeps its own output beside the o

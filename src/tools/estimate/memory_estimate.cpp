@@ -75,7 +75,6 @@ std::string uncovered_layout(const MemoryLayout& l) {
   if (l.pp > 1 && l.schedule != ScheduleKind::GPipe && l.schedule != ScheduleKind::OneFOneB)
     parts.push_back("pp " + std::to_string(l.pp) + " under parallel.pipeline.schedule=" + schedule_name(l.schedule));
   if (l.pp > 1 && l.zero_stage == 3) parts.push_back("pp " + std::to_string(l.pp) + " with ZeRO stage 3");
-  if (l.cp > 1) parts.push_back("cp " + std::to_string(l.cp));
   for (const auto& [what, device] : {std::pair<std::string, std::string>{"offload_optimizer", l.offload_optimizer}, {"offload_param", l.offload_param}}) {
     // On the CPU build offloading to the CPU moves nothing: the state already lives in host memory.
     if (device == "nvme" || (device == "cpu" && !l.device_is_cpu))
@@ -89,6 +88,7 @@ const std::vector<std::string>& covered_layouts() {
       "data parallelism: DDP (ZeRO stage 0) and ZeRO stages 1, 2 and 3 (reshard_after_forward true or false, hybrid shard groups)",
       "tensor parallelism (Megatron-LM's layout, the vocab-parallel head and loss), with or without sequence parallelism",
       "pipeline parallelism under the gpipe and 1f1b schedules (every stage's own estimate; not with ZeRO stage 3)",
+      "context parallelism, ring or Ulysses attention",
       "activation checkpointing: none, full, selective, every:N (checkpointed inputs partitioned over tp)",
       "precision: fp32, bf16 and fp16 (fp32 master weights, 16-bit working copies)",
       "models: GPT-2 and Llama shapes (grouped-query attention, tied or untied embeddings)",

@@ -45,7 +45,7 @@ struct RankEstimate {
 };
 
 struct MemoryEstimate {
-  // Non-empty when the layout holds something the formulas do not cover: "no estimate for cp 2"
+  // Non-empty when the layout holds something the formulas do not cover: "no estimate for train.freeze=..."
   // (then `ranks` is empty). Never a silently wrong number.
   std::string no_estimate;
   std::vector<RankEstimate> ranks;
