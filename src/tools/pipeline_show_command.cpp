@@ -15,13 +15,14 @@
 #include "common/number_text.h"
 #include "common/parse_command_line.h"
 #include "common/printable.h"
-#include "model/activation_bytes.h"
 #include "parallel/pipeline/pipeline_schedule.h"
 #include "parallel/pipeline/pipeline_simulator.h"
 #include "parallel/pipeline/stage_split.h"
 #include "tools/gantt_chart.h"
+#include "tools/estimate/activation_memory.h"
 #include "tools/pipeline_costs.h"
 #include "tools/smallest_world.h"
+#include "train/estimate_layout.h"
 #include "train/train_config.h"
 
 namespace dtrain {
@@ -47,13 +48,14 @@ TrainConfig resolve_for_show(const std::string& path, const std::vector<std::str
   return resolve_at_smallest_world(path, sets, printable(path) + (sets.empty() ? "" : " with the pipeline flags"));
 }
 
-// Each chunk's activations for one micro-batch, in bytes, its blocks as the split gives them, the
-// head's on the last chunk.
-std::vector<int64_t> chunk_activation_bytes(const TransformerConfig& model, int64_t micro_batch, const std::vector<int>& split) {
+// Each chunk's activations for one micro-batch, in bytes, its blocks as the split gives them (none
+// recomputed), the head's on the last chunk: the memory estimate's per-token counts
+// (tools/estimate/activation_memory.h) for the config's precision, tp and sp.
+std::vector<int64_t> chunk_activation_bytes(const MemoryLayout& layout, const std::vector<int>& split) {
+  const double tokens = tokens_per_micro_batch(layout);
   std::vector<int64_t> bytes;
   for (size_t c = 0; c < split.size(); ++c)
-    bytes.push_back(split[c] * block_activation_bytes(model, micro_batch) +
-                    (c + 1 == split.size() ? head_activation_bytes(model, micro_batch) : 0));
+    bytes.push_back(int64_t(tokens * (split[c] * block_bytes_per_token(layout) + (c + 1 == split.size() ? head_bytes_per_token(layout) : 0))));
   return bytes;
 }
 
@@ -71,7 +73,7 @@ ConfigPipeline read_config_pipeline(const std::string& path, const std::vector<s
                              : c.json["parallel"]["pipeline"]["split"].is_null() ? "cost model"
                                                                                  : "parallel.pipeline.split";
   return {c.parallel.pp, int(c.accumulation), p.virtual_stages, schedule_name(p.schedule), describe_split(split, costs, source),
-          chunk_activation_bytes(c.model, c.micro_batch, split)};
+          chunk_activation_bytes(estimate_layout(c, true, 1), split)};
 }
 
 std::string costs_text(const PipelineCosts& c, ScheduleKind kind) {
@@ -155,7 +157,7 @@ int pipeline_command(int argc, char** argv) {
   std::cout << gantt_legend() << "\n\n"
             << "bubble " << percent(timeline.bubble_fraction) << " simulated, " << percent(closed_form_bubble(*kind, o.pp, o.virtual_stages, o.micro_batches, costs))
             << " by " << closed_form_text(*kind) << "; step " << plain(timeline.makespan) << " " << unit << "\n\n"
-            << "rank  peak micro-batches in flight" << (bytes.empty() ? "" : "  their activations (fp32 estimate)") << "\n";
+            << "rank  peak micro-batches in flight" << (bytes.empty() ? "" : "  their activations (memory estimate, nothing recomputed)") << "\n";
   for (int r = 0; r < o.pp; ++r) {
     std::cout << std::setw(4) << r << "  " << std::setw(28) << timeline.peak_in_flight[r];
     if (!bytes.empty()) std::cout << "  " << byte_words(double(bytes[r]));

@@ -38,13 +38,13 @@ const std::vector<LayoutKey>& layout_keys() {
       {"model.vision.d_model", U::NoEffect}, {"model.vision.d_ff", U::NoEffect}, {"model.vision.patch_size", U::NoEffect},
       {"model.vision.channels", U::NoEffect}, {"model.vision.max_grid", U::NoEffect}, {"model.vision.merge", U::NoEffect},
       {"model.vision.image_token_id", U::NoEffect}, {"model.vision.end_token_id", U::NoEffect},
-      // The mesh. tp, pp and cp above 1 are refused by the estimate itself (uncovered_layout), and
-      // with them what only they read: the pipeline's schedule and split, context parallelism's kind,
-      // the tensor-parallel overlap.
+      // The mesh, the pipeline's schedule and split (the schedules without formulas are refused by
+      // the estimate itself: uncovered_layout). Ring and Ulysses attention keep the same tensors
+      // (measured), and the tensor-parallel overlap changes no size.
       {"parallel", U::Modelled}, {"parallel.dp", U::Modelled}, {"parallel.tp", U::Modelled}, {"parallel.pp", U::Modelled},
       {"parallel.cp", U::Modelled}, {"parallel.sequence_parallel", U::Modelled}, {"parallel.tp_overlap_grad_reduce", U::NoEffect},
-      {"parallel.pipeline", U::NoEffect}, {"parallel.pipeline.schedule", U::NoEffect}, {"parallel.pipeline.virtual_stages", U::NoEffect},
-      {"parallel.pipeline.split", U::NoEffect}, {"parallel.context", U::NoEffect}, {"parallel.context.impl", U::NoEffect},
+      {"parallel.pipeline", U::Modelled}, {"parallel.pipeline.schedule", U::Modelled}, {"parallel.pipeline.virtual_stages", U::Modelled},
+      {"parallel.pipeline.split", U::Modelled}, {"parallel.context", U::NoEffect}, {"parallel.context.impl", U::NoEffect},
       {"parallel.micro_batches", U::Modelled},
       // Per-module plans freeze and keep whole what they name: not modelled yet.
       {"parallel.modules", U::Refused}, {"parallel.fsdp", U::Modelled}, {"parallel.fsdp.sharding_strategy", U::Modelled},
@@ -70,9 +70,9 @@ const std::vector<LayoutKey>& layout_keys() {
       {"zero_optimization.offload_param.pin_memory", U::NoEffect}, {"zero_optimization.offload_param.buffer_count", U::NoEffect},
       {"zero_optimization.offload_param.buffer_size", U::NoEffect}, {"zero_optimization.offload_param.max_in_cpu", U::NoEffect},
       {"zero_optimization.offload_param.fast_init", U::NoEffect}, {"zero_optimization.offload_param.ratio", U::NoEffect},
-      // How checkpointed inputs are kept (model/activation_store.h): split over tp (refused with tp),
-      // in host memory or in one buffer: not modelled yet.
-      {"activation_checkpointing", U::Modelled}, {"activation_checkpointing.partition_activations", U::NoEffect},
+      // How checkpointed inputs are kept (model/activation_store.h): split over tp (modelled), in
+      // host memory or in one buffer: not modelled yet.
+      {"activation_checkpointing", U::Modelled}, {"activation_checkpointing.partition_activations", U::Modelled},
       {"activation_checkpointing.cpu_checkpointing", U::Refused}, {"activation_checkpointing.contiguous_memory_optimization", U::Refused},
       {"activation_checkpointing.number_checkpoints", U::NoEffect}, {"activation_checkpointing.synchronize_checkpoint_boundary", U::NoEffect},
       {"activation_checkpointing.profile", U::NoEffect},
@@ -102,6 +102,9 @@ MemoryLayout estimate_layout(const TrainConfig& c, bool device_is_cpu, int ranks
   l.pp = c.parallel.pp;
   l.cp = c.parallel.cp;
   l.sequence_parallel = c.sequence_parallel;
+  l.schedule = c.pipeline.schedule;
+  l.virtual_stages = c.pipeline.virtual_stages;
+  l.split = c.pipeline.split;
   l.ranks_per_node = ranks_per_node;
   l.zero_stage = c.zero_stage;
   l.reshard_after_forward = c.reshard_after_forward;

@@ -28,8 +28,8 @@ std::string estimate_against_measured(double estimated, double measured) {
   return "estimated " + byte_words(estimated) + ", measured " + byte_words(measured) + ", " + signed_percent((measured - estimated) / estimated);
 }
 
-MemoryReport::MemoryReport(const TrainConfig& config, World& world)
-    : world_(world), estimate_(estimate_memory(estimate_layout(config, world.device().is_cpu(), world.env().local_world_size))) {}
+MemoryReport::MemoryReport(const TrainConfig& config, World& world, int pp_stage)
+    : world_(world), pp_stage_(pp_stage), estimate_(estimate_memory(estimate_layout(config, world.device().is_cpu(), world.env().local_world_size))) {}
 
 void MemoryReport::step_begins() { reset_tensor_memory_peak(world_.device()); }
 
@@ -43,7 +43,7 @@ void MemoryReport::step_ends() {
 void MemoryReport::finish(int64_t step, RankLog& log, MetricsLog* metrics) {
   // Per rank: the estimate of its tensors (0: none), the measured peak (-1: not measured), its
   // reserved peak (CUDA) and its peak RSS.
-  const double estimated = estimate_.covered() ? estimate_.most_loaded().tensor_bytes() : 0;
+  const double estimated = estimate_.covered() ? estimate_.of_stage(pp_stage_).tensor_bytes() : 0;
   const auto mine = at::tensor({estimated, measured_ ? double(measured_peak_) : -1.0, double(reserved_peak_), double(peak_rss_bytes())},
                                at::kDouble)
                         .reshape({1, 4})

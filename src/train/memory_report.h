@@ -17,7 +17,8 @@ namespace dtrain {
 
 class MemoryReport {
  public:
-  MemoryReport(const TrainConfig& config, World& world);
+  // `pp_stage`: this rank's pipeline stage, whose estimate it is measured against.
+  MemoryReport(const TrainConfig& config, World& world, int pp_stage);
 
   // Around each training step: the measured peak is the highest of the steps, not of what runs
   // between them (validation, checkpoint saves), which the estimate does not cover.
@@ -32,6 +33,7 @@ class MemoryReport {
 
  private:
   World& world_;
+  int pp_stage_;
   MemoryEstimate estimate_;
   int64_t measured_peak_ = 0, reserved_peak_ = 0;
   bool measured_ = false;  // a step ran and the device's tensors are tracked

@@ -154,7 +154,7 @@ void Trainer::build_model() {
   setup_lines_.insert(setup_lines_.end(), plan_.setup_lines.begin(), plan_.setup_lines.end());
   schedule_ = std::make_unique<LrSchedule>(c_.scheduler, plan_.optimizer->base_lr(), c_.steps);
   guard_ = std::make_unique<StabilityGuard>(c_.stability);
-  memory_ = std::make_unique<MemoryReport>(c_, *world_);
+  memory_ = std::make_unique<MemoryReport>(c_, *world_, mesh_->coord("pp"));
 }
 
 void Trainer::read_checkpoint(const std::string& dir) {

@@ -59,9 +59,9 @@ std::string tiny_config(const std::string& name, const std::string& parallel) {
   return path;
 }
 
-// One tiny block (d 32, 2 heads, d_ff 128) keeps 514 fp32 values per token (activation_bytes.h):
-// 65792 bytes for a micro-batch of 2 x 16 tokens.
-constexpr int64_t kTinyBlockBytes = 514 * 4 * 2 * 16;
+// One tiny block (d 32, 2 heads, d_ff 128) keeps 2,072 bytes per token in fp32 (the memory
+// estimate's count, tools/estimate/activation_memory.h): 66304 bytes for a micro-batch of 2 x 16 tokens.
+constexpr int64_t kTinyBlockBytes = 2072 * 2 * 16;
 
 TEST(PipelineShow, AConfigGivesThePipelineTheFlagsLeaveOutAndItsSplitTheBytes) {
   const std::string config = tiny_config("from_config", R"({"pp": 2, "pipeline": {"schedule": "gpipe", "split": [1, 3]}})");
@@ -71,9 +71,9 @@ TEST(PipelineShow, AConfigGivesThePipelineTheFlagsLeaveOutAndItsSplitTheBytes) {
   EXPECT_TRUE(test::contains(r.output, "gpipe: pp 2, 4 micro-batches, 1 chunk(s) per rank")) << r.output;
   EXPECT_TRUE(test::contains(r.output, config + ": pipeline split (parallel.pipeline.split): chunks of 1, 3 blocks")) << r.output;
   EXPECT_TRUE(test::contains(r.output, "bubble 20.0% simulated, 20.0% by (p-1)/(m+p-1)")) << r.output;
-  static_assert(4 * kTinyBlockBytes == 257 * 1024, "rank 0's 4 micro-batches of one block");
-  EXPECT_TRUE(test::contains(r.output, "   0                             4  257 KiB\n")) << r.output;
-  EXPECT_FALSE(test::contains(r.output, "   1                             4  257 KiB\n")) << "rank 1's three blocks and head\n" << r.output;
+  static_assert(4 * kTinyBlockBytes == 259 * 1024, "rank 0's 4 micro-batches of one block");
+  EXPECT_TRUE(test::contains(r.output, "   0                             4  259 KiB\n")) << r.output;
+  EXPECT_FALSE(test::contains(r.output, "   1                             4  259 KiB\n")) << "rank 1's three blocks and head\n" << r.output;
 }
 
 TEST(PipelineShow, FlagsWinOverTheConfig) {
@@ -81,8 +81,8 @@ TEST(PipelineShow, FlagsWinOverTheConfig) {
   const auto r = pipeline_show({"--config", config, "--schedule", "1f1b", "--micro-batches", "2"});
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_TRUE(test::contains(r.output, "1f1b: pp 2, 2 micro-batches, 1 chunk(s) per rank")) << r.output;
-  // 1F1B's rank 0 holds pp = 2 micro-batches of its one block: 131584 bytes.
-  EXPECT_TRUE(test::contains(r.output, "   0                             2  128 KiB\n")) << r.output;
+  // 1F1B's rank 0 holds pp = 2 micro-batches of its one block: 132608 bytes.
+  EXPECT_TRUE(test::contains(r.output, "   0                             2  130 KiB\n")) << r.output;
   // A pp from the flags that the config's explicit split does not fit is refused, as `dtrain run --set parallel.pp=4` is.
   const auto refused = pipeline_show({"--config", config, "--pp", "4"});
   EXPECT_NE(refused.exit_code, 0);

@@ -71,7 +71,8 @@ TEST(EstimateCommand, RefusesBadInputNamingIt) {
            {{"--world-size", "4", "--nodes", "3"}, 1, "--nodes 3 does not divide the 4 ranks evenly"},
            {{"--world-size", "2", "--gpus", "2"}, 2, "excludes"},
            {{"--gpus", "2"}, 1, "--gpu-mem: give each GPU's memory"},
-           {{"--set", "parallel.tp=2", "--world-size", "2"}, 1, "no estimate for tp 2"},
+           {{"--set", "parallel.pp=2", "--set", "parallel.pipeline.schedule=zero_bubble", "--world-size", "2"}, 1,
+            "no estimate for pp 2 under parallel.pipeline.schedule=zero_bubble"},
            {{"--set", "train.freeze=[\"wte.*\"]"}, 1, "no estimate for train.freeze=[\"wte.*\"]"}}) {
     const ProcessResult r = estimate(c.args);
     EXPECT_EQ(r.exit_code, c.exit_code) << ::testing::PrintToString(c.args) << "\n" << r.output;

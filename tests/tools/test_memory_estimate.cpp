@@ -10,6 +10,7 @@
 #include "tools/estimate/activation_memory.h"
 #include "tools/estimate/memory_estimate.h"
 #include "tools/estimate/model_states.h"
+#include "tools/estimate/pipeline_stage.h"
 #include "train/config_schema.h"
 #include "train/estimate_layout.h"
 
@@ -118,15 +119,108 @@ TEST(MemoryEstimate, TinyModelTermByTerm) {
   EXPECT_GT(r.device_bytes(), r.tensor_bytes());  // the runtime comes on top
 }
 
+// Tensor parallelism over 2 ranks on the tiny GPT-2 (d 32, 2 heads of 16, d_ff 128, V 256): each
+// rank holds half of every matmul weight, of q's, k's, v's and up's biases and of the table; o's and
+// down's biases, the norms and the position table whole.
+TEST(ParameterCounts, TensorParallelRanksHoldTheirSlices) {
+  const ParameterCounts c = parameter_counts(model_preset("tiny"), 2);
+  EXPECT_EQ(c.block_matmul, (3072 + 1024 + 8192) / 2);
+  EXPECT_EQ(c.block, 6144 + 16 + 2 * 16 + 32 + 64 + 32 + 4 * 32);
+  EXPECT_EQ(c.table, 128 * 32);
+  EXPECT_EQ(c.embeddings, 128 * 32 + 16 * 32);
+  EXPECT_EQ(c.total, 2 * 6448 + 4608 + 64);
+  // One key/value head shared by 2 tp ranks: both keep its weights whole.
+  TransformerConfig gqa = model_preset("tiny");
+  gqa.arch = "llama", gqa.n_kv_head = 1;
+  EXPECT_EQ(parameter_counts(gqa, 2).block_matmul, 32 * 16 + 2 * 32 * 16 + 16 * 32 + 3 * 32 * 64);
+}
+
+// Korthikanti et al.'s factors on the tiny GPT-2 in fp32: a block keeps 2,072 bytes per token
+// (8d + 16d + 8·kv + 8f + 4a + 16), of which tp leaves 528 whole on each rank (the residual stream's
+// 8d, the norms' outputs 8d and statistics 16: the paper's "10") and splits the rest, 1,544, in
+// half: 1,300. Sequence parallelism splits the whole part too: 2,072 / 2.
+TEST(ActivationMemory, TensorAndSequenceParallelismSplitWhatThePaperSays) {
+  MemoryLayout l = layout_of("tiny");
+  EXPECT_EQ(block_bytes_per_token(l), 2072);
+  l.tp = 2;
+  EXPECT_EQ(block_bytes_per_token(l), 528 + 1544 / 2);
+  EXPECT_EQ(checkpointed_block_bytes_per_token(l), 4 * 32);
+  // The head: the final norm's input, output and statistics whole; the vocab-parallel loss's fp32
+  // softmax over 128 rows and 13 bytes of target bookkeeping.
+  EXPECT_EQ(head_bytes_per_token(l), 4 * 32 + 4 * 32 + 8 + 4 * 128 + 13);
+  EXPECT_EQ(logits_gradient_bytes_per_token(l), 4 * 128);
+  l.activation_checkpointing.store.partition = true;
+  EXPECT_EQ(checkpointed_block_bytes_per_token(l), 4 * 32 / 2);
+  l.sequence_parallel = true;
+  EXPECT_EQ(block_bytes_per_token(l), 2072 / 2);
+  EXPECT_EQ(checkpointed_block_bytes_per_token(l), 4 * 32 / 2);  // already the rank's half: nothing more to partition
+  l.compute_bytes = 2;
+  EXPECT_EQ(logits_gradient_bytes_per_token(l), (4 + 2) * 128);  // the fp32 gradient and its bf16 copy
+}
+
+// Context parallelism over 2 ranks: each keeps half of every sequence's tokens, and its attention
+// saves its own output beside the o projection's input (4d more per token in fp32: 2,072 + 128),
+// which selective recomputation drops with the log-sum-exp.
+TEST(ActivationMemory, ContextParallelismHalvesTheTokensAndKeepsTheAttentionOutput) {
+  MemoryLayout l = layout_of("tiny");
+  l.micro_batch = 8, l.cp = 2;
+  EXPECT_EQ(tokens_per_micro_batch(l), 8 * 16 / 2);
+  EXPECT_EQ(block_bytes_per_token(l), 2072 + 4 * 32);
+  EXPECT_EQ(selective_block_bytes_per_token(l), 2072 - 4 * 2);
+}
+
+// The schedules' micro-batches in flight at pp 2 with 4 micro-batches: GPipe runs every forward
+// before any backward (4 on each stage); 1F1B holds pp - stage (2, then 1). Blocks split evenly, the
+// embeddings on the first stage, the head and the tied table's copy on the last.
+TEST(PipelineStages, InFlightMicroBatchesFollowTheSchedule) {
+  MemoryLayout l = layout_of("tiny");
+  l.pp = 2, l.accumulation = 4;
+  for (const auto& [kind, first, last] : {std::tuple{ScheduleKind::OneFOneB, 2, 1}, std::tuple{ScheduleKind::GPipe, 4, 4}}) {
+    l.schedule = kind;
+    const std::vector<PipelineStage> stages = pipeline_stages(l);
+    ASSERT_EQ(stages.size(), 2u);
+    EXPECT_EQ(stages[0].in_flight, first) << schedule_name(kind);
+    EXPECT_EQ(stages[1].in_flight, last) << schedule_name(kind);
+    EXPECT_EQ(stages[0].blocks + stages[1].blocks, 2);
+    EXPECT_TRUE(stages[0].first && !stages[0].last && stages[1].last && !stages[1].first);
+  }
+  const ParameterCounts whole = parameter_counts(l.model);
+  const std::vector<PipelineStage> stages = pipeline_stages(l);
+  const ParameterCounts first = stage_parameter_counts(whole, l.model, stages[0]), last = stage_parameter_counts(whole, l.model, stages[1]);
+  EXPECT_EQ(first.total, whole.block + whole.embeddings);
+  EXPECT_EQ(last.total, whole.block + whole.head + whole.table);
+  EXPECT_EQ(first.total + last.total, whole.total + whole.table);  // the tied table twice
+}
+
+// 1F1B's first stage at its first backward on the tiny GPT-2 in fp32, 4 micro-batches of 32
+// sequences (T = 512), DDP: its one block and the embeddings (16 bytes of state per parameter), its
+// block's activations for the micro-batch it runs and for the other one in flight, the outputs it
+// sent for both and all four gradient buffers posted at the step's start (6 × 4·T·d), the step's
+// tokens and targets, and the block's gradient working set. The counting allocator measures it within 0.1%.
+TEST(MemoryEstimate, PipelineStageTermByTerm) {
+  MemoryLayout l = layout_of("tiny");
+  l.pp = 2, l.accumulation = 4, l.micro_batch = 32;
+  const MemoryEstimate e = estimate_memory(l);
+  ASSERT_TRUE(e.covered()) << e.no_estimate;
+  ASSERT_EQ(e.ranks.size(), 2u);
+  const RankEstimate& first = e.of_stage(0);
+  EXPECT_EQ(first.peak_moment, "the last block's backward");
+  const double T = 512, d = 32, f = 128;
+  const double states = 16.0 * (12704 + 8704), block = 2072 * T;
+  const double boundary = 6 * 4 * T * d, tokens = 4 * 16 * T, working_set = 4 * T * d + 4 * T * f + 4 * f * d;
+  EXPECT_EQ(first.tensor_bytes(), states + 2 * block + boundary + tokens + working_set);
+  EXPECT_EQ(e.of_stage(1).stage, 1);
+  EXPECT_EQ(e.of_stage(1).peak_moment, "the head's backward begins");
+}
+
 TEST(MemoryEstimate, LayoutsWithoutFormulasAreRefusedByName) {
   struct Case {
     std::function<void(MemoryLayout&)> set;
     std::string says;
   };
-  for (const Case& c : std::vector<Case>{{[](MemoryLayout& l) { l.tp = 2; }, "no estimate for tp 2"},
-                                         {[](MemoryLayout& l) { l.tp = 2, l.sequence_parallel = true; }, "no estimate for tp 2 with sequence parallelism"},
-                                         {[](MemoryLayout& l) { l.pp = 2; }, "no estimate for pp 2"},
-                                         {[](MemoryLayout& l) { l.cp = 2; }, "no estimate for cp 2"},
+  for (const Case& c : std::vector<Case>{{[](MemoryLayout& l) { l.pp = 2; }, "no estimate for pp 2 with ZeRO stage 3"},
+                                         {[](MemoryLayout& l) { l.pp = 2, l.zero_stage = 1, l.schedule = ScheduleKind::ZeroBubble; },
+                                          "no estimate for pp 2 under parallel.pipeline.schedule=zero_bubble"},
                                          {[](MemoryLayout& l) { l.offload_optimizer = "nvme"; },
                                           "no estimate for zero_optimization.offload_optimizer.device=nvme"},
                                          {[](MemoryLayout& l) { l.device_is_cpu = false, l.offload_param = "cpu"; },

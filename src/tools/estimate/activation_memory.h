@@ -30,11 +30,16 @@ double block_bytes_per_token(const MemoryLayout& layout);
 // Under selective recomputation: the attention core's inputs saved by its checkpoint instead of
 // what the kernel keeps.
 double selective_block_bytes_per_token(const MemoryLayout& layout);
-// Under full recomputation: the block's input, fp32.
+// Under full recomputation: the block's input, fp32 (its 1/tp under sp, or partitioned over tp).
 double checkpointed_block_bytes_per_token(const MemoryLayout& layout);
 // The final norm's and the loss's: the norm's input (fp32) and output, the log-softmax over the
 // vocabulary in the compute type, the norm's statistics and one value per token of the loss.
 double head_bytes_per_token(const MemoryLayout& layout);
+// The vocabulary rows one tensor-parallel rank holds: ceil(V/tp).
+double vocab_slice(const MemoryLayout& layout);
+// The gradient of the logits the loss hands the head, per token: e·V; under tp the vocab-parallel
+// cross-entropy's fp32 gradient of the rank's slice (and its compute-type copy under bf16).
+double logits_gradient_bytes_per_token(const MemoryLayout& layout);
 // Tokens and targets of a micro-batch: two int64 per token.
 inline constexpr double kBatchBytesPerToken = 16;
 

@@ -4,6 +4,7 @@
 #include <stdexcept>
 
 #include "tools/estimate/model_states.h"
+#include "tools/estimate/pipeline_stage.h"
 #include "tools/estimate/step_peak.h"
 
 namespace dtrain {
@@ -55,6 +56,12 @@ const MemoryTerm& RankEstimate::largest() const {
   return *best;
 }
 
+const RankEstimate& MemoryEstimate::of_stage(int stage) const {
+  for (const RankEstimate& r : ranks)
+    if (r.stage == stage) return r;
+  return most_loaded();
+}
+
 const RankEstimate& MemoryEstimate::most_loaded() const {
   if (ranks.empty()) throw std::logic_error("most_loaded() of " + (no_estimate.empty() ? std::string("an empty estimate") : no_estimate));
   return *std::max_element(ranks.begin(), ranks.end(),
@@ -65,9 +72,9 @@ std::string uncovered_layout(const MemoryLayout& l) {
   std::vector<std::string> parts;
   if (l.model.is_vlm()) parts.push_back("a vision-language model (model.arch=vlm)");
   parts.insert(parts.end(), l.unmodelled.begin(), l.unmodelled.end());
-  if (l.tp > 1) parts.push_back("tp " + std::to_string(l.tp) + (l.sequence_parallel ? " with sequence parallelism" : ""));
-  if (l.pp > 1) parts.push_back("pp " + std::to_string(l.pp));
-  if (l.cp > 1) parts.push_back("cp " + std::to_string(l.cp));
+  if (l.pp > 1 && l.schedule != ScheduleKind::GPipe && l.schedule != ScheduleKind::OneFOneB)
+    parts.push_back("pp " + std::to_string(l.pp) + " under parallel.pipeline.schedule=" + schedule_name(l.schedule));
+  if (l.pp > 1 && l.zero_stage == 3) parts.push_back("pp " + std::to_string(l.pp) + " with ZeRO stage 3");
   for (const auto& [what, device] : {std::pair<std::string, std::string>{"offload_optimizer", l.offload_optimizer}, {"offload_param", l.offload_param}}) {
     // On the CPU build offloading to the CPU moves nothing: the state already lives in host memory.
     if (device == "nvme" || (device == "cpu" && !l.device_is_cpu))
@@ -79,7 +86,10 @@ std::string uncovered_layout(const MemoryLayout& l) {
 const std::vector<std::string>& covered_layouts() {
   static const std::vector<std::string> layouts = {
       "data parallelism: DDP (ZeRO stage 0) and ZeRO stages 1, 2 and 3 (reshard_after_forward true or false, hybrid shard groups)",
-      "activation checkpointing: none, full, selective, every:N",
+      "tensor parallelism (Megatron-LM's layout, the vocab-parallel head and loss), with or without sequence parallelism",
+      "pipeline parallelism under the gpipe and 1f1b schedules (every stage's own estimate; not with ZeRO stage 3)",
+      "context parallelism, ring or Ulysses attention",
+      "activation checkpointing: none, full, selective, every:N (checkpointed inputs partitioned over tp)",
       "precision: fp32, bf16 and fp16 (fp32 master weights, 16-bit working copies)",
       "models: GPT-2 and Llama shapes (grouped-query attention, tied or untied embeddings)",
       "optimizers: AdamW, Adam, SGD (with or without momentum)",
@@ -94,18 +104,24 @@ MemoryEstimate estimate_memory(const MemoryLayout& l) {
     out.no_estimate = "no estimate for " + out.no_estimate;
     return out;
   }
-  const ParameterCounts counts = parameter_counts(l.model);
-  RankEstimate rank;
-  rank.ranks = "every rank";
-  rank.count = l.dp * l.tp * l.pp * l.cp;
-  rank.terms = model_state_terms(l, counts);
-  const std::vector<StepMoment> moments = step_moments(l, counts);
-  const StepMoment& peak = *std::max_element(moments.begin(), moments.end(),
-                                             [](const StepMoment& a, const StepMoment& b) { return a.bytes() < b.bytes(); });
-  rank.peak_moment = peak.name;
-  rank.terms.insert(rank.terms.end(), peak.terms.begin(), peak.terms.end());
-  rank.terms.push_back(runtime_term(l));
-  out.ranks.push_back(std::move(rank));
+  const ParameterCounts whole = parameter_counts(l.model, l.tp);
+  for (const PipelineStage& stage : pipeline_stages(l)) {
+    const ParameterCounts counts = stage_parameter_counts(whole, l.model, stage);
+    RankEstimate rank;
+    rank.ranks = stage.pipelined() ? "pipeline stage " + std::to_string(stage.stage) + " (" + std::to_string(stage.blocks) + " blocks" +
+                                         (stage.first ? ", the embeddings" : "") + (stage.last ? ", the head" : "") + ")"
+                                   : "every rank";
+    rank.stage = stage.stage;
+    rank.count = l.dp * l.tp * l.cp * (stage.pipelined() ? 1 : l.pp);
+    rank.terms = model_state_terms(l, counts);
+    const std::vector<StepMoment> moments = step_moments(l, counts, stage);
+    const StepMoment& peak = *std::max_element(moments.begin(), moments.end(),
+                                               [](const StepMoment& a, const StepMoment& b) { return a.bytes() < b.bytes(); });
+    rank.peak_moment = peak.name;
+    rank.terms.insert(rank.terms.end(), peak.terms.begin(), peak.terms.end());
+    rank.terms.push_back(runtime_term(l));
+    out.ranks.push_back(std::move(rank));
+  }
   return out;
 }
 

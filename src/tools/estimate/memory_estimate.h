@@ -26,10 +26,12 @@ struct MemoryTerm {
   std::string formula;  // "8Ψ/dp = 8 × 124439808 / 4"
 };
 
-// One rank's estimate. Ranks that hold the same things (every rank, without pipeline stages) share one.
+// One rank's estimate. Ranks that hold the same things share one: every rank without pp, each
+// pipeline stage's ranks with it.
 struct RankEstimate {
   std::string ranks;      // which ranks this is: "every rank"
   int count = 1;          // how many ranks
+  int stage = 0;          // the pipeline stage they run (0 without pp)
   std::string peak_moment;  // when the step peaks: "the last block's backward"
   std::vector<MemoryTerm> terms;
 
@@ -43,7 +45,7 @@ struct RankEstimate {
 };
 
 struct MemoryEstimate {
-  // Non-empty when the layout holds something the formulas do not cover: "no estimate for tp 2"
+  // Non-empty when the layout holds something the formulas do not cover: "no estimate for train.freeze=..."
   // (then `ranks` is empty). Never a silently wrong number.
   std::string no_estimate;
   std::vector<RankEstimate> ranks;
@@ -51,6 +53,8 @@ struct MemoryEstimate {
   bool covered() const { return no_estimate.empty(); }
   // The rank with the most device memory.
   const RankEstimate& most_loaded() const;
+  // The ranks of pipeline stage `stage` (every rank without pp).
+  const RankEstimate& of_stage(int stage) const;
 };
 
 MemoryEstimate estimate_memory(const MemoryLayout& layout);

@@ -8,6 +8,7 @@
 
 #include "model/activation_checkpoint.h"
 #include "model/transformer_config.h"
+#include "parallel/pipeline/schedule_kind.h"
 
 namespace dtrain {
 
@@ -19,6 +20,11 @@ struct MemoryLayout {
   int dp = 1, dp_shard = 1;
   int tp = 1, pp = 1, cp = 1;
   bool sequence_parallel = false;
+  // The pipeline (parallel/pipeline): its schedule and each stage's blocks (parallel.pipeline.split;
+  // empty: n_layer / pp each). The micro-batches of a step are `accumulation`.
+  ScheduleKind schedule = ScheduleKind::OneFOneB;
+  int virtual_stages = 1;
+  std::vector<int> split;
   // Ranks per node: what one node's memory holds (per-node totals, and the share of a CPU host).
   int ranks_per_node = 1;
 

@@ -10,19 +10,35 @@ std::string count_text(int64_t n) { return std::to_string(n); }
 
 }  // namespace
 
-ParameterCounts parameter_counts(const TransformerConfig& m) {
-  const int64_t d = m.d_model, f = m.ff_dim(), q = int64_t(m.n_head) * m.head_dim(), kv = int64_t(m.kv_heads()) * m.head_dim();
-  const int64_t V = m.vocab_size;
+ParameterCounts parameter_counts(const TransformerConfig& m, int tp) {
+  const int64_t d = m.d_model, f = m.ff_dim() / tp, q = int64_t(m.n_head) * m.head_dim() / tp;
+  const bool kv_whole = m.kv_heads() % tp != 0;
+  const int64_t kv = int64_t(m.kv_heads()) * m.head_dim() / (kv_whole ? 1 : tp);
+  const int64_t V = (int64_t(m.vocab_size) + tp - 1) / tp;
   ParameterCounts c;
+  c.blocks = m.n_layer;
   // q, k, v and o; GPT-2's MLP is up and down, Llama's SwiGLU gate, up and down.
   c.block_matmul = d * q + 2 * d * kv + q * d + (m.is_llama() ? 3 : 2) * d * f;
-  // GPT-2: a bias per linear layer and LayerNorm's weight and bias twice; Llama: RMSNorm's weight twice.
+  // GPT-2: a bias per linear layer (o's and down's whole under tp) and LayerNorm's weight and bias
+  // twice; Llama: RMSNorm's weight twice.
   c.block = c.block_matmul + (m.is_llama() ? 2 * d : q + 2 * kv + d + f + d + 4 * d);
   c.table = V * d;
   c.embeddings = c.table + (m.is_llama() ? 0 : int64_t(m.seq_len) * d);
   c.head = (m.is_llama() ? d : 2 * d) + (m.tie_embeddings ? 0 : V * d);
   c.total = m.n_layer * c.block + c.embeddings + c.head;
   c.matmul = m.n_layer * c.block_matmul + V * d;  // the tied head reads wte's working copy; an untied one its own
+  return c;
+}
+
+ParameterCounts stage_parameter_counts(const ParameterCounts& whole, const TransformerConfig& m, const PipelineStage& stage) {
+  if (!stage.pipelined()) return whole;
+  ParameterCounts c = whole;
+  c.blocks = stage.blocks;
+  if (!stage.first) c.embeddings = 0;
+  if (!stage.first && !(stage.last && m.tie_embeddings)) c.table = 0;
+  c.head = stage.last ? whole.head + (m.tie_embeddings ? whole.table : 0) : 0;
+  c.total = c.blocks * c.block + c.embeddings + c.head;
+  c.matmul = c.blocks * c.block_matmul + (stage.last ? whole.table : 0);
   return c;
 }
 

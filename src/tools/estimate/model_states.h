@@ -13,11 +13,13 @@
 #include <vector>
 
 #include "tools/estimate/memory_estimate.h"
+#include "tools/estimate/pipeline_stage.h"
 
 namespace dtrain {
 
 // The model's parameters by the parts ZeRO-3 gathers and the buffers mixed precision copies.
 struct ParameterCounts {
+  int blocks = 0;            // the blocks held: n_layer, or a pipeline stage's
   int64_t block = 0;         // one transformer block
   int64_t block_matmul = 0;  // its matmul weights (q, k, v, o, the MLP's), which mixed precision copies to 16 bits
   int64_t embeddings = 0;    // wte (and GPT-2's wpe)
@@ -29,7 +31,17 @@ struct ParameterCounts {
   int64_t matmul = 0;
 };
 
-ParameterCounts parameter_counts(const TransformerConfig& model);
+// One tensor-parallel rank's share of them (parallel/tensor/apply_tp.h, Megatron-LM's layout): q, k,
+// v, gate and up keep 1/tp of their rows and biases, o and down 1/tp of their columns (their biases
+// whole), the table and an untied head ceil(V/tp) rows (vocab_range.h: the first ranks hold the
+// most); norms and GPT-2's position table stay whole. Key/value weights stay whole when tp exceeds
+// the key/value heads. tp 1 counts the whole model.
+ParameterCounts parameter_counts(const TransformerConfig& model, int tp = 1);
+
+// What pipeline stage `stage` holds of them: its blocks, the embeddings on the first stage, the final
+// norm and the head on the last, where a tied table has its second copy (pipeline_stages.h); the
+// 16-bit working copy of the table goes with the head, whose GEMM reads it.
+ParameterCounts stage_parameter_counts(const ParameterCounts& whole, const TransformerConfig& model, const PipelineStage& stage);
 
 // The model states' terms for one rank of `layout`, each with its formula.
 std::vector<MemoryTerm> model_state_terms(const MemoryLayout& layout, const ParameterCounts& counts);

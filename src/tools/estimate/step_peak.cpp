@@ -5,6 +5,7 @@
 
 #include "common/number_text.h"
 #include "tools/estimate/activation_memory.h"
+#include "parallel/pipeline/schedule_kind.h"
 
 namespace dtrain {
 
@@ -20,14 +21,17 @@ MemoryTerm term(std::string name, MemoryKind kind, double bytes, std::string for
 struct Step {
   const MemoryLayout& l;
   const ParameterCounts& c;
-  double T, d, f, V, e;  // tokens of a micro-batch, widths, compute bytes
+  const PipelineStage& stage;
+  double T, d, f, V, e;  // tokens of a micro-batch, widths (f: the rank's MLP features under tp), compute bytes
   int L;
 
-  Step(const MemoryLayout& layout, const ParameterCounts& counts)
-      : l(layout), c(counts), T(tokens_per_micro_batch(layout)), d(layout.model.d_model), f(layout.model.ff_dim()),
-        V(layout.model.vocab_size), e(layout.compute_bytes), L(layout.model.n_layer) {}
+  Step(const MemoryLayout& layout, const ParameterCounts& counts, const PipelineStage& pipeline_stage)
+      : l(layout), c(counts), stage(pipeline_stage), T(tokens_per_micro_batch(layout)), d(layout.model.d_model), f(double(layout.model.ff_dim()) / layout.tp),
+        V(layout.model.vocab_size), e(layout.compute_bytes), L(counts.blocks) {}
 
   bool tied() const { return l.model.tie_embeddings; }
+  // Checkpointing counts blocks over the whole model: a stage's block i is block first_block + i.
+  bool whole_block(int i) const { return l.activation_checkpointing.whole_block(stage.first_block + i); }
   bool selective() const { return l.activation_checkpointing.attention_core(); }
 
   // ZeRO-3 cuts a tied table larger than every other unit into units of rows, which the lookup and
@@ -49,10 +53,18 @@ struct Step {
   std::string tokens() const { return "T = " + plain(T) + " tokens"; }
 
   // The saved activations of blocks [0, blocks) and the micro-batch: each block's go after its backward.
-  std::vector<MemoryTerm> saved_blocks(int blocks) const {
+  // `recomputing`: the last of them is being recomputed.
+  std::vector<MemoryTerm> saved_blocks(int blocks, bool recomputing = false) const {
     std::vector<MemoryTerm> out;
-    int whole = 0;
-    for (int i = 0; i < blocks; ++i) whole += l.activation_checkpointing.whole_block(i) ? 1 : 0;
+    int whole = 0, partitioned = 0;
+    for (int i = 0; i < blocks; ++i) {
+      if (!whole_block(i)) continue;
+      ++whole;
+      // Partitioned inputs (activation_checkpointing.partition_activations), measured with the
+      // counting allocator: the model's first block's input stays whole (the embeddings' output,
+      // which the forward still holds), and a block being recomputed has its input gathered whole.
+      if (stage.first_block + i != 0 && !(recomputing && i == blocks - 1)) ++partitioned;
+    }
     const int kept = blocks - whole;
     if (kept > 0) {
       const double per_token = selective() ? selective_block_bytes_per_token(l) : block_bytes_per_token(l);
@@ -60,21 +72,66 @@ struct Step {
                          MemoryKind::Activations, kept * per_token * T,
                          blocks_text(kept) + " × " + plain(per_token) + " B/token × " + tokens()));
     }
-    if (whole > 0)
-      out.push_back(term("activations: recomputed blocks' inputs", MemoryKind::Activations, whole * checkpointed_block_bytes_per_token(l) * T,
-                         blocks_text(whole) + " × 4d B/token × " + tokens()));
+    const double input = 4.0 * d * (l.sequence_parallel ? 1.0 / l.tp : 1.0), piece = checkpointed_block_bytes_per_token(l);
+    if (piece == input) partitioned = 0;
+    if (whole > partitioned)
+      out.push_back(term("activations: recomputed blocks' inputs", MemoryKind::Activations, (whole - partitioned) * input * T,
+                         blocks_text(whole - partitioned) + " × 4d B/token" + (l.sequence_parallel ? " / tp" : "") + " × " + tokens()));
+    if (partitioned > 0)
+      out.push_back(term("activations: recomputed blocks' inputs, partitioned over tp", MemoryKind::Activations, partitioned * piece * T,
+                         blocks_text(partitioned) + " × 4d/tp B/token × " + tokens()));
     const int segments = whole + (selective() ? kept : 0);
     if (segments > 0 && generator_state_bytes(l) > 0)
       out.push_back(term("activations: generator states of checkpointed segments", MemoryKind::Activations,
                          segments * generator_state_bytes(l), std::to_string(segments) + " × " + plain(generator_state_bytes(l)) + " B"));
-    out.push_back(term("micro-batch tokens and targets", MemoryKind::Activations, kBatchBytesPerToken * T, "16 B/token × " + tokens()));
+    out.push_back(batch_tokens());
+    for (auto& t : pipeline_terms()) out.push_back(std::move(t));
     return out;
+  }
+
+  // A pipeline step loads all its micro-batches at its start.
+  MemoryTerm batch_tokens() const {
+    if (!stage.pipelined()) return term("micro-batch tokens and targets", MemoryKind::Activations, kBatchBytesPerToken * T, "16 B/token × " + tokens());
+    return term("the step's micro-batches' tokens and targets", MemoryKind::Activations, stage.micro_batches * kBatchBytesPerToken * T,
+                std::to_string(stage.micro_batches) + " micro-batches × 16 B/token × " + tokens());
+  }
+
+  // What a pipeline stage holds at its first backward besides the micro-batch it runs: the other
+  // micro-batches in flight, each with every block's activations (and the head's, on the last
+  // stage), and the boundary tensors [micro-batch, seq, d] in fp32 (pipeline_runner.h): every
+  // receive of the step is posted at its start, and every send is held until the step ends, so a
+  // stage before the last holds the outputs it sent for its micro-batches in flight and all m
+  // gradient buffers, a stage after the first the activation buffers of the micro-batches not yet run.
+  std::vector<MemoryTerm> pipeline_terms() const {
+    if (!stage.pipelined()) return {};
+    std::vector<MemoryTerm> out;
+    const int k = stage.in_flight, m = stage.micro_batches;
+    if (k > 1) {
+      const double per_token = whole_micro_batch_bytes_per_token();
+      out.push_back(term("activations: the other micro-batches in flight (" + schedule_name(l.schedule) + ")", MemoryKind::Activations,
+                         (k - 1) * per_token * T, std::to_string(k - 1) + " × " + plain(per_token) + " B/token × " + tokens()));
+    }
+    const int buffers = (stage.last ? 0 : k + m) + (stage.first ? 0 : m - k);
+    if (buffers > 0)
+      out.push_back(term("pipeline boundary buffers: sends held to the step's end, receives posted at its start", MemoryKind::Communication,
+                         buffers * 4 * T * d, std::to_string(buffers) + " × 4·T·d"));
+    return out;
+  }
+
+  // One micro-batch's saved activations on this stage, per token: its blocks' and, on the last stage, the head's.
+  double whole_micro_batch_bytes_per_token() const {
+    double bytes = 0;
+    const bool sel = selective();
+    for (int i = 0; i < L; ++i)
+      bytes += whole_block(i) ? checkpointed_block_bytes_per_token(l)
+                                                         : sel ? selective_block_bytes_per_token(l) : block_bytes_per_token(l);
+    return bytes + (stage.last ? head_bytes_per_token(l) : 0);
   }
 
   // The head's gradient of a tied table, which autograd holds until the lookup's gradient joins it
   // at the end of backward (DDP and ZeRO 1-2 add it into the flat gradient or a bucket then).
   std::vector<MemoryTerm> tied_gradient_held() const {
-    if (!tied() || table_in_rows()) return {};
+    if (!tied() || table_in_rows() || !(stage.first && stage.last)) return {};
     return {term("gradients: the head's, of the tied table, held to the end of backward", MemoryKind::Gradients, 4.0 * c.table,
                  "4·V·d")};
   }
@@ -83,7 +140,9 @@ struct Step {
     StepMoment m{"the head's backward begins", saved_blocks(L)};
     const double head = head_bytes_per_token(l);
     m.terms.push_back(term("activations: final norm and loss", MemoryKind::Activations, head * T, plain(head) + " B/token × " + tokens()));
-    m.terms.push_back(term("backward: the logits' gradient", MemoryKind::Activations, e * T * V, "e·T·V"));
+    const double logits = logits_gradient_bytes_per_token(l);
+    m.terms.push_back(term("backward: the logits' gradient", MemoryKind::Activations, logits * T,
+                           (l.tp == 1 ? "e·T·V" : "(4 + e)·T·ceil(V/tp), e only in 16 bits") + std::string(" = ") + plain(logits) + " B/token × " + tokens()));
     if (l.zero_stage == 3) {
       double units = l.reshard_after_forward ? block_unit_bytes() : L * block_unit_bytes();
       units += head_unit_bytes() + (tied() && !table_in_rows() ? embeddings_unit_bytes() : 0);
@@ -118,7 +177,10 @@ struct Step {
       weight = 0;
       formula = "4·T·d + 8·T·f";
     }
-    return term("backward: a block's gradient working set", MemoryKind::Activations, 4 * T * d + per_f * T * f + weight, formula);
+    // Under sequence parallelism the gradient flowing in is the rank's share of the tokens.
+    const double whole = l.sequence_parallel ? 1.0 / l.tp : 1.0;
+    if (l.tp > 1) formula += " (f = d_ff/tp" + std::string(l.sequence_parallel ? ", T·d over tp)" : ")");
+    return term("backward: a block's gradient working set", MemoryKind::Activations, 4 * T * d * whole + per_f * T * f + weight, formula);
   }
 
   // Block `i`'s backward, blocks [0, i] still holding their activations. DDP and ZeRO-1 add each
@@ -127,8 +189,8 @@ struct Step {
   // first block's backward), and ZeRO-3 reduce-scatters each block's as the block before it runs.
   StepMoment block_backward(int i) const {
     StepMoment m{i == L - 1 ? "the last block's backward" : i == 0 ? "the first block's backward" : "block " + std::to_string(i) + "'s backward",
-                 saved_blocks(i + 1)};
-    if (l.activation_checkpointing.whole_block(i)) {
+                 saved_blocks(i + 1, whole_block(i))};
+    if (whole_block(i)) {
       // Recomputed with its activations kept this time, its output too, under the generator state it ran under.
       const double per_token = block_bytes_per_token(l) + 4 * d;
       m.terms.push_back(term("activations: the block recomputed (and its output)", MemoryKind::Activations,
@@ -159,7 +221,8 @@ struct Step {
   // The lookup's gradient of the table (dense) beside the head's, until autograd adds them.
   StepMoment embeddings_backward() const {
     StepMoment m{"the embeddings' backward", tied_gradient_held()};
-    m.terms.push_back(term("micro-batch tokens and targets", MemoryKind::Activations, kBatchBytesPerToken * T, "16 B/token × " + tokens()));
+    m.terms.push_back(batch_tokens());
+    for (auto& t : pipeline_terms()) m.terms.push_back(std::move(t));
     m.terms.push_back(term("gradients: the lookup's, of the table", MemoryKind::Gradients, 4.0 * c.table, "4·V·d"));
     if (l.zero_stage >= 2) {
       // The embeddings' bucket is copied into a send buffer, in rounds of at most two bucket sizes.
@@ -174,6 +237,24 @@ struct Step {
         m.terms.push_back(term("ZeRO reduce-scatter send buffer of the blocks' last bucket, in flight", MemoryKind::Communication,
                                4 * std::max(double(c.block), bucket_size), "4 × max(a block, reduce_bucket_size)"));
     }
+    return m;
+  }
+
+  // Under sequence parallelism the last block's backward begins beside the head's, whose buffers
+  // are full-sequence and still alive (the counting allocator's live allocations at this peak on the
+  // demo model): the head's column-parallel backward re-gathered its input (e·T·d) and computed the
+  // full input gradient (4·T·d) whose reduce-scatter is still in flight behind the weight-gradient
+  // GEMMs, with the logits' gradient it came from; the block's row-parallel down projection has
+  // all-gathered the gradient flowing in (4·T·d) from the rank's shard (4·T·d/tp). A rank that runs
+  // ahead of its peer holds one more full-sequence buffer until the collective completes.
+  StepMoment sequence_parallel_head_handoff() const {
+    StepMoment m{"the last block's backward begins (sequence-parallel gathers in flight)", saved_blocks(L)};
+    for (auto& t : tied_gradient_held()) m.terms.push_back(std::move(t));
+    const double logits = logits_gradient_bytes_per_token(l);
+    m.terms.push_back(term("backward: the logits' gradient, held until the head's reduce-scatter completes", MemoryKind::Activations,
+                           logits * T, plain(logits) + " B/token × " + tokens()));
+    m.terms.push_back(term("sequence parallelism: the head's re-gathered input and full input gradient, the block's gathered gradient",
+                           MemoryKind::Communication, (e + 4 + 4) * T * d + 4 * T * d / l.tp, "(e + 8)·T·d + 4·T·d/tp"));
     return m;
   }
 
@@ -196,14 +277,17 @@ double StepMoment::bytes() const {
   return sum;
 }
 
-std::vector<StepMoment> step_moments(const MemoryLayout& layout, const ParameterCounts& counts) {
-  const Step s(layout, counts);
-  const int L = layout.model.n_layer;
-  std::vector<StepMoment> moments = {s.head_backward(), s.block_backward(L - 1)};
+std::vector<StepMoment> step_moments(const MemoryLayout& layout, const ParameterCounts& counts, const PipelineStage& stage) {
+  const Step s(layout, counts, stage);
+  const int L = counts.blocks;
+  std::vector<StepMoment> moments;
+  if (stage.last) moments.push_back(s.head_backward());
+  moments.push_back(s.block_backward(L - 1));
+  if (layout.sequence_parallel && stage.last) moments.push_back(s.sequence_parallel_head_handoff());
   // ZeRO-2's gradients grow as backward goes down the blocks; ZeRO-3's send buffer joins from the second-last.
   if (layout.zero_stage == 2 && L > 1) moments.push_back(s.block_backward(0));
   if (layout.zero_stage == 3 && L > 1) moments.push_back(s.block_backward(L - 2));
-  if (s.tied() && !s.table_in_rows()) moments.push_back(s.embeddings_backward());
+  if (s.tied() && !s.table_in_rows() && stage.first) moments.push_back(s.embeddings_backward());
   moments.push_back(s.optimizer_step());
   return moments;
 }

@@ -21,6 +21,7 @@ struct StepMoment {
   double bytes() const;
 };
 
-std::vector<StepMoment> step_moments(const MemoryLayout& layout, const ParameterCounts& counts);
+// The moments of one pipeline stage's step (the whole model's without pp), `counts` its parameters.
+std::vector<StepMoment> step_moments(const MemoryLayout& layout, const ParameterCounts& counts, const PipelineStage& stage);
 
 }  // namespace dtrain
