@@ -1,7 +1,8 @@
 // Vision-language data through `dtrain run`: ranks whose micro-batches hold very different numbers of
-// image tokens train to the end, each sample drawn once per epoch; and bad samples (an image missing,
-// undecodable or above data.max_image_pixels, a line without "text") stop the run before any rank
-// starts, naming the file and line, unless data.skip_bad_samples leaves them out and counts them.
+// image tokens train to the end, each sample drawn once per epoch, and each step's FLOPs count its
+// images; and bad samples (an image missing, undecodable or above data.max_image_pixels, a line
+// without "text") stop the run before any rank starts, naming the file and line, unless
+// data.skip_bad_samples leaves them out and counts them.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -10,6 +11,7 @@
 
 #include "drawn_samples.h"
 #include "support/scratch.h"
+#include "train/training_state.h"
 #include "vlm_jsonl_job.h"
 
 namespace dtrain::test {
@@ -38,7 +40,8 @@ const Sets kVlmPixelLimit = {"data.max_image_pixels=1000"};
 
 // 24 samples dealt round-robin to 2 ranks, unshuffled: rank 0 draws the even ones, each a 16 x 16
 // image of 16 tokens; rank 1 the odd ones, a 4 x 4 image of 1 token or no image. 6 steps of 8 are two
-// epochs: every sample once in each.
+// epochs: every sample once in each (a micro-batch on each rank that repeats one sample in place of
+// another fails it). A run that hangs fails after dist.timeout_s.
 TEST(VisionLanguageDataRuns, RanksWithVeryDifferentImageTokenCountsTrainEverySampleOncePerEpoch) {
   const std::string dir = scratch_dir("vlm_uneven");
   std::vector<VlmLine> lines;
@@ -52,6 +55,16 @@ TEST(VisionLanguageDataRuns, RanksWithVeryDifferentImageTokenCountsTrainEverySam
   ASSERT_EQ(run.result.exit_code, 0) << run.result.output;
   ASSERT_EQ(run.steps.size(), 6u) << run.result.output;
   EXPECT_TRUE(contains(run.result.output, "batch: 8 = micro 2 x accumulation 2 x dp 2")) << run.result.output;
+
+  // Each step's FLOPs: the LLM's per token over its 8 rows of 32, and its images' (4 of 8 x 8
+  // patches on rank 0, 2 of 2 x 2 on rank 1) through the encoder and connector.
+  const TransformerConfig m = load_model(ckpt(run.dir, 6))->config();
+  const double step_flops = m.train_flops_per_token() * 8 * 32 + 4 * m.vision.train_flops_per_image(8, 8, m.d_model) +
+                            2 * m.vision.train_flops_per_image(2, 2, m.d_model);
+  for (const nlohmann::json& step : run.steps) {
+    const double counted = step["flops"].get<double>() * step["step_s"].get<double>();
+    EXPECT_NEAR(counted, step_flops, 1e-9 * step_flops) << "step " << step["step"];
+  }
 
   std::ifstream rank0(dir + "/samples.rank0");
   int micro_batches = 0;
