@@ -5,7 +5,10 @@
 // rank with the encoder frozen. Each step's loss and gradient norm and the final parameters within
 // the fp32 bounds of another summation order (equivalence.h). Under the plan the frozen encoder ends
 // bit for bit as it began, has no optimizer state in the checkpoint and no collective carries it;
-// its checkpoints resume under plain data parallelism and back.
+// its checkpoints resume under plain data parallelism and back. Broken on purpose, the bounds catch
+// it: a sample of each dp-2 micro-batch replaced by another moves step 1's loss by 5e-4 relative; the
+// connector's whole bucket summed instead of averaged moves step 1's gradient norm by 16%; the
+// column-parallel input gradient averaged instead of summed over tp moves it by 30%.
 #include <gtest/gtest.h>
 
 #include "collective_trace.h"
