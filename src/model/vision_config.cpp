@@ -65,8 +65,12 @@ double VisionConfig::parameter_count_in_double(int llm_d_model) const { return v
 double VisionConfig::train_flops_per_image(int64_t gh, int64_t gw, int llm_d_model) const {
   const double n = double(gh) * double(gw), d = d_model, f = ff_dim(), D = llm_d_model;
   const double encoder_weights = d * double(patch_values()) + n_layer * (4 * d * d + 2 * d * f);
-  const double connector_weights = D * double(merged_dim()) + D * D;
-  return 6.0 * n * encoder_weights + 12.0 * n_layer * n * n * d + 6.0 * (n / (merge * merge)) * connector_weights;
+  return 6.0 * n * encoder_weights + 12.0 * n_layer * n * n * d + connector_train_flops_per_image(gh, gw, llm_d_model);
+}
+
+double VisionConfig::connector_train_flops_per_image(int64_t gh, int64_t gw, int llm_d_model) const {
+  const double n = double(gh) * double(gw), D = llm_d_model;
+  return 6.0 * (n / (merge * merge)) * (D * double(merged_dim()) + D * D);
 }
 
 std::string VisionConfig::describe() const {

@@ -46,6 +46,9 @@ struct VisionConfig {
   // matmul weight per patch (per image token for the connector) and 12·layers·n·d for attention
   // over the image's n = gh·gw patches (the accounting of TransformerConfig::train_flops_per_token).
   double train_flops_per_image(int64_t gh, int64_t gw, int llm_d_model) const;
+  // The connector's part of it: what the image costs when the encoder is frozen and runs forward
+  // only (its third of the encoder's part: no backward through it at all).
+  double connector_train_flops_per_image(int64_t gh, int64_t gw, int llm_d_model) const;
   std::string describe() const;
 };
 

@@ -17,6 +17,26 @@ ImageBatch on_device(const ImageBatch& images, const at::Device& device) {
   return out;
 }
 
+// What a batch's images cost the vision encoder and connector to train (none for a text model): the
+// LLM's FLOPs per token cannot count them, since the config alone does not know the images' sizes.
+// A frozen encoder (no vision.* parameter trains) runs forward only, a third of its training cost.
+double image_train_flops(Transformer& model, const ImageBatch& images) {
+  const TransformerConfig& m = model->config();
+  if (!m.is_vlm() || !images.grids.defined() || images.grids.size(0) == 0) return 0;
+  bool encoder_trains = false;
+  for (const auto& p : model->named_parameters())
+    encoder_trains = encoder_trains || (p.key().rfind("vision.", 0) == 0 && p.value().requires_grad());
+  const at::Tensor grids = images.grids.to(at::kCPU, at::kLong).contiguous();
+  const int64_t* g = grids.data_ptr<int64_t>();
+  double flops = 0;
+  for (int64_t i = 0; i < grids.size(0); ++i) {
+    const double whole = m.vision.train_flops_per_image(g[2 * i], g[2 * i + 1], m.d_model);
+    const double connector = m.vision.connector_train_flops_per_image(g[2 * i], g[2 * i + 1], m.d_model);
+    flops += encoder_trains ? whole : connector + (whole - connector) / 3;
+  }
+  return flops;
+}
+
 }  // namespace
 
 at::Tensor AccumulationExecutor::forward(const Batch& batch) { return model_->forward(batch.x.to(device_), on_device(batch.images, device_)); }
@@ -36,6 +56,7 @@ PassesResult AccumulationExecutor::run(int64_t step, std::optional<double> loss_
     grad_sync.set_sync(sync, k + 1 == accumulation_);
     if (sync) grad_sync.begin_backward();
     const Batch batch = stream_.next();
+    out.image_flops += image_train_flops(model_, batch.images);
     const nlohmann::json slice_args = {{"mb", k}, {"chunk", 0}};
     at::Tensor loss;
     {

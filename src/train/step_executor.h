@@ -20,6 +20,7 @@ struct PassesResult {
   double loss = 0;                  // mean over the step's micro-batches, this rank's alone
   double comm_s = 0, hidden_s = 0;  // gradient reduction, over every synchronised micro-batch
   double model_parallel_wait_s = 0;  // waited for the model-parallel groups' collectives (tp), forward and backward
+  double image_flops = 0;            // the vision side's training FLOPs for this rank's images of the step
 };
 
 class StepExecutor {

@@ -39,7 +39,7 @@ void StepReport::step(int64_t step, const StepOutcome& out, const ParallelPlan& 
     log_.info("step " + std::to_string(step + 1) + ": fp16 gradients overflowed at loss scale " + plain(out.loss_scale) +
               "; step skipped, loss scale now " + plain(plan.scaler->scale()));
   const double tokens_per_s = double(c_.global_batch * c_.model.seq_len) / out.step_s;
-  const double achieved = c_.model.train_flops_per_token() * tokens_per_s;
+  const double achieved = c_.model.train_flops_per_token() * tokens_per_s + out.image_flops / out.step_s;
   if (peak_.flops() > 0 && steps_timed_ > 0)
     if (const auto warning = peak_.observe(achieved)) log_.warn(*warning);
   const double mfu = peak_.flops() > 0 ? achieved / peak_.flops() : 0;

@@ -20,6 +20,7 @@ struct StepOutcome {
   double loss = 0;        // averaged over every rank
   double lr = 0, step_s = 0;
   double loss_scale = 0;  // fp16: the scale this step's loss was multiplied by
+  double image_flops = 0;  // the vision side's training FLOPs for the step's images, every rank's
   PassesResult passes;
   UpdateOutcome update;
 };

@@ -234,9 +234,12 @@ void Trainer::train_step(int64_t step) {
   const bool inject = plan_.scaler && overflow_injected(step + 1);
   out.loss_scale = plan_.scaler ? plan_.scaler->scale() : 0;
   out.passes = executor_->run(step + 1, plan_.scaler ? std::optional<double>(inject ? INFINITY : out.loss_scale) : std::nullopt);
-  auto loss = at::tensor({out.passes.loss}, at::kDouble).to(world_->device());
-  all_reduce(*mesh_->group("dp_cp"), loss, ReduceOp::Avg, "loss");
-  out.loss = loss.item<double>();
+  // The loss averaged over the data-parallel ranks and their images' FLOPs summed, in one collective.
+  auto reduced = at::tensor({out.passes.loss, out.passes.image_flops}, at::kDouble).to(world_->device());
+  all_reduce(*mesh_->group("dp_cp"), reduced, ReduceOp::Avg, "loss");
+  const at::Tensor averaged = reduced.cpu();
+  out.loss = averaged[0].item<double>();
+  out.image_flops = averaged[1].item<double>() * double(mesh_->group("dp_cp")->size());
   out.lr = schedule_->lr(step) * progress_.lr_scale * progress_.batch_lr_scale;
   out.update = apply_optimizer_step(plan_, *guard_, out.loss, out.loss_scale, out.lr, c_.gradient_clipping);
   crash_point("optimizer", step + 1);

@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "data/distributed_sampler.h"
+#include "drawn_samples.h"
 #include "support/process.h"
 #include "support/scratch.h"
 #include "training_run.h"
@@ -29,30 +30,6 @@ std::string corpus(const std::string& dir) {
   return "data.source=text:" + path;
 }
 constexpr int64_t kSamples = 100;
-
-// (epoch, sample) -> how many times the ranks of every start logged under `prefix` drew it.
-std::map<std::pair<int64_t, int64_t>, int> drawn(const std::string& prefix) {
-  std::map<std::pair<int64_t, int64_t>, int> counts;
-  const fs::path parent = fs::path(prefix).parent_path();
-  const std::string stem = fs::path(prefix).filename().string() + ".rank";
-  for (const auto& e : fs::directory_iterator(parent)) {
-    if (e.path().filename().string().rfind(stem, 0) != 0) continue;
-    std::ifstream in(e.path());
-    for (std::string line; std::getline(in, line);) {
-      std::istringstream fields(line);
-      int64_t epoch = 0, sample = 0;
-      fields >> epoch;
-      while (fields >> sample) ++counts[{epoch, sample}];
-    }
-  }
-  return counts;
-}
-
-int total(const std::map<std::pair<int64_t, int64_t>, int>& counts) {
-  int n = 0;
-  for (const auto& [key, count] : counts) n += count;
-  return n;
-}
 
 // The first `n` samples of `epoch`'s permutation (train.seed 7, the randperm order a small corpus gets).
 std::vector<int64_t> permutation_head(int64_t epoch, int64_t n) {

@@ -10,10 +10,9 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include <fstream>
 #include <map>
-#include <set>
 
+#include "collective_trace.h"
 #include "layout_legs.h"
 #include "model/parameter_shapes.h"
 #include "model/transformer.h"
@@ -37,11 +36,8 @@ Sets plan_at(int stage) {
 }
 
 // The tiny model's parameter counts: every one, those frozen (wte) and those kept whole (block 0).
-struct Counts {
-  int64_t total = 0, frozen = 0, whole = 0;
-};
-Counts counts() {
-  Counts c;
+PlanCounts counts() {
+  PlanCounts c;
   for (const ParameterShape& s : parameter_shapes(model_preset("tiny"))) {
     int64_t n = 1;
     for (int64_t d : s.shape) n *= d;
@@ -50,66 +46,6 @@ Counts counts() {
     if (s.name.rfind("blocks.0.", 0) == 0) c.whole += n;
   }
   return c;
-}
-
-int64_t elements(const json& shape) {
-  int64_t n = 1;
-  for (const json& d : shape) n *= d.get<int64_t>();
-  return n;
-}
-
-// Per rank, every collective op the trace holds: by name (op and label), the element counts it carried.
-std::map<int, std::map<std::string, std::vector<int64_t>>> traced_ops(const std::string& run_dir) {
-  std::ifstream in(run_dir + "/trace.json");
-  const json trace = json::parse(in);
-  std::map<int, std::map<std::string, std::vector<int64_t>>> out;
-  for (const json& e : trace.at("traceEvents"))
-    if (e.value("cat", "") == "comm") out[e.at("pid").get<int>()][e.at("name").get<std::string>()].push_back(elements(e.at("args").at("shape")));
-  return out;
-}
-
-bool starts_with(const std::string& s, const std::string& prefix) { return s.rfind(prefix, 0) == 0; }
-
-// What stage 3 under the plan communicated, on each rank: the gradients of the sharded parameters
-// reduce-scattered (their buckets padded to a multiple of the ranks, less than one element a rank
-// each), those of block 0 all-reduced whole, each bucket once per step; the sharded units gathered
-// (each rank's piece), block 0 never; and nothing else but scalars (loss, norm, checks) and the
-// end-of-run memory report.
-void expect_only_trainable_parameters_communicated(const std::string& run_dir, int steps, int ranks) {
-  const Counts c = counts();
-  const int64_t sharded = c.total - c.frozen - c.whole;
-  const auto ops = traced_ops(run_dir);
-  ASSERT_EQ(int(ops.size()), ranks);
-  for (const auto& [rank, by_name] : ops) {
-    SCOPED_TRACE("rank " + std::to_string(rank));
-    int64_t scattered = 0, whole = 0, gathered = 0, buckets = 0, units = 0;
-    for (const auto& [name, sizes] : by_name) {
-      const std::set<int64_t> distinct(sizes.begin(), sizes.end());
-      EXPECT_EQ(distinct.size(), 1u) << name << " carried different sizes";
-      const int64_t n = *distinct.begin();
-      if (starts_with(name, "reduce_scatter zero-2:bucket ")) {
-        EXPECT_EQ(int(sizes.size()), steps) << name;
-        scattered += n;
-        ++buckets;
-      } else if (starts_with(name, "all_reduce zero:whole bucket ")) {
-        EXPECT_EQ(int(sizes.size()), steps) << name;
-        whole += n;
-      } else if (starts_with(name, "all_gather zero-3:all-gather unit ")) {
-        gathered += n * ranks;
-        ++units;
-      } else if (name == "all_gather memory report") {
-        EXPECT_EQ(int(sizes.size()), 1) << name << " is sent once, at the run's end";
-      } else {
-        EXPECT_LE(n, 3) << name << " carries more than a scalar's few elements";
-      }
-    }
-    EXPECT_EQ(whole, c.whole) << "block 0's gradients, all-reduced whole";
-    EXPECT_GE(scattered, sharded);
-    EXPECT_LE(scattered, sharded + buckets * (ranks - 1)) << "more reduce-scattered than the sharded parameters and their padding";
-    EXPECT_GE(gathered, sharded);
-    EXPECT_LE(gathered, sharded + units * (ranks - 1)) << "more gathered than the sharded parameters and their padding";
-    EXPECT_GT(c.frozen, (buckets + units) * (ranks - 1)) << "the padding could hide the frozen table";
-  }
 }
 
 // The token table as it was initialised, bit for bit; no optimizer state for it in the checkpoint;
@@ -131,12 +67,12 @@ void expect_frozen_table_untouched(const TrainingRun& run, int step) {
   int block0_state = 0;
   for (auto it = tensors.begin(); it != tensors.end(); ++it) {
     const std::string& key = it.key();
-    if (starts_with(key, "optimizer/")) EXPECT_EQ(key.find("wte.weight"), std::string::npos) << key << ": state for a frozen parameter";
+    if (detail::starts_with(key, "optimizer/")) EXPECT_EQ(key.find("wte.weight"), std::string::npos) << key << ": state for a frozen parameter";
     if (key.find("/blocks.0.") != std::string::npos) {
       EXPECT_EQ(over_dp(it.value()), "replicate") << key;
       EXPECT_EQ(it.value().at("chunks").size(), 1u) << key;
-      block0_state += starts_with(key, "optimizer/");
-    } else if (starts_with(key, "optimizer/exp_avg/blocks.1.")) {
+      block0_state += detail::starts_with(key, "optimizer/");
+    } else if (detail::starts_with(key, "optimizer/exp_avg/blocks.1.")) {
       EXPECT_EQ(over_dp(it.value()), "flat_shard") << key;
     }
   }
@@ -150,7 +86,7 @@ void expect_frozen_table_untouched(const TrainingRun& run, int step) {
 TEST(ModulePlan, FrozenTableBlockKeptWholeRestShardedTrainLikeOneRank) {
   const TrainingRun one_rank = train(scratch_dir("module_plan_one_rank"), 1, kOneRank + kFrozenTable);
   ASSERT_EQ(one_rank.result.exit_code, 0) << one_rank.result.output;
-  const Counts c = counts();
+  const PlanCounts c = counts();
   for (const int stage : {1, 2, 3}) {
     SCOPED_TRACE("ZeRO stage " + std::to_string(stage));
     const Sets traced = stage == 3 ? Sets{"train.trace=true"} : Sets{};
@@ -166,7 +102,7 @@ TEST(ModulePlan, FrozenTableBlockKeptWholeRestShardedTrainLikeOneRank) {
     EXPECT_TRUE(contains(out, "ZeRO stage " + std::to_string(stage) + ": ")) << out;
     EXPECT_TRUE(contains(out, "(" + std::to_string(c.whole) + " of them kept whole on every rank by parallel.modules)")) << out;
     expect_frozen_table_untouched(run, 4);
-    if (stage == 3) expect_only_trainable_parameters_communicated(run.dir, 4, 2);
+    if (stage == 3) expect_only_trainable_parameters_communicated(run.dir, c, 4, 2);
   }
 }
 
