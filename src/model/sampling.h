@@ -12,9 +12,13 @@ struct SamplingOptions {
   double temperature = 0.8;  // 0: greedy
   int64_t top_k = 40;        // 0: the whole vocabulary
   uint64_t seed = 0;
+  std::vector<int64_t> stop_tokens;  // sampling ends at any of these, which is not returned
 };
 
-// Continues `prompt` (token ids) by new_tokens, feeding at most seq_len tokens of context.
-std::vector<int64_t> sample_tokens(Transformer& model, const std::vector<int64_t>& prompt, const SamplingOptions& options);
+// Continues `prompt` (token ids) by new_tokens, feeding at most seq_len tokens of context. A
+// vision-language model takes `images`, whose placeholders the prompt holds: the context cannot slide
+// past them, so sampling then ends when the row of seq_len tokens is full.
+std::vector<int64_t> sample_tokens(Transformer& model, const std::vector<int64_t>& prompt, const SamplingOptions& options,
+                                   const ImageBatch& images = {});
 
 }  // namespace dtrain
