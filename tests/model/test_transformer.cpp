@@ -6,6 +6,7 @@
 #include "model/loss.h"
 #include "model/sampling.h"
 #include "model/transformer.h"
+#include "support/error_of.h"
 
 using namespace dtrain;
 
@@ -57,14 +58,7 @@ TEST(TransformerConfig, ValidateNamesTheKeyAtFault) {
 }
 
 TEST(TransformerConfig, ShapesTooLargeToCountAreRefusedBeforeTheirSizesOverflow) {
-  auto message = [](TransformerConfig c) {
-    try {
-      c.validate();
-    } catch (const std::invalid_argument& e) {
-      return std::string(e.what());
-    }
-    return std::string("(valid)");
-  };
+  auto message = [](const TransformerConfig& c) { return error_of([&] { c.validate(); }); };
   auto c = small("gpt2");
   c.n_head = 1;
   c.d_model = 2000000000;  // ff_dim() = 4·d_model wrapped to -589934592

@@ -39,14 +39,7 @@ TrainingRun train_vlm(const std::string& name, int ranks, const Sets& layout) {
   std::vector<std::string> argv = {DTRAIN_BIN, "launch", "--nproc-per-node", std::to_string(ranks), "--grace-period", "1", "--",
                                    std::string(DTRAIN_TEST_BIN_DIR) + "/worker_vlm_steps", dir};
   for (const Sets& sets : {kVlmJob, layout}) argv.insert(argv.end(), sets.begin(), sets.end());
-  TrainingRun run{run_process(argv, 150, {"OMP_NUM_THREADS=1"}), dir, {}, {}};
-  std::ifstream metrics(dir + "/metrics.jsonl");
-  for (std::string line; std::getline(metrics, line);) {
-    auto j = nlohmann::json::parse(line);
-    if (j.contains("loss")) run.steps.push_back(j);
-    if (j.contains("val_loss")) run.validations.push_back(j);
-  }
-  return run;
+  return finished_run(run_process(argv, 150, {"OMP_NUM_THREADS=1"}), dir);
 }
 
 // `layout` on two ranks against one rank, both with `job_sets` added to the job: the runs, how many

@@ -43,6 +43,18 @@ struct TrainingRun {
   std::vector<nlohmann::json> validations;  // and those that carry a validation loss
 };
 
+// A finished run of the trainer: its output and its metrics' step and validation lines.
+inline TrainingRun finished_run(ProcessResult process, const std::string& dir) {
+  TrainingRun run{std::move(process), dir, {}, {}};
+  std::ifstream metrics(dir + "/metrics.jsonl");
+  for (std::string line; std::getline(metrics, line);) {
+    auto j = nlohmann::json::parse(line);
+    if (j.contains("loss")) run.steps.push_back(j);
+    if (j.contains("val_loss")) run.validations.push_back(j);
+  }
+  return run;
+}
+
 inline TrainingRun train(const std::string& dir, int nproc, const std::vector<std::string>& sets,
                          const std::vector<std::string>& run_flags = {}, const std::vector<std::string>& env = {}) {
   std::vector<std::string> argv = {DTRAIN_BIN, "run", "--nproc-per-node", std::to_string(nproc), "--no-sample",
@@ -52,14 +64,7 @@ inline TrainingRun train(const std::string& dir, int nproc, const std::vector<st
   for (const auto& s : sets) argv.insert(argv.end(), {"--set", s});
   std::vector<std::string> full_env = {"OMP_NUM_THREADS=1"};
   full_env.insert(full_env.end(), env.begin(), env.end());
-  TrainingRun run{run_process(argv, 180, full_env), dir, {}, {}};
-  std::ifstream metrics(dir + "/metrics.jsonl");
-  for (std::string line; std::getline(metrics, line);) {
-    auto j = nlohmann::json::parse(line);
-    if (j.contains("loss")) run.steps.push_back(j);
-    if (j.contains("val_loss")) run.validations.push_back(j);
-  }
-  return run;
+  return finished_run(run_process(argv, 180, full_env), dir);
 }
 
 // The job's ranks as `dtrain train` processes of their own, without the launcher, which would stop
