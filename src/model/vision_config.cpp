@@ -63,7 +63,7 @@ int64_t VisionConfig::parameter_count(int llm_d_model) const { return vision_siz
 double VisionConfig::parameter_count_in_double(int llm_d_model) const { return vision_sizes<double>(*this, llm_d_model).total(n_layer); }
 
 double VisionConfig::train_flops_per_image(int64_t gh, int64_t gw, int llm_d_model) const {
-  const double n = double(gh) * double(gw), d = d_model, f = ff_dim(), D = llm_d_model;
+  const double n = double(gh) * double(gw), d = d_model, f = ff_dim();
   const double encoder_weights = d * double(patch_values()) + n_layer * (4 * d * d + 2 * d * f);
   return 6.0 * n * encoder_weights + 12.0 * n_layer * n * n * d + connector_train_flops_per_image(gh, gw, llm_d_model);
 }
