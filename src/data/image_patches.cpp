@@ -34,6 +34,17 @@ float channel_value(const uint8_t* px, int image_channels, int channels, int ch)
   return v / 127.5f - 1.0f;
 }
 
+// `values` shifted and scaled to mean 0 and standard deviation 1 over the whole image (a flat image
+// becomes all zeros). Without this, a line of text is a large, nearly constant paper level that varies
+// from image to image with a little ink on it: the encoder's patch embedding then spends its early
+// training on the paper level, and a small model learns the language of the lines long before it
+// learns to read them (docs/decisions.md, "Reading the OCR set").
+at::Tensor standardized(const at::Tensor& values) {
+  const at::Tensor centred = values - values.mean();
+  const double spread = centred.square().mean().sqrt().item<double>();
+  return spread > 1e-6 ? centred / spread : centred;
+}
+
 }  // namespace
 
 at::Tensor image_to_patches(const Image& image, PatchGrid grid, int patch_size, int channels) {
@@ -49,7 +60,7 @@ at::Tensor image_to_patches(const Image& image, PatchGrid grid, int patch_size, 
           const uint8_t* px = pixels.pixels.data() + (r * p + y) * row_bytes + c * p * pixels.channels;
           for (int64_t x = 0; x < p; ++x, px += pixels.channels) *out++ = channel_value(px, pixels.channels, channels, ch);
         }
-  return patches;
+  return standardized(patches);
 }
 
 }  // namespace dtrain

@@ -1,5 +1,7 @@
 // An image as the vision encoder reads it: resized to its patch grid (data/patch_grid.h), pixels
-// scaled from [0, 255] to [-1, 1], cut into square patches.
+// scaled from [0, 255] to [-1, 1] and then standardized over the image (mean 0, standard deviation
+// 1; a flat image all 0), cut into square patches. Standardizing makes the patches of a line of text
+// independent of its paper's brightness and its ink's contrast.
 //
 // Layout of the result, float32 [gh·gw, channels·p·p] for a grid of gh x gw patches of p pixels:
 //   - patch row index  = r·gw + c for the patch at grid row r, column c (row-major, top left first);

@@ -2,6 +2,7 @@
 // placeholder order (data/vlm_dataset.h) and bad input named by file and line (data/vlm_jsonl.h).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 
 #include "data/vlm_dataset.h"
@@ -64,7 +65,9 @@ TEST(VlmRow, WithoutImageOrPromptTheTextStartsTheRow) {
 TEST(VlmDataset, RowsAndImagesOfSamplesWithAndWithoutImageAndPrompt) {
   const std::string dir = scratch_dir("vlm_jsonl");
   std::filesystem::create_directories(dir + "/img");
-  write_png(dir + "/img/tall.png", 4, 8, 1, solid_pixels(4, 8, {255}));          // 2 x 1 patches
+  std::vector<uint8_t> black_over_white(4 * 8, 0);
+  std::fill(black_over_white.begin() + 4 * 4, black_over_white.end(), 255);
+  write_png(dir + "/img/tall.png", 4, 8, 1, black_over_white);                   // 2 x 1 patches
   write_jpg(dir + "/wide.jpg", 12, 4, 3, solid_pixels(12, 4, {0, 0, 0}));         // 1 x 3 patches
   write_text(dir + "/train.jsonl",
              "{\"image\": \"img/tall.png\", \"prompt\": \"Q\", \"text\": \"ab\"}\n"
@@ -81,11 +84,13 @@ TEST(VlmDataset, RowsAndImagesOfSamplesWithAndWithoutImageAndPrompt) {
   EXPECT_EQ(values(batch.y[1]), (std::vector<int64_t>{'i', kEnd, kNone, kNone, kNone, kNone, kNone, kNone}));
   EXPECT_EQ(values(batch.x[2]), (std::vector<int64_t>{kImage, kImage, 'Q', 'a', 'b', kEnd, kEnd, kEnd}));
   EXPECT_EQ(values(batch.y[2]), (std::vector<int64_t>{kNone, kNone, 'a', 'b', kEnd, kNone, kNone, kNone}));
-  // Images in placeholder order: the wide black one (row 0), then the tall white one (row 2).
+  // Images in placeholder order: the wide black one (row 0), then the tall black-over-white one (row 2);
+  // standardized, the flat black one is all 0, the other's top patch -1 and bottom patch 1.
   EXPECT_EQ(values(batch.images.grids.flatten()), (std::vector<int64_t>{1, 3, 2, 1}));
   ASSERT_EQ(batch.images.patches.sizes(), (at::IntArrayRef{5, 3 * 4 * 4}));
-  EXPECT_NEAR(batch.images.patches.narrow(0, 0, 3).max().item<float>(), -1.0f, 0.05f);
-  EXPECT_EQ(batch.images.patches.narrow(0, 3, 2).min().item<float>(), 1.0f);
+  EXPECT_LT(batch.images.patches.narrow(0, 0, 3).abs().max().item<float>(), 1e-5f);
+  EXPECT_NEAR(batch.images.patches[3].max().item<float>(), -1.0f, 1e-5f);
+  EXPECT_NEAR(batch.images.patches[4].min().item<float>(), 1.0f, 1e-5f);
   // Without an image the batch still carries its (empty) image tensors.
   const Batch text_only = data->batch(Split::Train, {1});
   EXPECT_EQ(text_only.images.count(), 0);

@@ -160,7 +160,8 @@ TEST(ImagePatches, AKnownPixelLandsAtItsPatchRowColumnAndChannel) {
   at::Tensor want = at::full({6, 12}, -1.0f);
   want[5][0 * 4 + 1 * 2 + 1] = 1.0f;
   want[5][2 * 4 + 1 * 2 + 1] = 1.0f;
-  EXPECT_TRUE(at::equal(patches, want)) << patches;
+  want = (want - want.mean()) / (want - want.mean()).square().mean().sqrt();
+  EXPECT_TRUE(at::allclose(patches, want, 0, 1e-6)) << patches;
 }
 
 TEST(ImagePatches, GreyIsRepeatedForRgbAndResizingKeepsAFlatImageFlat) {
@@ -169,11 +170,27 @@ TEST(ImagePatches, GreyIsRepeatedForRgbAndResizingKeepsAFlatImageFlat) {
   ASSERT_EQ(rgb.sizes(), (at::IntArrayRef{2, 12}));
   EXPECT_TRUE(at::equal(rgb.narrow(1, 0, 4), rgb.narrow(1, 4, 4)));
   EXPECT_TRUE(at::equal(rgb.narrow(1, 0, 4), rgb.narrow(1, 8, 4)));
-  EXPECT_EQ(rgb[0][0].item<float>(), -1.0f);
-  EXPECT_EQ(rgb[0][1].item<float>(), 1.0f);
+  // Half black, half white: standardized to -1 and 1.
+  EXPECT_NEAR(rgb[0][0].item<float>(), -1.0f, 1e-6);
+  EXPECT_NEAR(rgb[0][1].item<float>(), 1.0f, 1e-6);
   // 50 x 30 pixels of grey 100, cut into a 3 x 5 grid of 4-pixel patches (12 x 20 pixels).
   const at::Tensor flat = image_to_patches({50, 30, 1, std::vector<uint8_t>(1500, 100)}, {3, 5}, 4, 1);
   ASSERT_EQ(flat.sizes(), (at::IntArrayRef{15, 16}));
-  EXPECT_NEAR(flat.min().item<float>(), 100 / 127.5 - 1, 1.01 / 127.5);
-  EXPECT_NEAR(flat.max().item<float>(), 100 / 127.5 - 1, 1.01 / 127.5);
+  EXPECT_LT(flat.abs().max().item<float>(), 1e-6f);  // flat: nothing to read, all zeros
+}
+
+TEST(ImagePatches, ThePaperBrightnessAndInkContrastDoNotChangeThePatches) {
+  // One pattern of ink on paper twice: black on white, and grey 60 on grey 180. The patches must not
+  // tell them apart, or the encoder learns paper levels before glyphs.
+  std::vector<uint8_t> ink(8 * 4);
+  for (size_t i = 0; i < ink.size(); ++i) ink[i] = (i * 7 + i / 3) % 5 == 0;
+  Image sharp{8, 4, 1, {}}, dull{8, 4, 1, {}};
+  for (const uint8_t v : ink) {
+    sharp.pixels.push_back(v ? 0 : 255);
+    dull.pixels.push_back(v ? 60 : 180);
+  }
+  const at::Tensor a = image_to_patches(sharp, {2, 4}, 2, 1), b = image_to_patches(dull, {2, 4}, 2, 1);
+  EXPECT_TRUE(at::allclose(a, b, 0, 1e-5)) << a - b;
+  EXPECT_NEAR(a.mean().item<double>(), 0.0, 1e-6);
+  EXPECT_NEAR(a.square().mean().item<double>(), 1.0, 1e-5);
 }
