@@ -3,7 +3,6 @@
 #include <ATen/Parallel.h>
 
 #include <cmath>
-#include <iostream>
 #include <optional>
 
 #include "ckpt/checkpoint_manager.h"
@@ -14,9 +13,6 @@
 #include "common/number_text.h"
 #include "common/store_bytes.h"
 #include "data/micro_batch_stream.h"
-#include "data/token_dataset.h"
-#include "data/token_source.h"
-#include "data/vlm_dataset.h"
 #include "optim/lr_schedule.h"
 #include "train/checkpoint_saves.h"
 #include "train/config_preflight.h"
@@ -35,6 +31,7 @@
 #include "train/membership_change.h"
 #include "train/memory_report.h"
 #include "train/resume_choice.h"
+#include "train/run_dataset.h"
 #include "train/run_directories.h"
 #include "train/run_trace.h"
 #include "train/run_mesh.h"
@@ -42,12 +39,10 @@
 #include "train/step_executor.h"
 #include "train/step_report.h"
 #include "train/training_state.h"
-#include "train/vision_language_rules.h"
 
 namespace dtrain {
 
 namespace {
-
 
 // The exit code of a run stopped because training diverged (docs/training.md).
 constexpr int kDivergedExitCode = 3;
@@ -127,26 +122,13 @@ void Trainer::setup_run_dir() {
 }
 
 void Trainer::build_data() {
-  // `dtrain train` under a launcher has no preflight: the tokenizer is checked here as it is there.
-  const std::unique_ptr<Tokenizer> tokenizer = c_.tokenizer.empty() ? nullptr : load_run_tokenizer(c_);
-  std::string description;
-  if (is_vlm_source(c_.data_source)) {
-    std::shared_ptr<VlmDataset> images = load_vlm_dataset(c_.data_source, vlm_data_options(c_), tokenizer.get());
-    if (!images->warning().empty()) std::cerr << "warning: " << images->warning() << "\n";
-    description = images->description();
-    dataset_ = std::move(images);
-  } else {
-    TokenSource source = load_tokens(c_.data_source, tokenizer.get());
-    if (!source.warning.empty()) std::cerr << "warning: " << source.warning << "\n";
-    dataset_ = std::make_shared<TokenDataset>(source.tokens, c_.model.seq_len, c_.val_fraction, c_.model.vocab_size);
-    description = source.description + " -> " + std::to_string(dataset_->size(Split::Train)) + " training and " +
-                  std::to_string(dataset_->size(Split::Validation)) + " validation samples of " + std::to_string(c_.model.seq_len) + " tokens";
-  }
+  RunDataset data = load_run_dataset(c_);
+  dataset_ = std::move(data.samples);
   const ShuffleOrder order = resolve_shuffle_order(c_.shuffle_order, dataset_->size(Split::Train));
   c_.json["data"]["shuffle_order"] = shuffle_order_name(order);
   stream_ = std::make_unique<MicroBatchStream>(dataset_, mesh_->size("dp"), mesh_->coord("dp"), int(c_.micro_batch), c_.accumulation,
                                                SamplerOptions{c_.shuffle, c_.seed, true, order});
-  setup_lines_.push_back("data: " + description);
+  setup_lines_.push_back("data: " + data.description);
 }
 
 void Trainer::build_model() {
