@@ -19,6 +19,7 @@
 #include "train/config_errors.h"
 #include "train/freeze_globs.h"
 #include "train/host_memory.h"
+#include "train/parallel_plan_summary.h"
 #include "train/shard_optimizer.h"
 
 namespace dtrain {
@@ -42,7 +43,9 @@ class Parallelizer {
     apply_precision();
     apply_data_parallel(named);
     make_optimizer();
-    describe();
+    for (auto& line : describe_parallel_plan(plan_, c_, {world_.device(), precision_, group_->size(), owned_numel_,
+                                                         [this](const std::string& name) { return frozen(name); }}))
+      plan_.setup_lines.push_back(std::move(line));
     return std::move(plan_);
   }
 
@@ -62,7 +65,6 @@ class Parallelizer {
                         const RowSplit& split);
   void keep_shard_on_nvme();
   void make_optimizer();
-  void describe();
   // train.freeze's globs or parallel.modules freeze the parameter.
   bool frozen(const std::string& name) const;
   // parallel.modules keeps it whole on every rank in a run that shards the others; null when none is.
@@ -342,57 +344,6 @@ void Parallelizer::make_optimizer() {
     model_->set_part_hooks(plan_.parameter_gather);
   }
   plan_.optimizer = std::make_unique<ZeroOptimizer>(std::move(inner), std::move(*shards_), c_.zero_stage, std::move(gather));
-}
-
-void Parallelizer::describe() {
-  auto& lines = plan_.setup_lines;
-  lines.push_back("model: " + c_.model.describe() + " on " + world_.device().str() + ", activation checkpointing " +
-                  c_.activation_checkpointing.describe() + ", precision " + precision_.describe());
-  if (const auto& scaler = plan_.scaler)
-    lines.push_back(scaler->dynamic() ? "fp16 loss scale: dynamic, from " + plain(scaler->scale()) + " (window " +
-                                            std::to_string(c_.loss_scaler.window) + ", hysteresis " +
-                                            std::to_string(c_.loss_scaler.hysteresis) + ", minimum " + plain(c_.loss_scaler.min_scale) + ")"
-                                      : "fp16 loss scale: static " + plain(scaler->scale()));
-  const auto& grad_sync = *plan_.grad_sync;
-  lines.push_back("data parallel: " + std::to_string(c_.dp) + " rank(s); " + std::to_string(plan_.flat->numel()) +
-                  " trainable parameters in " + std::to_string(grad_sync.buckets().size()) + " gradient bucket(s)" +
-                  (plan_.frozen.empty() ? "" : "; " + std::to_string(plan_.frozen_numel) + " frozen parameters in " +
-                                                    std::to_string(plan_.frozen.size()) + " tensors, not communicated"));
-  // The whole model's parameters (every pipeline stage's), and what each parallel.modules glob gave its own.
-  for (auto& line : describe_module_plan(c_.modules, parameter_shapes(c_.model), [this](const std::string& name) { return frozen(name); },
-                                         group_->size()))
-    lines.push_back(std::move(line));
-  if (c_.zero_stage >= 1) {
-    const std::string what = c_.zero_stage == 3   ? "parameters, gradients and optimizer state"
-                             : c_.zero_stage == 2 ? "optimizer state and gradients"
-                                                  : "optimizer state";
-    std::string line = "ZeRO stage " + std::to_string(c_.zero_stage) + ": " + what + " sharded over " + std::to_string(group_->size()) +
-                       " rank(s)" +
-                       (plan_.mesh->size("dp_replicate") > 1 ? " and replicated over " + std::to_string(plan_.mesh->size("dp_replicate")) + " such groups (hybrid)" : "") +
-                       ", this rank owns " + std::to_string(owned_numel_) + " of " + std::to_string(plan_.flat->numel()) + " parameters";
-    int64_t whole = 0;
-    for (const Span& s : plan_.kept_whole) whole += s.numel;
-    if (whole > 0) line += " (" + std::to_string(whole) + " of them kept whole on every rank by parallel.modules)";
-    if (plan_.sharded)
-      line += "; " + std::to_string(grad_sync.buckets().size()) +
-              (plan_.pipeline ? " units gathered once per step and held through the pipeline's micro-batches"
-                              : std::string(" units gathered one at a time with the next prefetched, ") +
-                                    (c_.reshard_after_forward ? "blocks freed between forward and backward" : "kept whole from forward to backward")) +
-              (!precision_.enabled() ? ""
-               : c_.gather_16bit     ? "; every unit with matmul weights gathered in " + precision_name(c_.precision)
-                                     : "; matmul weights gathered in " + precision_name(c_.precision) + ", norms, biases and embeddings in fp32");
-    lines.push_back(line);
-  }
-  // What stays in the memory the run computes in: an offloaded shard is in a file or in host memory.
-  const auto& sharded = plan_.sharded;
-  const bool shard_offloaded = sharded && (sharded->shard_in_file() || sharded->shard().device() != world_.device());
-  const int64_t param_bytes = sharded ? (shard_offloaded ? 0 : sharded->shard().nbytes()) : plan_.flat->data().nbytes(),
-                grad_bytes = plan_.grad_sync->grads().nbytes(), optimizer_bytes = plan_.optimizer->resident_bytes();
-  lines.push_back("model states on this rank: parameters " + mib(param_bytes) + " MiB, gradients " + mib(grad_bytes) + " MiB, optimizer " +
-                  mib(optimizer_bytes) + " MiB (" + mib(param_bytes + grad_bytes + optimizer_bytes) + " MiB)");
-  lines.push_back("batch: " + std::to_string(c_.global_batch) + " = micro " + std::to_string(c_.micro_batch) + " x accumulation " +
-                  std::to_string(c_.accumulation) + " x dp " + std::to_string(c_.dp) + " (" +
-                  std::to_string(c_.global_batch * c_.model.seq_len) + " tokens per step)");
 }
 
 }  // namespace
