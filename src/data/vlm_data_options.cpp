@@ -20,6 +20,8 @@ void validate(const VlmDataOptions& options) {
     fail("data.max_image_pixels must be at least 1, got " + std::to_string(options.max_image_pixels));
   if (!(options.val_fraction >= 0 && options.val_fraction < 1))
     fail("data.val_fraction must be in [0, 1), got " + std::to_string(options.val_fraction));
+  if (options.ocr_random_lines < 0)
+    fail("data.ocr_random_lines must not be negative, got " + std::to_string(options.ocr_random_lines));
   if (options.ocr_lines.min_chars < 1 || options.ocr_lines.max_chars < options.ocr_lines.min_chars)
     fail("the OCR set's line lengths must satisfy 1 <= min <= max, got " + std::to_string(options.ocr_lines.min_chars) + " and " +
          std::to_string(options.ocr_lines.max_chars));

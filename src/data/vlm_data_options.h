@@ -17,6 +17,7 @@ struct VlmDataOptions {
   bool skip_bad_samples = false;        // data.skip_bad_samples: skip and count bad samples instead of failing
   uint64_t render_seed = 0;             // the OCR set's look: each line's style derives from it and the line
   OcrLineBounds ocr_lines;              // the OCR set's line lengths
+  int64_t ocr_random_lines = 0;         // data.ocr_random_lines: lines of random characters added to the OCR set's training lines
 };
 
 // Throws std::invalid_argument naming the config key that is out of range.

@@ -14,8 +14,8 @@ namespace dtrain {
 VlmDataset::VlmDataset(SampleSet set, std::shared_ptr<const TextLineRenderer> renderer, const VlmDataOptions& options)
     : samples_(std::move(set.samples)), renderer_(std::move(renderer)), options_(options), skipped_(set.skipped),
       warning_(std::move(set.warning)) {
-  const int64_t n = int64_t(samples_.size());
-  val_samples_ = options.val_fraction > 0 && n > 0 ? std::max<int64_t>(1, int64_t(std::floor(options.val_fraction * n))) : 0;
+  const int64_t n = int64_t(samples_.size()), splittable = n - set.training_only;
+  val_samples_ = options.val_fraction > 0 && splittable > 0 ? std::max<int64_t>(1, int64_t(std::floor(options.val_fraction * splittable))) : 0;
   train_samples_ = n - val_samples_;
   if (train_samples_ < 1)
     throw std::runtime_error("data.source: " + set.description + " gives " + std::to_string(n) +

@@ -40,6 +40,7 @@ int64_t image_tokens(const VlmSample& sample, const VlmDataOptions& options);
 // The samples a source gave, and what it left out.
 struct SampleSet {
   std::vector<VlmSample> samples;
+  int64_t training_only = 0;   // samples at the front that are never held out (and leave the split of the rest as it was)
   int64_t skipped = 0;         // bad samples left out under data.skip_bad_samples
   std::string first_skipped;   // the first of them, where it was and what was wrong
   std::string description;     // for logs: what was read

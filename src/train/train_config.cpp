@@ -52,6 +52,7 @@ TrainConfig resolve_config(const json& user, int world_size, const std::string& 
   c.max_image_tokens = r.integer("data.max_image_tokens", 1);
   c.max_image_pixels = r.integer("data.max_image_pixels", 1);
   c.skip_bad_samples = r.boolean("data.skip_bad_samples");
+  c.ocr_random_lines = r.integer("data.ocr_random_lines", 0, 10000000);
 
   c.world_size = world_size;
   resolve_parallel_dims(r, c);

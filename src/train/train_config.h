@@ -53,8 +53,9 @@ struct TrainConfig {
   // data.shuffle_order; nullopt is "auto", which the trainer resolves once it knows the training samples.
   std::optional<ShuffleOrder> shuffle_order;
   // data.max_image_tokens, data.max_image_pixels, data.skip_bad_samples: how a vision-language source
-  // (data/vlm_dataset.h) sizes its images and treats a sample it cannot use.
-  int64_t max_image_tokens = 256, max_image_pixels = 16777216;
+  // (data/vlm_dataset.h) sizes its images and treats a sample it cannot use; data.ocr_random_lines:
+  // lines of random characters the built-in OCR set trains on beside its corpus lines.
+  int64_t max_image_tokens = 256, max_image_pixels = 16777216, ocr_random_lines = 0;
   bool skip_bad_samples = false;
 
   int world_size = 1, dp = 1;  // dp: parallel.dp()

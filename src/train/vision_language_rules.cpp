@@ -9,6 +9,9 @@ namespace dtrain {
 void check_vision_language(const Reader& r, const TrainConfig& c) {
   // The other way round is fine: a vision-language model may train on text alone, its vision side
   // taking part with no images.
+  if (c.ocr_random_lines > 0 && c.data_source != "ocr")
+    fail(c.origin, "'data.ocr_random_lines' (" + std::to_string(c.ocr_random_lines) + ") adds lines to the built-in OCR set, and 'data.source' is \"" +
+                       c.data_source + "\", not \"ocr\"; set it 0 or leave it out");
   if (is_vlm_source(c.data_source) && !c.model.is_vlm())
     fail(c.origin, "'data.source' \"" + c.data_source + "\" holds images, which 'model.arch' \"" + c.model.arch +
                        "\" cannot read: train it with model.arch \"vlm\" (e.g. model.preset \"vlm-ocr\")");
@@ -34,6 +37,7 @@ VlmDataOptions vlm_data_options(const TrainConfig& c) {
   o.max_image_pixels = c.max_image_pixels;
   o.val_fraction = c.val_fraction;
   o.skip_bad_samples = c.skip_bad_samples;
+  o.ocr_random_lines = c.ocr_random_lines;
   return o;
 }
 

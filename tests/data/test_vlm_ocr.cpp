@@ -116,6 +116,38 @@ TEST(OcrSet, HeldOutLinesAreNeverTrainedOnAndTheSplitIsFixed) {
   EXPECT_LT(last_ten, 10);
 }
 
+// Random lines (data.ocr_random_lines) join the training lines only: the held-out lines stay the
+// ones a set without them holds, and each random line reads as the corpus lines do.
+TEST(OcrSet, RandomLinesAreTrainedOnOnlyAndLeaveTheHeldOutLinesAsTheyWere) {
+  const std::string dir = scratch_dir("vlm_ocr_random");
+  std::string corpus;
+  for (int i = 0; i < 40; ++i) corpus += "Line number " + std::to_string(i) + " of the set\n%\n";
+  write_text(dir + "/lines", corpus);
+  FortunesDir fortunes(dir);
+  VlmDataOptions with_random = ocr_options(128);
+  with_random.ocr_random_lines = 25;
+  const auto plain = load_vlm_dataset("ocr", ocr_options(128));
+  const auto mixed = load_vlm_dataset("ocr", with_random);
+  ASSERT_EQ(mixed->size(Split::Train), 30 + 25);
+  ASSERT_EQ(mixed->size(Split::Validation), 10);
+  for (int64_t i = 0; i < 10; ++i) EXPECT_EQ(mixed->sample(Split::Validation, i).text, plain->sample(Split::Validation, i).text);
+  std::set<std::string> corpus_lines;
+  for (int i = 0; i < 40; ++i) corpus_lines.insert("Line number " + std::to_string(i) + " of the set");
+  int random = 0;
+  for (int64_t i = 0; i < mixed->size(Split::Train); ++i) {
+    const std::string& text = mixed->sample(Split::Train, i).text;
+    if (corpus_lines.count(text)) continue;
+    ++random;
+    EXPECT_TRUE(text.size() == 24 || text.size() == 25) << text;  // the corpus lines' lengths
+    EXPECT_NE(text.front(), ' ');
+    EXPECT_NE(text.back(), ' ');
+    EXPECT_EQ(text.find("  "), std::string::npos) << text;
+    for (const char c : text) EXPECT_NE(std::string(" Lineumbrofthst0123456789").find(c), std::string::npos) << text;
+  }
+  EXPECT_EQ(random, 25);
+  EXPECT_NE(mixed->description().find("and 25 lines of random characters (training only)"), std::string::npos) << mixed->description();
+}
+
 TEST(OcrSet, ABatchHoldsEachLineAsImageTokensThenItsText) {
   const std::string dir = scratch_dir("vlm_ocr_batch");
   write_text(dir + "/lines", "Reading is fun\nAnother longer line here\nThe third one\nAnd a fourth line\n");

@@ -33,6 +33,10 @@ TEST(VisionLanguageConfig, WhatAVisionLanguageModelDoesNotRunUnderIsRefusedNamin
        "model.vision.image_token_id (256) must be a token of the vocabulary, below model.vocab_size (256)"},
       {{kVlm, "model.vision.d_model=130"}, 1, "model.vision.d_model (130) must be a positive multiple of model.vision.n_head (4)"},
       {{kVlm, "model.vision.max_grid=-1"}, 1, "'model.vision.max_grid' must be between 0 and 2147483647, got -1"},
+      {{kVlm, "data.ocr_random_lines=100"}, 1,
+       "'data.ocr_random_lines' (100) adds lines to the built-in OCR set, and 'data.source' is \"builtin\", not \"ocr\"; set it 0 or "
+       "leave it out"},
+      {{kVlm, "data.source=ocr", "data.ocr_random_lines=-1"}, 1, "'data.ocr_random_lines' must be between 0 and 10000000, got -1"},
   };
   for (const auto& bad : cases) EXPECT_EQ(refusal_of(bad.sets, bad.world), "cfg.json: " + bad.error);
 }
