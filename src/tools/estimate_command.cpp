@@ -1,14 +1,16 @@
-// `dtrain estimate --config CFG [--world-size N | --gpus N --gpu-mem 80GiB --nodes K] [--set k=v ...] [--json]`.
+// `dtrain estimate --config CFG [--world-size N | --gpus N --gpu-mem 80GiB --nodes K] [--set k=v ...] [--json] [--plan ...]`.
 // The config is resolved as `dtrain run` resolves it for that many ranks, and estimated for the
 // most loaded rank. Without --gpu-mem on a machine without GPUs each rank's "device" is the host:
 // 90% of its available memory (MemAvailable; the rest for the kernel and the page cache), shared by
-// the ranks of one node.
+// the ranks of one node. With --plan, the layouts for that many ranks ranked by projected step time
+// (tools/plan/plan_command.h).
 #include "tools/estimate_command.h"
 
 #include <CLI/CLI.hpp>
 
 #include <cmath>
 #include <iostream>
+#include <optional>
 #include <torch/cuda.h>
 
 #include "common/byte_words.h"
@@ -18,6 +20,7 @@
 #include "launch/host_capacity.h"
 #include "model/mixed_precision.h"
 #include "tools/estimate_report.h"
+#include "tools/plan/plan_command.h"
 #include "tools/smallest_world.h"
 #include "train/estimate_layout.h"
 
@@ -78,6 +81,8 @@ int estimate_command(int argc, char** argv) {
   app.add_option("--nodes", nodes, "nodes the ranks are spread over, evenly (default 1)")->check(whole_number(1, 1 << 16));
   app.add_option("--set", sets, "override a key: --set parallel.tp=2 (repeatable)")->allow_extra_args(false);
   app.add_flag("--json", json, "one JSON object: every term in bytes, the most loaded rank's total as total_bytes");
+  PlanFlags plan;
+  add_plan_flags(app, plan);
   if (const auto code = parse_command_line(app, argc, argv)) return *code;
 
   EstimateTarget target;
@@ -85,9 +90,13 @@ int estimate_command(int argc, char** argv) {
   if (target.gpu && gpu_mem.empty())
     throw std::invalid_argument("--gpu-mem: give each GPU's memory (80GiB, for example) to estimate for GPUs");
   const std::string origin = config.empty() ? "demo config" : printable(config);
-  const TrainConfig c = world_size || gpus ? load_train_config(config, sets, world_size ? world_size : gpus)
-                                            : resolve_at_smallest_world(config, sets, origin + (sets.empty() ? "" : " with --set"));
-  target.world_size = c.world_size;
+  if (plan.plan && !world_size && !gpus) throw std::invalid_argument("--plan: give the ranks to plan for, --world-size or --gpus");
+  // A plan's layouts need not include the config's own, which need not resolve for the ranks.
+  const std::optional<TrainConfig> c =
+      plan.plan ? std::nullopt
+                : std::optional<TrainConfig>(world_size || gpus ? load_train_config(config, sets, world_size ? world_size : gpus)
+                                                                : resolve_at_smallest_world(config, sets, origin + (sets.empty() ? "" : " with --set")));
+  target.world_size = c ? c->world_size : world_size ? world_size : gpus;
   target.nodes = nodes;
   if (target.world_size % nodes != 0)
     throw std::invalid_argument("--nodes " + std::to_string(nodes) + " does not divide the " + std::to_string(target.world_size) + " ranks evenly");
@@ -101,14 +110,16 @@ int estimate_command(int argc, char** argv) {
     target.device_memory_from = "90% of this host's " + byte_words(double(host.available_bytes)) + " available, over " +
                                 std::to_string(target.ranks_per_node()) + " rank(s)";
   }
-  const MemoryEstimate estimate = estimate_memory(estimate_layout(c, !target.gpu, target.ranks_per_node()));
+  if (plan.plan)
+    return run_plan(plan, {config, sets, target.world_size, nodes, target.gpu, target.device_memory, target.device_memory_from, json});
+  const MemoryEstimate estimate = estimate_memory(estimate_layout(*c, !target.gpu, target.ranks_per_node()));
   if (!estimate.covered()) {
     if (json) std::cout << nlohmann::json{{"no_estimate", estimate.no_estimate}}.dump(2) << "\n";
     std::cerr << "dtrain estimate: " << estimate.no_estimate << "\n";
     return 1;
   }
-  if (json) std::cout << estimate_json(estimate, target, layout_line(c)).dump(2) << "\n";
-  else std::cout << estimate_table(estimate, target, layout_line(c));
+  if (json) std::cout << estimate_json(estimate, target, layout_line(*c)).dump(2) << "\n";
+  else std::cout << estimate_table(estimate, target, layout_line(*c));
   return 0;
 }
 

@@ -80,5 +80,37 @@ TEST(EstimateCommand, RefusesBadInputNamingIt) {
   }
 }
 
+TEST(EstimateCommand, PlanAccountsForEveryLayoutAndSaysHowToRunTheBest) {
+  // A fixed peak: no probe, nothing timed.
+  const nlohmann::json j = estimate_json({"--plan", "--world-size", "2", "--set", "model.preset=tiny", "--set", "train_batch_size=4",
+                                          "--peak-gflops", "10", "--top", "3"});
+  EXPECT_EQ(j["considered"].get<int>(), j["invalid"].get<int>() + j["not_covered"].get<int>() + j["not_fitting"].get<int>() +
+                                            j["ranked"].get<int>());
+  ASSERT_EQ(j["top"].size(), 3u);
+  EXPECT_DOUBLE_EQ(j["peak_flops"].get<double>(), 10e9);
+  for (const auto& layout : j["top"]) {
+    EXPECT_GT(layout["tokens_per_s"].get<double>(), 0) << layout.dump();
+    EXPECT_GT(layout["memory_bytes"].get<int64_t>(), 0) << layout.dump();
+  }
+  EXPECT_LE(j["top"][0]["step_s"].get<double>(), j["top"][1]["step_s"].get<double>());
+  const std::string run = j["run"];
+  for (const auto& set : j["top"][0]["sets"]) EXPECT_NE(run.find("--set " + set.get<std::string>()), std::string::npos) << run;
+  EXPECT_EQ(run.find("--set train_batch_size=4 --set parallel.dp"), std::string::npos) << "the user's own set of a planned key stays out: " << run;
+
+  const ProcessResult table = estimate({"--plan", "--world-size", "2", "--set", "model.preset=tiny", "--peak-gflops", "10"});
+  ASSERT_EQ(table.exit_code, 0) << table.output;
+  EXPECT_NE(table.output.find("layouts considered: "), std::string::npos) << table.output;
+  EXPECT_NE(table.output.find("to run it:\n  build/dtrain run --nproc-per-node 2"), std::string::npos) << table.output;
+
+  for (const auto& [args, says] : std::vector<std::pair<std::vector<std::string>, std::string>>{
+           {{"--plan"}, "--plan: give the ranks to plan for"},
+           {{"--plan", "--gpus", "2", "--gpu-mem", "80GiB"}, "--gpu-type or --peak-gflops"},
+           {{"--plan", "--gpus", "2", "--gpu-mem", "80GiB", "--gpu-type", "V100"}, "--gpu-type: 'V100' is not in the table"}}) {
+    const ProcessResult r = estimate(args);
+    EXPECT_NE(r.exit_code, 0) << r.output;
+    EXPECT_NE(r.output.find(says), std::string::npos) << ::testing::PrintToString(args) << "\n" << r.output;
+  }
+}
+
 }  // namespace
 }  // namespace dtrain::test
