@@ -123,18 +123,20 @@ TEST(LayoutCandidates, TwoRanksEnumerateEveryMeshStageCheckpointingAndMicroBatch
   o.world_size = 2;
   o.global_batch = 4;
   // dp 2: micro-batches 1 and 2; cp 2, pp 2: 1, 2 and 4; tp 2 the same, with and without SP. Each
-  // under 4 ZeRO stages and 3 checkpointing modes.
+  // under 3 checkpointing modes, and where ZeRO has a group of 2 (dp 2, cp 2) under its 4 stages.
+  const size_t sharded = 2 + 3, unsharded = 3 + 2 * 3;
   const auto layouts = enumerate_layouts(o);
-  EXPECT_EQ(layouts.size(), size_t((2 + 3 + 3 + 2 * 3) * 4 * 3));
+  EXPECT_EQ(layouts.size(), (sharded * 4 + unsharded) * 3);
   for (const LayoutChoice& c : layouts) {
     EXPECT_EQ(c.dp * c.tp * c.pp * c.cp, 2);
     EXPECT_EQ(c.micro_batch * c.accumulation * c.dp, 4) << c.describe();
+    if (c.dp * c.cp == 1) EXPECT_EQ(c.zero_stage, 0) << c.describe();
   }
   o.offload = true;  // stages 1-3 twice, with and without the optimizer offloaded
-  EXPECT_EQ(enumerate_layouts(o).size(), size_t((2 + 3 + 3 + 2 * 3) * 7 * 3));
+  EXPECT_EQ(enumerate_layouts(o).size(), (sharded * 7 + unsharded) * 3);
   o.offload = false;
-  o.max_micro_batch = 1;
-  EXPECT_EQ(enumerate_layouts(o).size(), size_t(4 * 4 * 3 + 4 * 3));
+  o.max_micro_batch = 1;  // one micro-batch size per mesh
+  EXPECT_EQ(enumerate_layouts(o).size(), size_t((2 * 4 + 1 + 2) * 3));
 }
 
 PlanOptions two_ranks(double memory) {
@@ -151,18 +153,29 @@ nlohmann::json tiny_config(int64_t global_batch) {
 }
 
 TEST(LayoutPlanner, EveryCandidateIsRankedOrDroppedForAReason) {
-  const Plan plan = plan_layouts(tiny_config(4), "test config", two_ranks(1e12));
-  EXPECT_EQ(plan.considered, (2 + 3 + 3 + 2 * 3) * 4 * 3);
+  nlohmann::json config = tiny_config(4);
+  config["parallel"] = {{"pipeline", {{"schedule", "zero_bubble"}}}};  // a schedule the estimate has no formula for
+  const Plan plan = plan_layouts(config, "test config", two_ranks(1e12));
+  EXPECT_EQ(plan.considered, ((2 + 3) * 4 + 3 + 2 * 3) * 3);
   EXPECT_EQ(plan.global_batch, 4);
-  // pp 2 under ZeRO-3 has no estimate: 3 micro-batches × 3 modes.
+  // pp 2 under zero_bubble has no estimate: 3 micro-batches × 3 modes.
   EXPECT_EQ(plan.not_covered, 9) << plan.not_covered_example;
-  EXPECT_NE(plan.not_covered_example.find("pp 2 with ZeRO stage 3"), std::string::npos) << plan.not_covered_example;
+  EXPECT_NE(plan.not_covered_example.find("pp 2 under parallel.pipeline.schedule=zero_bubble"), std::string::npos)
+      << plan.not_covered_example;
+  EXPECT_EQ(plan.invalid, 0) << plan.invalid_example;
   EXPECT_EQ(plan.not_fitting, 0);
-  EXPECT_EQ(plan.considered, plan.invalid + plan.not_covered + plan.not_fitting + int(plan.ranked.size())) << plan.invalid_example;
+  EXPECT_EQ(plan.considered, plan.invalid + plan.not_covered + plan.not_fitting + int(plan.ranked.size()));
   for (size_t i = 1; i < plan.ranked.size(); ++i) EXPECT_LE(plan.ranked[i - 1].cost.step_s, plan.ranked[i].cost.step_s);
   // Nothing recomputed, one micro-batch per step: the least work and the fewest collectives.
   EXPECT_EQ(plan.ranked.front().choice.checkpointing, "none");
   EXPECT_EQ(plan.ranked.front().choice.accumulation, 1);
+
+  // A layout the config checks refuse is counted, not ranked: 3 heads do not split over tp 2.
+  config["model"]["n_head"] = 3;
+  config["model"]["d_model"] = 48;
+  const Plan odd = plan_layouts(config, "test config", two_ranks(1e12));
+  EXPECT_EQ(odd.invalid, 2 * 3 * 3) << odd.invalid_example;  // tp 2 with and without SP, 3 micro-batches, 3 modes
+  EXPECT_NE(odd.invalid_example.find("tp 2"), std::string::npos) << odd.invalid_example;
 }
 
 TEST(LayoutPlanner, ABudgetOnlyZeroThreeMeetsLeavesOnlyZeroThreeAmongDataParallelLayouts) {

@@ -50,7 +50,7 @@ std::vector<LayoutChoice> enumerate_layouts(const CandidateOptions& o) {
         if (o.global_batch % dp != 0) continue;  // no whole micro-batches per dp rank
         const int64_t per_rank = o.global_batch / dp;
         for (bool sp : tp > 1 ? std::vector<bool>{false, true} : std::vector<bool>{false})
-          for (int stage = 0; stage <= 3; ++stage)
+          for (int stage = 0; stage <= (dp * cp > 1 ? 3 : 0); ++stage)  // ZeRO shards over dp × cp: one rank, nothing to shard
             for (bool offload : stage > 0 && o.offload ? std::vector<bool>{false, true} : std::vector<bool>{false})
               for (const char* ac : {"none", "full", "selective"})
                 for (int64_t micro = 1; micro <= per_rank && (o.max_micro_batch <= 0 || micro <= o.max_micro_batch); micro *= 2) {

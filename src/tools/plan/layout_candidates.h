@@ -1,5 +1,6 @@
 // The layouts `dtrain estimate --plan` considers for a world size: every dp × tp × pp × cp that
-// multiplies to it, sequence parallelism on or off under tp, ZeRO stage 0-3, optimizer offload to the
+// multiplies to it, sequence parallelism on or off under tp, ZeRO stage 0-3 where its group (dp × cp) has more than one
+// rank (with one, every stage is the same layout), optimizer offload to the
 // CPU under ZeRO (on a GPU; on the CPU build the state already lives in host memory, so offloading
 // changes nothing and is not a layout of its own), activation checkpointing none, full or
 // selective, and every power-of-two micro-batch that divides the config's global batch over the dp

@@ -62,7 +62,9 @@ Plan plan_layouts(const nlohmann::json& user, const std::string& origin, const P
       apply_overrides(json, choice.sets());
       config = resolve_config(json, o.world_size, origin + " with " + choice.describe());
     } catch (const std::exception& e) {  // ConfigError, and the mesh's std::invalid_argument
-      if (plan.invalid++ == 0) plan.invalid_example = choice.describe() + ": " + e.what();
+      // A ConfigError names the layout already, through the origin it was resolved under.
+      const std::string what = e.what();
+      if (plan.invalid++ == 0) plan.invalid_example = what.find(choice.describe()) == std::string::npos ? choice.describe() + ": " + what : what;
       continue;
     }
     PlannedLayout planned;
