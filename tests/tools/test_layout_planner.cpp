@@ -5,8 +5,10 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <fstream>
 #include <map>
 
+#include "support/scratch.h"
 #include "tools/estimate/memory_estimate.h"
 #include "tools/plan/layout_candidates.h"
 #include "tools/plan/layout_planner.h"
@@ -116,6 +118,22 @@ TEST(PlanHardware, GpuTableAndItsRefusals) {
   EXPECT_DOUBLE_EQ(gpu_peak_flops("A100", at::kFloat, false), 19.5e12);
   EXPECT_THROW(gpu_peak_flops("A100", at::kBFloat16, true), std::invalid_argument);
   EXPECT_THROW(gpu_peak_flops("V100", at::kBFloat16, false), std::invalid_argument);
+}
+
+TEST(PlanHardware, ABenchCommTableGivesTheAllReducesBandwidthAndLatency) {
+  const std::string path = test::scratch_dir("plan_bench_comm") + "/comm.txt";
+  std::ofstream(path) << "# dtrain bench-comm: 2 ranks, shm backend, float32, sum; time = slowest rank's mean over 20 iterations\n"
+                         "# all_reduce\n"
+                         "     size(B)        count   time(us) algbw(GB/s) busbw(GB/s)    wrong\n"
+                         "        1024          256       20.0       0.051       0.051        0\n"
+                         "    16777216      4194304     5000.0       3.355       3.355        0\n"
+                         "# all_gather\n"
+                         "    16777216      4194304     9000.0       1.864       0.932        0\n";
+  const Link link = link_from_bench_comm(path, "--bench-comm");
+  EXPECT_DOUBLE_EQ(link.bus_bytes_per_s, 3.355e9);      // the all-reduce's, at its largest size
+  EXPECT_DOUBLE_EQ(link.latency_s, 20e-6 / (2 * (2 - 1)));  // its smallest size over a ring's 2(n-1) steps
+  std::ofstream(path) << "# all_gather\n    1024 256 20.0 0.05 0.05 0\n";
+  EXPECT_THROW(link_from_bench_comm(path, "--bench-comm"), std::invalid_argument);
 }
 
 TEST(LayoutCandidates, TwoRanksEnumerateEveryMeshStageCheckpointingAndMicroBatch) {
