@@ -188,6 +188,12 @@ TEST(LayoutPlanner, EveryCandidateIsRankedOrDroppedForAReason) {
   EXPECT_EQ(plan.ranked.front().choice.checkpointing, "none");
   EXPECT_EQ(plan.ranked.front().choice.accumulation, 1);
 
+  // On a GPU offload would be a layout of its own, but the estimate does not cover it there yet: it
+  // is not tried, rather than counted once per ZeRO layout as not covered.
+  PlanOptions gpu = two_ranks(1e12);
+  gpu.device_is_cpu = false;
+  EXPECT_EQ(plan_layouts(config, "test config", gpu).considered, plan.considered);
+
   // A layout the config checks refuse is counted, not ranked: 3 heads do not split over tp 2.
   config["model"]["n_head"] = 3;
   config["model"]["d_model"] = 48;
