@@ -43,7 +43,7 @@ const nlohmann::json& config_defaults() {
     "train": {"steps": 300, "stop_at_step": 0, "seed": 1234, "deterministic": false, "trace": false, "resume": "auto", "start_over": false, "freeze": [], "run_dir": "",
               "threads": 0, "activation_checkpointing": "none", "eval_every": 100, "eval_samples": 64, "spike_factor": 5.0, "spike_window": 50,
               "skip_spikes": false, "divergence_steps": 10, "on_divergence": "stop", "rollback_lr_factor": 0.5,
-              "max_rollbacks": 3, "peak_flops": 0.0, "inject_failure": []},
+              "max_rollbacks": 3, "peak_flops": 0.0, "memory_budget": "auto", "inject_failure": []},
     "parallel": {"dp": "auto", "tp": 1, "pp": 1, "cp": 1, "sequence_parallel": false, "tp_overlap_grad_reduce": true,
                  "pipeline": {"schedule": "1f1b", "virtual_stages": 1, "split": null}, "context": {"impl": "ring"},
                  "micro_batches": "auto", "modules": {}, "fsdp": {"sharding_strategy": null, "reshard_after_forward": null,

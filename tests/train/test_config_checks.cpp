@@ -179,11 +179,12 @@ TEST(ConfigDocs, TheKeyTablesListEveryKeyTheSchemaAccepts) {
 }
 
 // The resolved config says what a run uses: "auto" is left only where the nodes a run starts on
-// decide (the backend, a hybrid shard group per node), the checkpoints it finds (train.resume) or
-// the corpus it reads (data.shuffle_order), which the run's own config.json resolves (below).
+// decide (the backend, a hybrid shard group per node, the memory a rank may fill), the checkpoints it
+// finds (train.resume) or the corpus it reads (data.shuffle_order), which the run's own config.json
+// resolves (below).
 TEST(TrainConfig, TheResolvedConfigLeavesNoAutoThatItCanResolve) {
   const std::set<std::string> decided_at_start = {"dist.backend", "train.resume", "parallel.fsdp.shard_group_size",
-                                                  "data.shuffle_order"};
+                                                  "data.shuffle_order", "train.memory_budget"};
   for (const auto& sets : std::vector<std::vector<std::string>>{
            {}, {"zero_optimization.stage=3"}, {"parallel.fsdp.sharding_strategy=hybrid_shard"}, {"train_batch_size=32"}}) {
     json user = json::object();
@@ -213,6 +214,7 @@ TEST(TrainConfig, TheRunDirectorysConfigJsonLeavesNoAuto) {
   std::vector<std::string> autos;
   autos_in(written, "", autos);
   EXPECT_TRUE(autos.empty()) << "left \"auto\": " << ::testing::PrintToString(autos);
+  EXPECT_GT(written["train"]["memory_budget"].get<int64_t>(), 0);
   EXPECT_EQ(written["dist"]["backend"], "shm");
   EXPECT_EQ(written["train"]["resume"], "never");
   EXPECT_EQ(written["parallel"]["fsdp"]["shard_group_size"], 2);  // the node's ranks
