@@ -22,7 +22,7 @@ const nlohmann::json& config_defaults() {
     "data_types": {"grad_accum_dtype": null},
     "zero_optimization": {"stage": 0, "reduce_bucket_size": 6250000, "allgather_bucket_size": 500000000,
                           "overlap_comm": true, "contiguous_gradients": true, "reduce_scatter": true,
-                          "allgather_partitions": true, "round_robin_gradients": false, "sub_group_size": 1000000000,
+                          "allgather_partitions": true, "round_robin_gradients": false, "sub_group_size": "auto",
                           "offload_optimizer": {"device": "none", "nvme_path": null, "pin_memory": false, "buffer_count": 4,
                                                 "buffer_size": 100000000, "max_in_cpu": 1000000000, "fast_init": false, "ratio": 1.0},
                           "offload_param": {"device": "none", "nvme_path": null, "pin_memory": false, "buffer_count": 5,

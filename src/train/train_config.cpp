@@ -121,7 +121,7 @@ TrainConfig resolve_config(const json& user, int world_size, const std::string& 
   resolve_sharding(r, c);
   c.offload_optimizer = resolve_offload(r, "zero_optimization.offload_optimizer", 1, c.zero_stage);
   c.offload_param = resolve_offload(r, "zero_optimization.offload_param", 3, c.zero_stage);
-  c.sub_group_size = r.integer("zero_optimization.sub_group_size", 1);
+  c.sub_group_size = r.integer_or_auto("zero_optimization.sub_group_size", 1);
   resolve_stage3_keys(r, c);
   resolve_pipeline(r, c);
   r.text("optimizer.type");  // read here so that a type that is no string is named, not a JSON type_error

@@ -130,7 +130,9 @@ struct TrainConfig {
     std::string nvme_path;
   };
   Offload offload_optimizer, offload_param;
-  int64_t sub_group_size = 1000000000;  // zero_optimization.sub_group_size
+  // zero_optimization.sub_group_size; nullopt: "auto", sized from the offloaded state
+  // (parallel/zero/nvme_optimizer.h, sub_group_size_for).
+  std::optional<int64_t> sub_group_size;
   nlohmann::json optimizer, scheduler;
   double base_lr = 0;  // the optimizer's learning rate, which schedules scale
 
