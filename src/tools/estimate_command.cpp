@@ -8,13 +8,13 @@
 
 #include <CLI/CLI.hpp>
 
-#include <cmath>
 #include <iostream>
 #include <optional>
 #include <torch/cuda.h>
 
 #include "common/byte_words.h"
 #include "common/flag_bounds.h"
+#include "common/memory_size.h"
 #include "common/parse_command_line.h"
 #include "common/printable.h"
 #include "launch/host_capacity.h"
@@ -22,6 +22,7 @@
 #include "tools/estimate_report.h"
 #include "tools/plan/plan_command.h"
 #include "tools/smallest_world.h"
+#include "train/auto_micro_batch.h"
 #include "train/estimate_layout.h"
 
 namespace dtrain {
@@ -30,32 +31,30 @@ namespace {
 
 constexpr double kHostShare = 0.9;
 
-// "80GiB", "80 GB", "24G", "81920MiB" or a plain byte count: binary units for KiB..TiB and the
-// single letters, decimal ones for kB..TB, as people write them.
-double parse_memory(const std::string& text) {
-  size_t end = 0;
-  double value = -1;
-  try {
-    value = std::stod(text, &end);
-  } catch (const std::exception&) {
-  }
-  std::string unit = text.substr(std::min(end, text.size()));
-  unit.erase(0, unit.find_first_not_of(' '));
-  const std::vector<std::pair<std::string, double>> units = {
-      {"", 1},          {"B", 1},          {"K", 1024.0},     {"KiB", 1024.0},   {"kB", 1e3},      {"KB", 1e3},
-      {"M", 1 << 20},   {"MiB", 1 << 20},  {"MB", 1e6},       {"G", 1 << 30},    {"GiB", 1 << 30}, {"GB", 1e9},
-      {"T", 1024.0 * (1 << 30)}, {"TiB", 1024.0 * (1 << 30)}, {"TB", 1e12}};
-  for (const auto& [name, scale] : units)
-    if (end > 0 && unit == name && std::isfinite(value) && value > 0) return value * scale;
-  throw CLI::ValidationError("--gpu-mem", "'" + printable(text) + "' is not a memory size (80GiB, 80GB, 24G, 81920MiB or bytes)");
-}
-
 std::string layout_line(const TrainConfig& c) {
   std::string zero = c.zero_stage > 0 ? " (ZeRO stage " + std::to_string(c.zero_stage) + ")" : " (DDP)";
   return c.model.describe() + "\n" + c.parallel.describe() + zero + "; micro-batch " + std::to_string(c.micro_batch) + " x " +
          std::to_string(c.model.seq_len) + " tokens, " + std::to_string(c.accumulation) + " per step; activation checkpointing " +
          c.activation_checkpointing.describe() + "; " + precision_name(c.precision) + "; optimizer " +
          c.optimizer.value("type", std::string("AdamW"));
+}
+
+// A micro-batch left to memory (train/auto_micro_batch.h), chosen as the run chooses it, for the
+// target's memory or train.memory_budget; when not even 1 fits, the estimate of 1 shows by how much.
+// Returns the line that says what was chosen, "" when the config fixes the micro-batch or the
+// estimate does not cover the layout (which is then refused by name).
+std::string choose_auto_micro_batch(TrainConfig& c, const EstimateTarget& target) {
+  if (c.micro_batch_auto_cap == 0 || !estimate_memory(estimate_layout(c, !target.gpu, target.ranks_per_node())).covered()) return "";
+  const MemoryBudget budget = c.memory_budget > 0 ? MemoryBudget{c.memory_budget, "train.memory_budget"}
+                                                  : MemoryBudget{target.device_memory, target.device_memory_from};
+  try {
+    const MicroBatchChoice choice = choose_micro_batch(c, budget, !target.gpu, target.ranks_per_node());
+    set_micro_batch(c, choice.micro_batch);
+    return choice.line;
+  } catch (const ConfigError& e) {
+    set_micro_batch(c, 1);
+    return e.what();
+  }
 }
 
 }  // namespace
@@ -92,7 +91,7 @@ int estimate_command(int argc, char** argv) {
   const std::string origin = config.empty() ? "demo config" : printable(config);
   if (plan.plan && !world_size && !gpus) throw std::invalid_argument("--plan: give the ranks to plan for, --world-size or --gpus");
   // A plan's layouts need not include the config's own, which need not resolve for the ranks.
-  const std::optional<TrainConfig> c =
+  std::optional<TrainConfig> c =
       plan.plan ? std::nullopt
                 : std::optional<TrainConfig>(world_size || gpus ? load_train_config(config, sets, world_size ? world_size : gpus)
                                                                 : resolve_at_smallest_world(config, sets, origin + (sets.empty() ? "" : " with --set")));
@@ -101,7 +100,9 @@ int estimate_command(int argc, char** argv) {
   if (target.world_size % nodes != 0)
     throw std::invalid_argument("--nodes " + std::to_string(nodes) + " does not divide the " + std::to_string(target.world_size) + " ranks evenly");
   if (!gpu_mem.empty()) {
-    target.device_memory = parse_memory(gpu_mem);
+    const std::optional<double> bytes = parse_memory_size(gpu_mem);
+    if (!bytes) throw CLI::ValidationError("--gpu-mem", "'" + printable(gpu_mem) + "' is not a memory size (80GiB, 80GB, 24G, 81920MiB or bytes)");
+    target.device_memory = *bytes;
     target.device_memory_from = "--gpu-mem";
   } else {
     const HostResources host = HostResources::of_this_host();
@@ -112,14 +113,20 @@ int estimate_command(int argc, char** argv) {
   }
   if (plan.plan)
     return run_plan(plan, {config, sets, target.world_size, nodes, target.gpu, target.device_memory, target.device_memory_from, json});
+  const std::string micro_batch_line = choose_auto_micro_batch(*c, target);
   const MemoryEstimate estimate = estimate_memory(estimate_layout(*c, !target.gpu, target.ranks_per_node()));
   if (!estimate.covered()) {
     if (json) std::cout << nlohmann::json{{"no_estimate", estimate.no_estimate}}.dump(2) << "\n";
     std::cerr << "dtrain estimate: " << estimate.no_estimate << "\n";
     return 1;
   }
-  if (json) std::cout << estimate_json(estimate, target, layout_line(*c)).dump(2) << "\n";
-  else std::cout << estimate_table(estimate, target, layout_line(*c));
+  if (json) {
+    nlohmann::json out = estimate_json(estimate, target, layout_line(*c));
+    if (!micro_batch_line.empty()) out["micro_batch_choice"] = micro_batch_line;
+    std::cout << out.dump(2) << "\n";
+  } else {
+    std::cout << (micro_batch_line.empty() ? "" : micro_batch_line + "\n\n") << estimate_table(estimate, target, layout_line(*c));
+  }
   return 0;
 }
 

@@ -307,13 +307,15 @@ void resolve_batch(const Reader& r, TrainConfig& c) {
   } else if (has_m) {
     a = 1;
     b = times(m, dp);
-  } else if (has_a) {
-    fail(r.origin(), "gradient_accumulation_steps (or parallel.micro_batches) alone does not fix the batch: set train_batch_size or "
-                     "train_micro_batch_size_per_gpu too");
   } else {
+    // Neither the micro-batch nor the global batch given: memory decides the micro-batch when the
+    // run starts (train/auto_micro_batch.h). With the accumulation given (the Hugging Face Trainer's
+    // configs), up to TrainConfig::kAutoMicroBatchCap; with no batch key at all, up to the default of 8, which it
+    // only lowers.
     m = 8;
-    a = 1;
-    b = m * dp;
+    a = has_a ? a : 1;
+    b = times(times(m, a), dp);
+    c.micro_batch_auto_cap = has_a ? TrainConfig::kAutoMicroBatchCap : m;
   }
   c.global_batch = b;
   c.global_batch_given = has_b;

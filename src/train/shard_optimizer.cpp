@@ -15,19 +15,24 @@ namespace {
 std::unique_ptr<ElementwiseOptimizer> make_nvme_optimizer(const TrainConfig& c, FullyShardedParameters* sharded, int64_t numel,
                                                           at::TensorOptions options, std::vector<std::string>& setup_lines) {
   const std::string key = "zero_optimization.offload_optimizer";
+  const int64_t sub_group = c.sub_group_size ? std::min(*c.sub_group_size, numel) : sub_group_size_for(numel);
   std::unique_ptr<NvmeOptimizer> nvme;
   offload_to_nvme(key, [&] {
     nvme = std::make_unique<NvmeOptimizer>(make_elementwise_rule(c.optimizer), numel, options,
-                                           NvmeOffloadOptions{c.offload_optimizer.nvme_path, c.sub_group_size});
+                                           NvmeOffloadOptions{c.offload_optimizer.nvme_path, sub_group});
   });
   if (sharded && sharded->shard_in_file()) nvme->stream_parameters_from(sharded->shard_file(), sharded->shard_file_name());
-  const int64_t sub_group = std::min(c.sub_group_size, numel);
+  const std::string sized =
+      c.sub_group_size ? ""
+                       : " (zero_optimization.sub_group_size unset: sub-groups sized for buffers of 1/" +
+                             std::to_string(kAutoSubGroupBufferShare) + " of the streamed state, and of at least " +
+                             std::to_string(kMinAutoSubGroup) + " elements)";
   setup_lines.push_back(key + ".device=nvme: optimizer state (" + mib(nvme->offloaded_bytes()) + " MiB) in unnamed files under " +
                         printable(c.offload_optimizer.nvme_path) + ", streamed in " + std::to_string((numel + sub_group - 1) / sub_group) +
                         " sub-group(s) of " + std::to_string(sub_group) + " elements through " + mib(nvme->resident_bytes()) +
-                        " MiB of buffers; I/O by " + nvme->io_mode());
-  if (nvme->resident_bytes() >= nvme->streamed_bytes())
-    setup_lines.push_back("warning: zero_optimization.sub_group_size " + std::to_string(c.sub_group_size) +
+                        " MiB of buffers" + sized + "; I/O by " + nvme->io_mode());
+  if (c.sub_group_size && nvme->resident_bytes() >= nvme->streamed_bytes())
+    setup_lines.push_back("warning: zero_optimization.sub_group_size " + std::to_string(*c.sub_group_size) +
                           " leaves the buffers as large as the " + std::to_string(numel) +
                           "-element state they stream, so offloading saves no memory; set it to " +
                           std::to_string(std::max<int64_t>(1, numel / 16)) + " or so");

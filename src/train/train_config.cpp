@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <optional>
 
+#include "common/memory_size.h"
 #include "common/printable.h"
 #include "common/printable_json.h"
 #include "common/wait_limit.h"
@@ -104,6 +105,14 @@ TrainConfig resolve_config(const json& user, int world_size, const std::string& 
   if (c.rollback_lr_factor <= 0 || c.rollback_lr_factor > 1) fail(origin, "'train.rollback_lr_factor' must be in (0, 1]");
   c.max_rollbacks = r.small_integer("train.max_rollbacks", 0);
   c.peak_flops = r.number("train.peak_flops", 0);
+  if (!r.is_auto("train.memory_budget")) {
+    const nlohmann::json& budget = r.at("train.memory_budget");
+    const std::optional<double> bytes = budget.is_string() ? parse_memory_size(budget.get<std::string>())
+                                        : budget.is_number() && budget.get<double>() > 0 ? std::optional<double>(budget.get<double>())
+                                                                                         : std::nullopt;
+    if (!bytes) fail(origin, "'train.memory_budget' must be \"auto\" or a memory size (24GiB, 80GB, 16G or bytes), got " + printable_json(budget));
+    c.memory_budget = *bytes;
+  }
 
   c.gradient_clipping = r.number("gradient_clipping", 0);
   c.steps_per_print = r.integer("steps_per_print", 1);
@@ -112,7 +121,7 @@ TrainConfig resolve_config(const json& user, int world_size, const std::string& 
   resolve_sharding(r, c);
   c.offload_optimizer = resolve_offload(r, "zero_optimization.offload_optimizer", 1, c.zero_stage);
   c.offload_param = resolve_offload(r, "zero_optimization.offload_param", 3, c.zero_stage);
-  c.sub_group_size = r.integer("zero_optimization.sub_group_size", 1);
+  c.sub_group_size = r.integer_or_auto("zero_optimization.sub_group_size", 1);
   resolve_stage3_keys(r, c);
   resolve_pipeline(r, c);
   r.text("optimizer.type");  // read here so that a type that is no string is named, not a JSON type_error

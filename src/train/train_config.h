@@ -76,6 +76,12 @@ struct TrainConfig {
   // micro-batches each step runs through the pipeline.
   int64_t global_batch = 0, micro_batch = 0, accumulation = 0;
   bool global_batch_given = false;  // train_batch_size was set, not derived: a resume at another dp keeps it
+  // train_micro_batch_size_per_gpu and train_batch_size both "auto": the run takes the largest power
+  // of two up to this cap that its memory holds (train/auto_micro_batch.h); micro_batch is the
+  // default (8) until then. 0 when the batch keys fix the micro-batch.
+  int64_t micro_batch_auto_cap = 0;
+  static constexpr int64_t kAutoMicroBatchCap = 1024;  // docs/decisions.md, "A micro-batch that memory decides"
+  double memory_budget = 0;  // train.memory_budget: bytes each rank may fill, for the choice above; 0: "auto"
   std::string batch_policy = "keep";  // elastic.batch_policy: keep | scale_lr | fail (train/batch_policy.h)
 
   int64_t steps = 0;
@@ -124,7 +130,9 @@ struct TrainConfig {
     std::string nvme_path;
   };
   Offload offload_optimizer, offload_param;
-  int64_t sub_group_size = 1000000000;  // zero_optimization.sub_group_size
+  // zero_optimization.sub_group_size; nullopt: "auto", sized from the offloaded state
+  // (parallel/zero/nvme_optimizer.h, sub_group_size_for).
+  std::optional<int64_t> sub_group_size;
   nlohmann::json optimizer, scheduler;
   double base_lr = 0;  // the optimizer's learning rate, which schedules scale
 

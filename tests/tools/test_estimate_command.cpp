@@ -59,6 +59,26 @@ TEST(EstimateCommand, GpusPerNodeAndTheVerdict) {
   EXPECT_NE(table.output.find("optimizer states (AdamW)"), std::string::npos) << table.output;
 }
 
+// A micro-batch left to memory is chosen for the memory estimated against, and estimated; with
+// --gpu-mem too small for even 1, the estimate of 1 shows by how much.
+TEST(EstimateCommand, ChoosesAnAutoMicroBatchForTheTargetsMemory) {
+  const std::vector<std::string> trainer_style = {"--set", "model.preset=tiny", "--set", "gradient_accumulation_steps=2",
+                                                  "--set", "train_micro_batch_size_per_gpu=auto", "--world-size", "1"};
+  std::vector<std::string> roomy = trainer_style;
+  roomy.insert(roomy.end(), {"--set", "train.memory_budget=200MiB"});
+  const nlohmann::json j = estimate_json(roomy);
+  const std::string line = j.value("micro_batch_choice", "");
+  EXPECT_EQ(line.rfind("train_micro_batch_size_per_gpu auto: ", 0), 0u) << j.dump();
+  EXPECT_NE(line.find("of the 200 MiB budget per rank (train.memory_budget)"), std::string::npos) << line;
+  EXPECT_LE(j["total_bytes"].get<double>(), 200.0 * (1 << 20));
+  std::vector<std::string> cramped = trainer_style;
+  cramped.erase(cramped.end() - 2, cramped.end());
+  cramped.insert(cramped.end(), {"--gpus", "1", "--gpu-mem", "100MiB"});
+  const ProcessResult r = estimate(cramped);
+  EXPECT_NE(r.output.find("train_micro_batch_size_per_gpu \"auto\": not even a micro-batch of 1 fits"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("micro-batch 1 x"), std::string::npos) << r.output;
+}
+
 TEST(EstimateCommand, RefusesBadInputNamingIt) {
   struct Case {
     std::vector<std::string> args;

@@ -19,6 +19,7 @@
 #include "support/process.h"
 #include "support/scratch.h"
 #include "train/equivalence.h"
+#include "train/train_config.h"
 
 namespace dtrain::test {
 namespace {
@@ -154,6 +155,22 @@ TEST(NvmeOptimizer, APathThatCannotHoldTheStateIsRefusedByName) {
   EXPECT_EQ(refusal(read_only).rfind("'" + read_only + "' is not writable: ", 0), 0u) << refusal(read_only);
 }
 
+// zero_optimization.sub_group_size left unset: sub-groups of 1/48 of the state, so that the three
+// buffer sets a step keeps hold 1/16 of what it streams; never under kMinAutoSubGroup elements, never
+// over the state. A size the config gives is kept.
+TEST(NvmeOptimizer, AnUnsetSubGroupSizeKeepsTheBuffersASixteenthOfTheState) {
+  EXPECT_EQ(sub_group_size_for(480'000'000), 10'000'000);
+  EXPECT_EQ(sub_group_size_for(100'000'001), 2'083'334);  // rounded up: 48 sub-groups, the last one short
+  for (int64_t numel : {int64_t(480'000'000), int64_t(100'000'001), int64_t(1) << 30}) {
+    const int64_t sub_group = sub_group_size_for(numel);
+    EXPECT_LE(3 * sub_group, numel / 16 + 3) << numel;
+  }
+  EXPECT_EQ(sub_group_size_for(10'000'000), kMinAutoSubGroup);
+  EXPECT_EQ(sub_group_size_for(4000), 4000);
+  EXPECT_FALSE(load_train_config("", {"model.preset=tiny"}, 1).sub_group_size.has_value());
+  EXPECT_EQ(load_train_config("", {"model.preset=tiny", "zero_optimization.sub_group_size=4000"}, 1).sub_group_size, 4000);
+}
+
 std::vector<std::string> job(int stage) {
   return {"zero_optimization.stage=" + std::to_string(stage), "train.steps=6", "zero_optimization.reduce_bucket_size=5000",
           "train.freeze=[\"blocks.0.ln1.*\"]"};
@@ -201,6 +218,19 @@ TEST(NvmeOffload, TrainsAndResumesBitForBitLikeStateInMemory) {
 // The parameter shard on NVMe with the optimizer state in memory: gathers read the file, the step
 // updates the shard through its mapping. In forward each part's piece is read while the part two
 // before it computes, ahead of its gather (the trace of wall_clock_breakdown, read for order only).
+// A run that leaves sub_group_size unset says how its sub-groups were sized, and is not warned that
+// offloading saves nothing (the tiny model's state is one sub-group under the floor, by design).
+TEST(NvmeOffload, AnUnsetSubGroupSizeIsSizedAndSaidSo) {
+  const std::string on_nvme = "{\"device\":\"nvme\",\"nvme_path\":\"" + scratch_dir("nvme_auto_path") + "\"}";
+  const TrainingRun run = train(scratch_dir("nvme_auto_sub_group"), 1,
+                                {"zero_optimization.stage=1", "train.steps=1", "zero_optimization.offload_optimizer=" + on_nvme});
+  ASSERT_EQ(run.result.exit_code, 0) << run.result.output;
+  EXPECT_TRUE(contains(run.result.output, " MiB of buffers (zero_optimization.sub_group_size unset: sub-groups sized for buffers of 1/16 "
+                                          "of the streamed state, and of at least 1048576 elements); I/O by "))
+      << run.result.output;
+  EXPECT_FALSE(contains(run.result.output, "saves no memory")) << run.result.output;
+}
+
 TEST(NvmeOffload, TheParameterShardAloneOnNvmeTrainsBitForBitLikeMemory) {
   const TrainingRun memory = train(scratch_dir("nvme_param_memory"), 2, job(3));
   ASSERT_EQ(memory.result.exit_code, 0) << memory.result.output;

@@ -3,6 +3,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -17,6 +18,11 @@ namespace {
 constexpr int64_t kBufferSets = 3;
 
 }  // namespace
+
+int64_t sub_group_size_for(int64_t numel) {
+  const int64_t groups = kBufferSets * kAutoSubGroupBufferShare;  // sub-groups, of which kBufferSets are resident
+  return std::max<int64_t>(1, std::min(numel, std::max(kMinAutoSubGroup, (numel + groups - 1) / groups)));
+}
 
 NvmeOptimizer::NvmeOptimizer(std::unique_ptr<ElementwiseRule> rule, int64_t numel, at::TensorOptions options,
                              NvmeOffloadOptions offload)
