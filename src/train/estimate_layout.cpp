@@ -1,6 +1,7 @@
 #include "train/estimate_layout.h"
 
 #include "common/printable_json.h"
+#include "model/parameter_shapes.h"
 #include "train/config_schema.h"
 #include "train/rank_memory.h"
 
@@ -46,8 +47,9 @@ const std::vector<LayoutKey>& layout_keys() {
       {"parallel.pipeline", U::Modelled}, {"parallel.pipeline.schedule", U::Modelled}, {"parallel.pipeline.virtual_stages", U::Modelled},
       {"parallel.pipeline.split", U::Modelled}, {"parallel.context", U::NoEffect}, {"parallel.context.impl", U::NoEffect},
       {"parallel.micro_batches", U::Modelled},
-      // Per-module plans freeze and keep whole what they name: not modelled yet.
-      {"parallel.modules", U::Refused}, {"parallel.fsdp", U::Modelled}, {"parallel.fsdp.sharding_strategy", U::Modelled},
+      // Per-module plans freeze and keep whole what they name (the estimate refuses the freezes it
+      // does not model: uncovered_layout).
+      {"parallel.modules", U::Modelled}, {"parallel.fsdp", U::Modelled}, {"parallel.fsdp.sharding_strategy", U::Modelled},
       {"parallel.fsdp.reshard_after_forward", U::Modelled}, {"parallel.fsdp.shard_group_size", U::Modelled},
       {"parallel.fsdp.param_dtype", U::Refused},
       // ZeRO. DeepSpeed's tuning keys dtrain accepts and does not use change nothing (the offload
@@ -88,8 +90,8 @@ const std::vector<LayoutKey>& layout_keys() {
       // The optimizer's state per parameter (its type and, for SGD, momentum).
       {"optimizer", U::Modelled}, {"optimizer.type", U::Modelled}, {"optimizer.params", U::Modelled},
       {"train.activation_checkpointing", U::Modelled},
-      // Frozen parameters keep no gradient or optimizer state: not modelled yet.
-      {"train.freeze", U::Refused}};
+      // Frozen parameters keep no gradient or optimizer state.
+      {"train.freeze", U::Modelled}};
   return keys;
 }
 
@@ -119,6 +121,10 @@ MemoryLayout estimate_layout(const TrainConfig& c, bool device_is_cpu, int ranks
   l.optimizer_bytes = optimizer_state_bytes(c.optimizer);
   l.optimizer_name = c.optimizer.value("type", std::string("AdamW"));
   l.device_is_cpu = device_is_cpu;
+  for (const ParameterShape& s : parameter_shapes(c.model)) {
+    if (c.freezes(s.name)) l.frozen.push_back(s.name);
+    else if (c.modules.keeps_whole(s.name)) l.kept_whole.push_back(s.name);
+  }
   const nlohmann::json& defaults = config_defaults();
   for (const LayoutKey& k : layout_keys()) {
     if (k.use != KeyUse::Refused) continue;

@@ -103,8 +103,7 @@ void Parallelizer::build_stage_model() {
 }
 
 bool Parallelizer::frozen(const std::string& name) const {
-  return c_.modules.freezes(name) ||
-         std::any_of(c_.freeze.begin(), c_.freeze.end(), [&](const std::string& glob) { return freeze_glob_matches(glob, name); });
+  return c_.freezes(name);
 }
 
 KeptWhole Parallelizer::kept_whole() const {

@@ -17,6 +17,7 @@
 #include "train/config_sections.h"
 #include "train/context_parallel_rules.h"
 #include "train/failure_injection.h"
+#include "train/freeze_globs.h"
 #include "train/pipeline_config.h"
 #include "train/tensor_parallel_rules.h"
 #include "train/vision_language_rules.h"
@@ -180,6 +181,11 @@ TrainConfig load_train_config(const std::string& path, const std::vector<std::st
   warnings.insert(warnings.end(), config.warnings.begin(), config.warnings.end());
   config.warnings = warnings;
   return config;
+}
+
+bool TrainConfig::freezes(const std::string& name) const {
+  return modules.freezes(name) ||
+         std::any_of(freeze.begin(), freeze.end(), [&](const std::string& glob) { return freeze_glob_matches(glob, name); });
 }
 
 }  // namespace dtrain

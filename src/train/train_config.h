@@ -115,6 +115,8 @@ struct TrainConfig {
   // parallel.modules (train/module_plan.h): what it freezes and keeps whole; zero_stage is its stage,
   // the one stage of every trainable parameter it does not keep whole.
   ModulePlan modules;
+  // train.freeze's globs or parallel.modules freeze the parameter: it gets no gradient.
+  bool freezes(const std::string& parameter_name) const;
   bool reshard_after_forward = true;  // stage 3: a block's parameters are freed between its forward and backward
   // Stage 3 under bf16/fp16 (parallel.fsdp.param_dtype): units holding matmul weights are gathered in
   // the 16-bit type, and every parameter of such a unit is used as rounded to it.

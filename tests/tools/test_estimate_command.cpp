@@ -93,7 +93,7 @@ TEST(EstimateCommand, RefusesBadInputNamingIt) {
            {{"--gpus", "2"}, 1, "--gpu-mem: give each GPU's memory"},
            {{"--set", "parallel.pp=2", "--set", "parallel.pipeline.schedule=zero_bubble", "--world-size", "2"}, 1,
             "no estimate for pp 2 under parallel.pipeline.schedule=zero_bubble"},
-           {{"--set", "train.freeze=[\"wte.*\"]"}, 1, "no estimate for train.freeze=[\"wte.*\"]"}}) {
+           {{"--set", "train.freeze=[\"blocks.1.*\"]"}, 1, "no estimate for frozen blocks.1."}}) {
     const ProcessResult r = estimate(c.args);
     EXPECT_EQ(r.exit_code, c.exit_code) << ::testing::PrintToString(c.args) << "\n" << r.output;
     EXPECT_NE(r.output.find(c.says), std::string::npos) << ::testing::PrintToString(c.args) << "\n" << r.output;

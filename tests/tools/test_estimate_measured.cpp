@@ -40,6 +40,12 @@ Sets ac(const std::string& mode) { return {"train.activation_checkpointing=" + m
 const Sets kTp = {"parallel.tp=2"};
 const Sets kSp = {"parallel.tp=2", "parallel.sequence_parallel=true"};
 const Sets kCp = {"parallel.cp=2"};
+const Sets kFreezeTable = {"train.freeze=[\"wte.*\"]"};
+// docs/training.md's per-module plan: the token table frozen, block 0 kept whole, the rest sharded at `stage`.
+Sets modules(int stage) {
+  return {"parallel.modules={\"wte.*\": {\"freeze\": true}, \"blocks.0.*\": {\"zero_stage\": 0}, \"*\": {\"zero_stage\": " +
+          std::to_string(stage) + "}}"};
+}
 // Four micro-batches a step, so that the schedules differ in what they hold in flight.
 Sets pipeline(const std::string& schedule) {
   return {"parallel.pp=2", "parallel.pipeline.schedule=" + schedule, "gradient_accumulation_steps=4", "train_batch_size=auto"};
@@ -82,6 +88,10 @@ const std::vector<MeasuredLayout> kLayouts = {
     {"tiny_pp2_gpipe", 2, kTiny + pipeline("gpipe")},
     {"demo_pp2_1f1b", 2, kDemo + pipeline("1f1b")},
     {"demo_llama_pp2_gpipe_full", 2, kDemo + kLlama + pipeline("gpipe") + ac("full")},
+    {"tiny_freeze_table_ddp", 2, kTiny + stage(0) + kFreezeTable},
+    {"tiny_llama_freeze_table_zero2", 2, kTiny + kLlama + stage(2) + kFreezeTable},
+    {"tiny_modules_zero1", 2, kTiny + modules(1)},
+    {"tiny_modules_zero3", 2, kTiny + modules(3)},
 };
 
 class EstimateMeasured : public ::testing::TestWithParam<MeasuredLayout> {};
@@ -120,19 +130,24 @@ TEST(EstimateMeasuredTable, CrossesEveryCoveredDimension) {
     for (const std::string& s : l.sets) seen.insert(s);
     if (l.ranks == 1) seen.insert("one rank");
   }
-  for (const char* s : {"zero_optimization.stage=0", "zero_optimization.stage=1", "zero_optimization.stage=2", "zero_optimization.stage=3",
+  for (const std::string& s : std::vector<std::string>{"zero_optimization.stage=0", "zero_optimization.stage=1", "zero_optimization.stage=2", "zero_optimization.stage=3",
                                "train.activation_checkpointing=full", "train.activation_checkpointing=selective",
                                "train.activation_checkpointing=every:2", "bf16.enabled=true", "model.arch=llama", "model.preset=tiny",
                                "model.preset=demo", "one rank", "parallel.tp=2", "parallel.sequence_parallel=true",
-                               "parallel.pipeline.schedule=1f1b", "parallel.pipeline.schedule=gpipe", "parallel.cp=2"})
+                               "parallel.pipeline.schedule=1f1b", "parallel.pipeline.schedule=gpipe", "parallel.cp=2",
+                               kFreezeTable.front(), modules(3).front()})
     EXPECT_TRUE(seen.count(s)) << s << " is covered by the estimate but measured by no layout here";
 }
 
 // A layout without formulas runs, and says so instead of a number.
 TEST(EstimateMeasuredTable, UncoveredLayoutSaysNoEstimate) {
-  const TrainingRun run = train(scratch_dir("estimate_uncovered"), 2, Sets{"train.steps=1", "checkpoint.save_at_end=false", "train.freeze=[\"wte.*\"]"});
+  const TrainingRun run =
+      train(scratch_dir("estimate_uncovered"), 2, Sets{"train.steps=1", "checkpoint.save_at_end=false", "train.freeze=[\"blocks.1.q_proj.weight\"]"});
   ASSERT_EQ(run.result.exit_code, 0) << run.result.output;
-  EXPECT_NE(run.result.output.find("memory: no estimate for train.freeze=[\"wte.*\"]; measured "), std::string::npos) << run.result.output;
+  EXPECT_NE(run.result.output.find("memory: no estimate for frozen blocks.1.q_proj.weight (train.freeze, parallel.modules: only frozen "
+                                   "embeddings are modelled); measured "),
+            std::string::npos)
+      << run.result.output;
 }
 
 }  // namespace

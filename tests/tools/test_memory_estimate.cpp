@@ -11,6 +11,8 @@
 #include "tools/estimate/memory_estimate.h"
 #include "tools/estimate/model_states.h"
 #include "tools/estimate/pipeline_stage.h"
+#include "tools/estimate/step_peak.h"
+#include "model/parameter_shapes.h"
 #include "train/config_schema.h"
 #include "train/estimate_layout.h"
 
@@ -74,6 +76,56 @@ TEST(ModelStates, ZeroStagesShardWhatThePaperSays) {
   MemoryLayout sgd = layout_of("gpt2-124m");
   sgd.optimizer_bytes = 0;
   EXPECT_EQ(term_bytes(model_state_terms(sgd, c), MemoryKind::OptimizerStates), 0);
+}
+
+// The tiny GPT-2 (Ψ = 34,176: two blocks of 12,704, wte 8,192, wpe 512, the final norm 64) with its
+// token table frozen and, as docs/training.md's per-module plan, block 0 kept whole (W = 12,704) in a
+// ZeRO-3 run over 2 ranks: the trainable 25,984 hold the shard ceil((25,984 - 12,704) / 2) + 12,704 =
+// 19,344; the frozen table stays whole beside it, with no gradient and no optimizer state.
+TEST(ModelStates, FrozenAndKeptWholeParameters) {
+  MemoryLayout l = layout_of("tiny", 2, 3);
+  l.frozen = {"wte.weight"};
+  for (const std::string& name : parameter_names(l.model))
+    if (name.rfind("blocks.0.", 0) == 0) l.kept_whole.push_back(name);
+  const ParameterCounts c = with_module_plan(parameter_counts(l.model), l);
+  EXPECT_EQ(c.frozen, 8192);
+  EXPECT_EQ(c.kept_whole, 12704);
+  EXPECT_TRUE(c.table_frozen);
+  EXPECT_EQ(c.sharded_numel(2), 6640 + 12704);
+  const auto terms = model_state_terms(l, c);
+  EXPECT_EQ(term_bytes(terms, MemoryKind::Parameters), 4.0 * 19344 + 4.0 * 8192);
+  EXPECT_EQ(term_bytes(terms, MemoryKind::Gradients), 4.0 * 19344);
+  EXPECT_EQ(term_bytes(terms, MemoryKind::OptimizerStates), 8.0 * 19344);
+  // DDP with the table frozen: the flat buffer, its gradient and AdamW's moments hold the 25,984 trainable.
+  MemoryLayout ddp = layout_of("tiny");
+  ddp.frozen = {"wte.weight"};
+  const auto ddp_terms = model_state_terms(ddp, with_module_plan(parameter_counts(ddp.model), ddp));
+  EXPECT_EQ(term_bytes(ddp_terms, MemoryKind::Parameters), 4.0 * 34176);
+  EXPECT_EQ(term_bytes(ddp_terms, MemoryKind::Gradients), 4.0 * 25984);
+  EXPECT_EQ(term_bytes(ddp_terms, MemoryKind::OptimizerStates), 8.0 * 25984);
+}
+
+// A frozen tied table gets no gradient: neither the head's nor the lookup's, so the step holds no
+// table-sized gradient, the head keeps no copy of its input (the final norm's output, 4·32 B/token
+// of the tiny model's 1,292: 4d + 4d + 8 of the norm, 4V + 4 of the loss), and ZeRO-1's all-gather
+// sends the 25,984 trainable parameters' shard.
+TEST(StepPeak, AFrozenTableHoldsNoGradient) {
+  MemoryLayout l = layout_of("tiny", 2, 1);
+  l.micro_batch = 32;
+  l.frozen = {"wte.weight"};
+  const ParameterCounts c = with_module_plan(parameter_counts(l.model), l);
+  for (const StepMoment& m : step_moments(l, c, pipeline_stages(l).front())) {
+    EXPECT_NE(m.name, "the embeddings' backward");
+    EXPECT_EQ(term_bytes(m.terms, MemoryKind::Gradients), 0) << m.name;
+    if (m.name == "the head's backward begins") {
+      const auto head = std::find_if(m.terms.begin(), m.terms.end(), [](const MemoryTerm& t) { return t.name == "activations: final norm and loss"; });
+      ASSERT_NE(head, m.terms.end());
+      EXPECT_EQ(head->bytes, (1292.0 - 128) * 512);
+    }
+    if (m.name == "the optimizer step") {
+      EXPECT_EQ(m.bytes(), 4.0 * 12992);  // ceil(25,984 / 2)
+    }
+  }
 }
 
 // Korthikanti et al. count 34·h bytes per token and layer at 2-byte elements besides the attention
@@ -227,8 +279,15 @@ TEST(MemoryEstimate, LayoutsWithoutFormulasAreRefusedByName) {
                                           "no estimate for zero_optimization.offload_param.device=cpu on a GPU"},
                                          {[](MemoryLayout& l) { l.model = model_preset("vlm-ocr"); },
                                           "no estimate for a vision-language model (model.arch=vlm)"},
-                                         {[](MemoryLayout& l) { l.unmodelled = {"train.freeze=[\"wte.*\"]"}; },
-                                          "no estimate for train.freeze=[\"wte.*\"]"}}) {
+                                         {[](MemoryLayout& l) { l.frozen = {"blocks.0.q_proj.weight"}; },
+                                          "no estimate for frozen blocks.0.q_proj.weight (train.freeze, parallel.modules: only frozen "
+                                          "embeddings are modelled)"},
+                                         {[](MemoryLayout& l) { l.tp = 2, l.zero_stage = 0, l.frozen = {"wte.weight"}; },
+                                          "no estimate for frozen or kept-whole parameters (train.freeze, parallel.modules) under tp or pp"},
+                                         {[](MemoryLayout& l) { l.compute_bytes = 2, l.frozen = {"wte.weight"}; },
+                                          "no estimate for frozen parameters under ZeRO stage 3 with bf16 or fp16"},
+                                         {[](MemoryLayout& l) { l.unmodelled = {"data_types.grad_accum_dtype=\"bf16\""}; },
+                                          "no estimate for data_types.grad_accum_dtype=\"bf16\""}}) {
     MemoryLayout l = layout_of("tiny", 2, 3);
     c.set(l);
     const MemoryEstimate e = estimate_memory(l);

@@ -26,6 +26,23 @@ MemoryTerm runtime_term(const MemoryLayout& l) {
                                       kGpuRuntimeBytes, "600 MiB"};
 }
 
+// Frozen parameters change what autograd saves and computes wherever they are not the embeddings
+// (a frozen matmul weight needs no saved input for its gradient, a frozen prefix of blocks runs
+// forward only); freezing only the embeddings changes no activation, only which gradients exist.
+bool is_embedding(const MemoryLayout& l, const std::string& name) {
+  const std::string p = l.model.llm_prefix();
+  return name == p + "wte.weight" || name == p + "wpe.weight";
+}
+
+std::string uncovered_module_plan(const MemoryLayout& l) {
+  if (l.frozen.empty() && l.kept_whole.empty()) return "";
+  if (l.tp > 1 || l.pp > 1) return "frozen or kept-whole parameters (train.freeze, parallel.modules) under tp or pp";
+  for (const std::string& name : l.frozen)
+    if (!is_embedding(l, name)) return "frozen " + name + " (train.freeze, parallel.modules: only frozen embeddings are modelled)";
+  if (!l.frozen.empty() && l.zero_stage == 3 && l.compute_bytes < 4) return "frozen parameters under ZeRO stage 3 with bf16 or fp16";
+  return "";
+}
+
 std::string joined(const std::vector<std::string>& parts) {
   std::string out;
   for (const auto& p : parts) out += (out.empty() ? "" : ", ") + p;
@@ -75,6 +92,8 @@ std::string uncovered_layout(const MemoryLayout& l) {
   if (l.pp > 1 && l.schedule != ScheduleKind::GPipe && l.schedule != ScheduleKind::OneFOneB)
     parts.push_back("pp " + std::to_string(l.pp) + " under parallel.pipeline.schedule=" + schedule_name(l.schedule));
   if (l.pp > 1 && l.zero_stage == 3) parts.push_back("pp " + std::to_string(l.pp) + " with ZeRO stage 3");
+  const std::string plan = uncovered_module_plan(l);
+  if (!plan.empty()) parts.push_back(plan);
   for (const auto& [what, device] : {std::pair<std::string, std::string>{"offload_optimizer", l.offload_optimizer}, {"offload_param", l.offload_param}}) {
     // On the CPU build offloading to the CPU moves nothing: the state already lives in host memory.
     if (device == "nvme" || (device == "cpu" && !l.device_is_cpu))
@@ -93,6 +112,7 @@ const std::vector<std::string>& covered_layouts() {
       "precision: fp32, bf16 and fp16 (fp32 master weights, 16-bit working copies)",
       "models: GPT-2 and Llama shapes (grouped-query attention, tied or untied embeddings)",
       "optimizers: AdamW, Adam, SGD (with or without momentum)",
+      "frozen embeddings (train.freeze, parallel.modules) and parallel.modules' stage-0 modules kept whole inside ZeRO 1-3, without tp or pp",
       "offload to the CPU on the CPU build (nothing moves)"};
   return layouts;
 }
@@ -104,7 +124,7 @@ MemoryEstimate estimate_memory(const MemoryLayout& l) {
     out.no_estimate = "no estimate for " + out.no_estimate;
     return out;
   }
-  const ParameterCounts whole = parameter_counts(l.model, l.tp);
+  const ParameterCounts whole = with_module_plan(parameter_counts(l.model, l.tp), l);
   for (const PipelineStage& stage : pipeline_stages(l)) {
     const ParameterCounts counts = stage_parameter_counts(whole, l.model, stage);
     RankEstimate rank;

@@ -47,6 +47,10 @@ struct MemoryLayout {
   // Where the rank computes: the CPU build's ranks keep everything in host memory.
   bool device_is_cpu = true;
 
+  // Parameters by name (parameter_shapes.h) that train.freeze or parallel.modules freeze, and the
+  // trainable ones parallel.modules keeps whole on every rank of a ZeRO run (zero_stage 0).
+  std::vector<std::string> frozen, kept_whole;
+
   // Settings of the config this estimate does not model, by their keys ("train.freeze"): the
   // estimate is then refused naming them, never a silently wrong number.
   std::vector<std::string> unmodelled;

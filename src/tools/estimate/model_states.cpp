@@ -1,6 +1,9 @@
 #include "tools/estimate/model_states.h"
 
+#include <set>
 #include <string>
+
+#include "model/parameter_shapes.h"
 
 namespace dtrain {
 
@@ -44,16 +47,42 @@ ParameterCounts stage_parameter_counts(const ParameterCounts& whole, const Trans
 
 int64_t shard_numel(int64_t numel, int ranks) { return (numel + ranks - 1) / ranks; }
 
+int64_t ParameterCounts::sharded_numel(int ranks) const { return shard_numel(trainable() - kept_whole, ranks) + kept_whole; }
+
+ParameterCounts with_module_plan(ParameterCounts c, const MemoryLayout& l) {
+  const std::set<std::string> frozen(l.frozen.begin(), l.frozen.end()), whole(l.kept_whole.begin(), l.kept_whole.end());
+  for (const ParameterShape& s : parameter_shapes(l.model)) {
+    int64_t numel = 1;
+    for (int64_t n : s.shape) numel *= n;
+    if (frozen.count(s.name)) c.frozen += numel;
+    else if (whole.count(s.name)) c.kept_whole += numel;
+  }
+  const std::string table = l.model.llm_prefix() + "wte.weight";
+  c.table_frozen = frozen.count(table) > 0;
+  c.table_kept_whole = whole.count(table) > 0;
+  return c;
+}
+
 std::vector<MemoryTerm> model_state_terms(const MemoryLayout& l, const ParameterCounts& c) {
-  const int64_t psi = c.total, shard = shard_numel(psi, l.dp_shard);
+  const int64_t psi = c.trainable(), shard = c.sharded_numel(l.dp_shard);
   const std::string n = count_text(psi), over = " / " + std::to_string(l.dp_shard);
+  // The rank's shard, K bytes an element: parallel.modules' stage-0 parameters (W of them) are
+  // every rank's whole piece of their buckets.
+  const auto shard_formula = [&](const std::string& k) {
+    if (c.kept_whole == 0) return k + "Ψ/dp = " + k + " × " + n + over;
+    const std::string w = count_text(c.kept_whole);
+    return k + "(Ψ - W)/dp + " + k + "W = " + k + " × (" + n + " - " + w + ")" + over + " + " + k + " × " + w;
+  };
   std::vector<MemoryTerm> terms;
   // ZeRO paper's 2Ψ of parameters: here the fp32 parameters, which are the master weights too.
   if (l.zero_stage == 3)
-    terms.push_back({"parameters, fp32 shard (ZeRO-3)", MemoryKind::Parameters, MemoryPlace::Device, 4.0 * double(shard),
-                     "4Ψ/dp = 4 × " + n + over});
+    terms.push_back({"parameters, fp32 shard (ZeRO-3)", MemoryKind::Parameters, MemoryPlace::Device, 4.0 * double(shard), shard_formula("4")});
   else
     terms.push_back({"parameters, fp32 (flat buffer)", MemoryKind::Parameters, MemoryPlace::Device, 4.0 * double(psi), "4Ψ = 4 × " + n});
+  // Frozen parameters stay the model's own tensors, outside the flat buffer and every shard.
+  if (c.frozen > 0)
+    terms.push_back({"parameters, fp32, frozen (whole on every rank)", MemoryKind::Parameters, MemoryPlace::Device, 4.0 * double(c.frozen),
+                     "4Ψ_frozen = 4 × " + count_text(c.frozen)});
   // Mixed precision: a 16-bit working copy of each matmul weight, refreshed once per step. ZeRO-3
   // keeps none: each unit's copy lives only while the unit is gathered (step_peak.h).
   if (l.compute_bytes < 4 && l.zero_stage < 3)
@@ -63,16 +92,16 @@ std::vector<MemoryTerm> model_state_terms(const MemoryLayout& l, const Parameter
   // accumulates into), the rank's shard from stage 2 (what the reduce-scatters leave).
   if (l.zero_stage >= 2)
     terms.push_back({"gradients, fp32 shard (ZeRO-" + std::to_string(l.zero_stage) + ")", MemoryKind::Gradients, MemoryPlace::Device,
-                     4.0 * double(shard), "4Ψ/dp = 4 × " + n + over});
+                     4.0 * double(shard), shard_formula("4")});
   else
     terms.push_back({"gradients, fp32 (flat buffer)", MemoryKind::Gradients, MemoryPlace::Device, 4.0 * double(psi), "4Ψ = 4 × " + n});
   // ZeRO paper's KΨ, divided over dp from stage 1. K: the optimizer's own flat state (AdamW 8).
   if (l.optimizer_bytes > 0) {
-    const bool sharded = l.zero_stage >= 1;
+    const bool sharded_state = l.zero_stage >= 1;
     const std::string k = std::to_string(int(l.optimizer_bytes));
-    terms.push_back({"optimizer states (" + l.optimizer_name + (sharded ? ", ZeRO shard)" : ")"), MemoryKind::OptimizerStates,
-                     MemoryPlace::Device, l.optimizer_bytes * double(sharded ? shard : psi),
-                     sharded ? "KΨ/dp = " + k + " × " + n + over : "KΨ = " + k + " × " + n});
+    terms.push_back({"optimizer states (" + l.optimizer_name + (sharded_state ? ", ZeRO shard)" : ")"), MemoryKind::OptimizerStates,
+                     MemoryPlace::Device, l.optimizer_bytes * double(sharded_state ? shard : psi),
+                     sharded_state ? shard_formula(k) : "KΨ = " + k + " × " + n});
   }
   return terms;
 }

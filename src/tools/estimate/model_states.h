@@ -29,6 +29,17 @@ struct ParameterCounts {
   // Matmul weights with a 16-bit working copy under mixed precision: every block's, and the head's
   // (wte when tied).
   int64_t matmul = 0;
+  // Of `total`: the parameters no gradient reaches (train.freeze, parallel.modules freeze), which
+  // stay out of the flat buffer, whole on every rank; and the trainable ones parallel.modules keeps
+  // whole (zero_stage 0), whose pieces, gradients and optimizer state every rank holds entire.
+  int64_t frozen = 0;
+  int64_t kept_whole = 0;
+  bool table_frozen = false;  // wte, and so a tied head, gets no gradient
+  bool table_kept_whole = false;
+
+  int64_t trainable() const { return total - frozen; }
+  // The elements of one rank's ZeRO shard over `ranks`: the sharded ones' 1/ranks and those kept whole.
+  int64_t sharded_numel(int ranks) const;
 };
 
 // One tensor-parallel rank's share of them (parallel/tensor/apply_tp.h, Megatron-LM's layout): q, k,
@@ -42,6 +53,9 @@ ParameterCounts parameter_counts(const TransformerConfig& model, int tp = 1);
 // norm and the head on the last, where a tied table has its second copy (pipeline_stages.h); the
 // 16-bit working copy of the table goes with the head, whose GEMM reads it.
 ParameterCounts stage_parameter_counts(const ParameterCounts& whole, const TransformerConfig& model, const PipelineStage& stage);
+
+// `whole` with the parameters `layout` freezes and keeps whole counted (its frozen and kept_whole names).
+ParameterCounts with_module_plan(ParameterCounts whole, const MemoryLayout& layout);
 
 // The model states' terms for one rank of `layout`, each with its formula.
 std::vector<MemoryTerm> model_state_terms(const MemoryLayout& layout, const ParameterCounts& counts);

@@ -30,14 +30,17 @@ struct Step {
         V(layout.model.vocab_size), e(layout.compute_bytes), L(counts.blocks) {}
 
   bool tied() const { return l.model.tie_embeddings; }
+  // A tied table that gets gradients: not frozen (train.freeze, parallel.modules).
+  bool tied_trained() const { return tied() && !c.table_frozen; }
   // Checkpointing counts blocks over the whole model: a stage's block i is block first_block + i.
   bool whole_block(int i) const { return l.activation_checkpointing.whole_block(stage.first_block + i); }
   bool selective() const { return l.activation_checkpointing.attention_core(); }
 
   // ZeRO-3 cuts a tied table larger than every other unit into units of rows, which the lookup and
-  // the head gather and reduce one block of rows at a time (parallel/zero/sharded_table.h).
+  // the head gather and reduce one block of rows at a time (parallel/zero/sharded_table.h); not one
+  // that is frozen (in no unit) or kept whole by parallel.modules.
   double largest_other_unit() const { return std::max(double(l.compute_bytes < 4 ? c.block_matmul : c.block), double(c.head)); }
-  bool table_in_rows() const { return l.zero_stage == 3 && tied() && l.tp == 1 && l.pp == 1 && double(c.table) > largest_other_unit(); }
+  bool table_in_rows() const { return l.zero_stage == 3 && tied_trained() && !c.table_kept_whole && l.tp == 1 && l.pp == 1 && double(c.table) > largest_other_unit(); }
   // Equal blocks of whole rows, as few as keep each within the largest other unit.
   double row_block_bytes() const {
     const double blocks = std::ceil(double(c.table) / largest_other_unit());
@@ -46,11 +49,19 @@ struct Step {
 
   // A gathered ZeRO-3 unit's bytes: matmul-only weights gathered in 16 bits under mixed precision.
   double block_unit_bytes() const { return e < 4 ? e * c.block_matmul + 4.0 * (c.block - c.block_matmul) : 4.0 * c.block; }
-  // The tied table is gathered in fp32 (the lookup reads it) and rounded into its working copy.
-  double embeddings_unit_bytes() const { return 4.0 * c.embeddings + (e < 4 && tied() ? e * c.table : 0); }
+  // The tied table is gathered in fp32 (the lookup reads it) and rounded into its working copy; a
+  // frozen one is in no unit.
+  double embeddings_unit_bytes() const {
+    return 4.0 * double(c.embeddings - (c.table_frozen ? c.table : 0)) + (e < 4 && tied_trained() ? e * c.table : 0);
+  }
   double head_unit_bytes() const { return 4.0 * c.head; }
 
   std::string tokens() const { return "T = " + plain(T) + " tokens"; }
+
+  // The final norm's and the loss's saved tensors per token. A frozen tied head needs no gradient of
+  // its weight, so autograd keeps no copy of its input, the final norm's output (e·d; measured with
+  // the counting allocator).
+  double head_per_token() const { return head_bytes_per_token(l) - (tied() && c.table_frozen ? e * d : 0); }
 
   // The saved activations of blocks [0, blocks) and the micro-batch: each block's go after its backward.
   // `recomputing`: the last of them is being recomputed.
@@ -125,29 +136,30 @@ struct Step {
     for (int i = 0; i < L; ++i)
       bytes += whole_block(i) ? checkpointed_block_bytes_per_token(l)
                                                          : sel ? selective_block_bytes_per_token(l) : block_bytes_per_token(l);
-    return bytes + (stage.last ? head_bytes_per_token(l) : 0);
+    return bytes + (stage.last ? head_per_token() : 0);
   }
 
   // The head's gradient of a tied table, which autograd holds until the lookup's gradient joins it
   // at the end of backward (DDP and ZeRO 1-2 add it into the flat gradient or a bucket then).
   std::vector<MemoryTerm> tied_gradient_held() const {
-    if (!tied() || table_in_rows() || !(stage.first && stage.last)) return {};
+    if (!tied_trained() || table_in_rows() || !(stage.first && stage.last)) return {};
     return {term("gradients: the head's, of the tied table, held to the end of backward", MemoryKind::Gradients, 4.0 * c.table,
                  "4·V·d")};
   }
 
   StepMoment head_backward() const {
     StepMoment m{"the head's backward begins", saved_blocks(L)};
-    const double head = head_bytes_per_token(l);
+    const double head = head_per_token();
     m.terms.push_back(term("activations: final norm and loss", MemoryKind::Activations, head * T, plain(head) + " B/token × " + tokens()));
     const double logits = logits_gradient_bytes_per_token(l);
     m.terms.push_back(term("backward: the logits' gradient", MemoryKind::Activations, logits * T,
                            (l.tp == 1 ? "e·T·V" : "(4 + e)·T·ceil(V/tp), e only in 16 bits") + std::string(" = ") + plain(logits) + " B/token × " + tokens()));
     if (l.zero_stage == 3) {
       double units = l.reshard_after_forward ? block_unit_bytes() : L * block_unit_bytes();
-      units += head_unit_bytes() + (tied() && !table_in_rows() ? embeddings_unit_bytes() : 0);
+      const bool with_table = tied_trained() && !table_in_rows();
+      units += head_unit_bytes() + (with_table ? embeddings_unit_bytes() : 0);
       m.terms.push_back(term("ZeRO-3 gathered units: " + std::string(l.reshard_after_forward ? "the last block, " : "every block, ") +
-                                 "the head" + (tied() && !table_in_rows() ? ", the tied embeddings" : ""),
+                                 "the head" + (with_table ? ", the tied embeddings" : ""),
                              MemoryKind::Communication, units, "whole units, matmul weights in e bytes"));
     }
     // The head reads the table a block of rows at a time: at its weight gradient the next block is
@@ -259,12 +271,13 @@ struct Step {
   }
 
   // ZeRO 1-2 launch the all-gathers of the updated shard after the step; their send buffers (the
-  // rank's shard, copied) live into the next forward pass.
+  // rank's shard, copied) live into the next forward pass. Buckets kept whole are not gathered.
   StepMoment optimizer_step() const {
     StepMoment m{"the optimizer step", {}};
     if (l.zero_stage == 1 || l.zero_stage == 2)
       m.terms.push_back(term("ZeRO all-gather send buffers of the updated shard", MemoryKind::Communication,
-                             4.0 * shard_numel(c.total, l.dp_shard), "4Ψ/dp"));
+                             4.0 * shard_numel(c.trainable() - c.kept_whole, l.dp_shard),
+                             c.kept_whole > 0 ? "4(Ψ - W)/dp" : "4Ψ/dp"));
     return m;
   }
 };
@@ -287,7 +300,7 @@ std::vector<StepMoment> step_moments(const MemoryLayout& layout, const Parameter
   // ZeRO-2's gradients grow as backward goes down the blocks; ZeRO-3's send buffer joins from the second-last.
   if (layout.zero_stage == 2 && L > 1) moments.push_back(s.block_backward(0));
   if (layout.zero_stage == 3 && L > 1) moments.push_back(s.block_backward(L - 2));
-  if (s.tied() && !s.table_in_rows() && stage.first) moments.push_back(s.embeddings_backward());
+  if (s.tied_trained() && !s.table_in_rows() && stage.first) moments.push_back(s.embeddings_backward());
   moments.push_back(s.optimizer_step());
   return moments;
 }
