@@ -43,8 +43,7 @@ class Parallelizer {
     apply_precision();
     apply_data_parallel(named);
     make_optimizer();
-    for (auto& line : describe_parallel_plan(plan_, c_, {world_.device(), precision_, group_->size(), owned_numel_,
-                                                         [this](const std::string& name) { return frozen(name); }}))
+    for (auto& line : describe_parallel_plan(plan_, c_, {world_.device(), precision_, group_->size(), owned_numel_}))
       plan_.setup_lines.push_back(std::move(line));
     return std::move(plan_);
   }
@@ -65,8 +64,6 @@ class Parallelizer {
                         const RowSplit& split);
   void keep_shard_on_nvme();
   void make_optimizer();
-  // train.freeze's globs or parallel.modules freeze the parameter.
-  bool frozen(const std::string& name) const;
   // parallel.modules keeps it whole on every rank in a run that shards the others; null when none is.
   KeptWhole kept_whole() const;
 
@@ -102,10 +99,6 @@ void Parallelizer::build_stage_model() {
   plan_.pipeline = std::move(pp.stages);
 }
 
-bool Parallelizer::frozen(const std::string& name) const {
-  return c_.freezes(name);
-}
-
 KeptWhole Parallelizer::kept_whole() const {
   if (c_.modules.kept_whole.empty()) return nullptr;
   return [this](const std::string& name) { return c_.modules.keeps_whole(name); };
@@ -117,7 +110,7 @@ std::vector<std::pair<std::string, at::Tensor>> Parallelizer::apply_freeze() {
   std::vector<std::pair<std::string, at::Tensor>> named;
   std::vector<std::string> names;
   for (auto& item : model_->named_parameters()) {
-    if (frozen(item.key())) {
+    if (c_.freezes(item.key())) {
       item.value().requires_grad_(false);
       plan_.frozen.push_back(item.value());
       plan_.frozen_numel += item.value().numel();
@@ -240,7 +233,7 @@ void Parallelizer::apply_data_parallel(std::vector<std::pair<std::string, at::Te
   std::vector<MeshCoordinate> coords;
   for (const MeshDim& dim : mesh.dims()) coords.push_back({dim.name, mesh.coord(dim.name), dim.size});
   plan_.layout = data_parallel_layout(c_.model, model_, flat, plan_.updated_parameters(), *shards_, c_.zero_stage, coords, model_placements_,
-                                      [this](const std::string& name) { return frozen(name); }, options.kept_whole);
+                                      [this](const std::string& name) { return c_.freezes(name); }, options.kept_whole);
   find_kept_whole();
   find_split_gradients();
   find_stage_gradients();
