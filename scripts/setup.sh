@@ -7,7 +7,7 @@
 #   --bench  adds the peers the benchmarks compare against: PyTorch with all its dependencies in the
 #            same .venv (torchrun, FSDP2, DTensor, pipelining), DeepSpeed, OpenMPI, Hugging Face
 #            tokenizers and sentencepiece (which also remake the tokenizer test fixtures), and transformers
-#            for the Hugging Face test models (tests/data/hf).
+#            for the Hugging Face test models (tests/data/hf), and Accelerate (a memory estimator peer).
 #   --cuda   adds what the CUDA build links against beyond the machine's CUDA 13 toolkit, cuDNN and
 #            NCCL: the three libraries libtorch_cuda needs that the toolkit lacks, as torch's own wheels.
 set -euo pipefail
@@ -75,6 +75,12 @@ fi
 if ((bench)) && ! installed "transformers-5.24.0"; then
   echo "setup: installing transformers and safetensors into $venv (tests/data/hf's fixtures)"
   "${pip[@]}" "transformers==5.24.0" "safetensors==0.8.0"
+fi
+# Accelerate's memory estimator, a peer of `dtrain estimate` (bench/estimate_peers.py); its other
+# dependencies come with PyTorch and transformers above.
+if ((bench)) && ! installed "accelerate-1.15.0"; then
+  echo "setup: installing Accelerate into $venv for the memory estimate's peer rows"
+  "${pip[@]}" --no-deps "accelerate==1.15.0" pyyaml
 fi
 # The tokenizer fixtures' reference libraries (tests/data/tokenizers/make_fixtures.py) and the
 # tokenization benchmark's peer.

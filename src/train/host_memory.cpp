@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <string>
 
 namespace dtrain {
 
@@ -14,8 +15,8 @@ namespace {
 
 constexpr int kMaxMmapThreshold = 32 << 20;  // glibc refuses more (HEAP_MAX_SIZE / 2 on 64-bit)
 constexpr int kSetupMmapThreshold = 1 << 20;
-bool keeping = false;        // keep_freed_host_memory() set glibc up
-bool setting_up = false;     // map_large_blocks_while_setting_up() until release_freed_host_memory()
+bool keeping = false;     // keep_freed_host_memory() set glibc up
+bool setting_up = false;  // map_large_blocks_while_setting_up() until release_freed_host_memory()
 
 }  // namespace
 
@@ -24,8 +25,8 @@ const char* keep_freed_host_memory() {
     return "host memory: glibc malloc as it ships (DTRAIN_GLIBC_MALLOC_DEFAULTS=1)";
   for (char** e = environ; *e; ++e)
     if (std::strncmp(*e, "MALLOC_", 7) == 0) return "host memory: glibc malloc as the MALLOC_* environment sets it";
-  const bool ok = mallopt(M_MMAP_THRESHOLD, kMaxMmapThreshold) == 1 && mallopt(M_TRIM_THRESHOLD, -1) == 1 &&
-                  mallopt(M_TOP_PAD, 256 << 20) == 1;
+  const bool ok =
+      mallopt(M_MMAP_THRESHOLD, kMaxMmapThreshold) == 1 && mallopt(M_TRIM_THRESHOLD, -1) == 1 && mallopt(M_TOP_PAD, 256 << 20) == 1;
   keeping = ok;
   return ok ? "host memory: glibc malloc keeps freed memory for reuse (no trimming, heap blocks up to 32 MiB)"
             : "host memory: glibc malloc refused the settings that keep freed memory; it runs as it ships";
@@ -43,9 +44,7 @@ int64_t resident_bytes() {
 
 }  // namespace
 
-void map_large_blocks_while_setting_up() {
-  setting_up = keeping && mallopt(M_MMAP_THRESHOLD, kSetupMmapThreshold) == 1;
-}
+void map_large_blocks_while_setting_up() { setting_up = keeping && mallopt(M_MMAP_THRESHOLD, kSetupMmapThreshold) == 1; }
 
 int64_t release_freed_host_memory() {
   if (setting_up) mallopt(M_MMAP_THRESHOLD, kMaxMmapThreshold);
@@ -53,6 +52,18 @@ int64_t release_freed_host_memory() {
   const int64_t before = resident_bytes();
   malloc_trim(0);
   return std::max<int64_t>(0, before - resident_bytes());
+}
+
+bool reset_peak_resident() {
+  std::ofstream clear_refs("/proc/self/clear_refs");
+  return bool(clear_refs << "5" << std::flush);
+}
+
+int64_t peak_resident_bytes() {
+  std::ifstream status("/proc/self/status");
+  for (std::string line; std::getline(status, line);)
+    if (line.rfind("VmHWM:", 0) == 0) return std::stoll(line.substr(6)) * 1024;  // "VmHWM:   123456 kB"
+  return 0;
 }
 
 }  // namespace dtrain

@@ -29,4 +29,12 @@ void map_large_blocks_while_setting_up();
 // under keep_freed_host_memory(), beyond what any step needs. Returns by how much resident memory fell.
 int64_t release_freed_host_memory();
 
+// The process's peak resident bytes from now on (Linux's VmHWM, reset through /proc/self/clear_refs):
+// the training steps' own peak RSS, without what setting up touched before them. Returns false
+// where the kernel refuses the reset; peak_resident_bytes() then keeps counting from the start.
+bool reset_peak_resident();
+
+// The process's peak resident bytes (VmHWM) since it started or since reset_peak_resident().
+int64_t peak_resident_bytes();
+
 }  // namespace dtrain
