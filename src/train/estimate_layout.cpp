@@ -1,5 +1,7 @@
 #include "train/estimate_layout.h"
 
+#include <algorithm>
+
 #include "common/printable_json.h"
 #include "model/parameter_shapes.h"
 #include "train/config_schema.h"
@@ -34,10 +36,10 @@ const std::vector<LayoutKey>& layout_keys() {
       {"model.n_head", U::Modelled}, {"model.n_kv_head", U::Modelled}, {"model.d_model", U::Modelled}, {"model.d_ff", U::Modelled},
       {"model.seq_len", U::Modelled}, {"model.vocab_size", U::Modelled}, {"model.tie_embeddings", U::Modelled},
       {"model.norm_eps", U::NoEffect}, {"model.rope_theta", U::NoEffect}, {"model.init_from", U::Modelled},
-      // The vision side of arch "vlm", a model the estimate refuses (uncovered_layout) with all its shape.
-      {"model.vision", U::NoEffect}, {"model.vision.n_layer", U::NoEffect}, {"model.vision.n_head", U::NoEffect},
-      {"model.vision.d_model", U::NoEffect}, {"model.vision.d_ff", U::NoEffect}, {"model.vision.patch_size", U::NoEffect},
-      {"model.vision.channels", U::NoEffect}, {"model.vision.max_grid", U::NoEffect}, {"model.vision.merge", U::NoEffect},
+      // The vision side of arch "vlm": its shape, and the largest image grid (tools/estimate/vision_memory.h).
+      {"model.vision", U::Modelled}, {"model.vision.n_layer", U::Modelled}, {"model.vision.n_head", U::Modelled},
+      {"model.vision.d_model", U::Modelled}, {"model.vision.d_ff", U::Modelled}, {"model.vision.patch_size", U::Modelled},
+      {"model.vision.channels", U::Modelled}, {"model.vision.max_grid", U::Modelled}, {"model.vision.merge", U::Modelled},
       {"model.vision.image_token_id", U::NoEffect}, {"model.vision.end_token_id", U::NoEffect},
       // The mesh, the pipeline's schedule and split (the schedules without formulas are refused by
       // the estimate itself: uncovered_layout). Ring and Ulysses attention keep the same tensors
@@ -121,6 +123,13 @@ MemoryLayout estimate_layout(const TrainConfig& c, bool device_is_cpu, int ranks
   l.optimizer_bytes = optimizer_state_bytes(c.optimizer);
   l.optimizer_name = c.optimizer.value("type", std::string("AdamW"));
   l.device_is_cpu = device_is_cpu;
+  if (c.model.is_vlm()) {
+    // One image per sample, at most data.max_image_tokens tokens, (max_grid/merge)² by its grid and
+    // the row's seq_len beside its text (data/patch_grid.h, data/vlm_sample.h): the largest the data allows.
+    const VisionConfig& v = c.model.vision;
+    const int64_t side = v.max_grid / v.merge;
+    l.max_image_patches = std::min({c.max_image_tokens, side * side, int64_t(c.model.seq_len)}) * v.merge * v.merge;
+  }
   for (const ParameterShape& s : parameter_shapes(c.model)) {
     if (c.freezes(s.name)) l.frozen.push_back(s.name);
     else if (c.modules.keeps_whole(s.name)) l.kept_whole.push_back(s.name);

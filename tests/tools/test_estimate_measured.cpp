@@ -3,7 +3,8 @@
 // (train/tensor_memory.h) and write, at the end, every rank's measured peak beside the estimate for
 // its config (metrics.jsonl's "memory" line; under pp each rank against its own stage's estimate).
 // Each must lie within 5% of the estimate. The table crosses every ZeRO stage, activation-checkpointing
-// mode, precision, architecture, tp with and without sp, pipeline schedule and cp at least once,
+// mode, precision, architecture, tp with and without sp, pipeline schedule and cp at least once (and
+// the tests' small vision-language model, its images all at the largest grid, as the estimate takes them),
 // on the tiny model, and the demo model where the tiny one cannot resolve a layout: bf16 without
 // full recomputation, where the tiny model's peak holds ATen's CPU bf16 GEMM scratch (about 113 KiB
 // in the head's backward, 7-9% of its peak; docs/training.md, "Memory estimate").
@@ -15,6 +16,7 @@
 
 #include "support/scratch.h"
 #include "train/training_run.h"
+#include "train/vlm_jsonl_job.h"
 
 namespace dtrain::test {
 namespace {
@@ -23,6 +25,7 @@ struct MeasuredLayout {
   std::string name;
   int ranks;
   Sets sets;
+  bool images = false;  // a vision-language job: its jsonl data written in the run's scratch directory
 };
 
 void PrintTo(const MeasuredLayout& l, std::ostream* os) { *os << l.name; }
@@ -46,6 +49,25 @@ Sets modules(int stage) {
   return {"parallel.modules={\"wte.*\": {\"freeze\": true}, \"blocks.0.*\": {\"zero_stage\": 0}, \"*\": {\"zero_stage\": " +
           std::to_string(stage) + "}}"};
 }
+// The tests' small vision-language model (vlm_jsonl_job.h) on 4 samples a micro-batch.
+const Sets kVlm = kTinyVlm + Sets{"train_micro_batch_size_per_gpu=4", "train_batch_size=auto"};
+// The VLM tests' per-module plan: the encoder frozen, the connector kept whole, the LLM at ZeRO-3.
+const Sets kVlmPlan = {"parallel.modules={\"vision.*\": {\"freeze\": true}, \"connector.*\": {\"zero_stage\": 0}, "
+                       "\"llm.*\": {\"zero_stage\": 3}}"};
+
+// Every sample's image at the largest grid kTinyVlm allows (16 x 16 pixels: 8 x 8 patches of 2, 16
+// tokens), the case the estimate takes: a jsonl of 16 such samples in `dir`; returns its data.source.
+std::string largest_images_in(const std::string& dir) {
+  std::vector<VlmLine> lines;
+  for (int i = 0; i < 16; ++i) {
+    VlmLine line;
+    line.width = line.height = 16;
+    line.text = std::string(size_t(6), char('a' + i));
+    lines.push_back(line);
+  }
+  return write_vlm_jsonl(dir, lines);
+}
+
 // Four micro-batches a step, so that the schedules differ in what they hold in flight.
 Sets pipeline(const std::string& schedule) {
   return {"parallel.pp=2", "parallel.pipeline.schedule=" + schedule, "gradient_accumulation_steps=4", "train_batch_size=auto"};
@@ -92,14 +114,19 @@ const std::vector<MeasuredLayout> kLayouts = {
     {"tiny_llama_freeze_table_zero2", 2, kTiny + kLlama + stage(2) + kFreezeTable},
     {"tiny_modules_zero1", 2, kTiny + modules(1)},
     {"tiny_modules_zero3", 2, kTiny + modules(3)},
+    {"tiny_vlm_ddp", 2, kVlm + stage(0), true},
+    {"tiny_vlm_zero3", 2, kVlm + stage(3), true},
+    {"tiny_vlm_frozen_encoder_zero1", 2, kVlm + stage(1) + Sets{"train.freeze=[\"vision.*\"]"}, true},
+    {"tiny_vlm_modules", 2, kVlm + kVlmPlan, true},
 };
 
 class EstimateMeasured : public ::testing::TestWithParam<MeasuredLayout> {};
 
 TEST_P(EstimateMeasured, WithinFivePercentOfTheTrackedPeak) {
   const MeasuredLayout& layout = GetParam();
+  const Sets data = layout.images ? Sets{largest_images_in(scratch_dir("estimate_" + layout.name + "_data"))} : Sets{};
   const TrainingRun run = train(scratch_dir("estimate_" + layout.name), layout.ranks,
-                                Sets{"train.steps=2", "checkpoint.save_at_end=false"} + layout.sets);
+                                Sets{"train.steps=2", "checkpoint.save_at_end=false"} + layout.sets + data);
   ASSERT_EQ(run.result.exit_code, 0) << run.result.output;
   std::ifstream metrics(run.dir + "/metrics.jsonl");
   nlohmann::json memory;
@@ -135,7 +162,8 @@ TEST(EstimateMeasuredTable, CrossesEveryCoveredDimension) {
                                "train.activation_checkpointing=every:2", "bf16.enabled=true", "model.arch=llama", "model.preset=tiny",
                                "model.preset=demo", "one rank", "parallel.tp=2", "parallel.sequence_parallel=true",
                                "parallel.pipeline.schedule=1f1b", "parallel.pipeline.schedule=gpipe", "parallel.cp=2",
-                               kFreezeTable.front(), modules(3).front()})
+                               kFreezeTable.front(), modules(3).front(), "model.preset=vlm-ocr", kVlmPlan.front(),
+                               "train.freeze=[\"vision.*\"]"})
     EXPECT_TRUE(seen.count(s)) << s << " is covered by the estimate but measured by no layout here";
 }
 
@@ -145,7 +173,7 @@ TEST(EstimateMeasuredTable, UncoveredLayoutSaysNoEstimate) {
       train(scratch_dir("estimate_uncovered"), 2, Sets{"train.steps=1", "checkpoint.save_at_end=false", "train.freeze=[\"blocks.1.q_proj.weight\"]"});
   ASSERT_EQ(run.result.exit_code, 0) << run.result.output;
   EXPECT_NE(run.result.output.find("memory: no estimate for frozen blocks.1.q_proj.weight (train.freeze, parallel.modules: only frozen "
-                                   "embeddings are modelled); measured "),
+                                   "embeddings and a whole frozen vision encoder are modelled); measured "),
             std::string::npos)
       << run.result.output;
 }

@@ -12,6 +12,7 @@
 #include "tools/estimate/model_states.h"
 #include "tools/estimate/pipeline_stage.h"
 #include "tools/estimate/step_peak.h"
+#include "tools/estimate/vision_memory.h"
 #include "model/parameter_shapes.h"
 #include "train/config_schema.h"
 #include "train/estimate_layout.h"
@@ -38,9 +39,9 @@ double term_bytes(const std::vector<MemoryTerm>& terms, MemoryKind kind) {
 TEST(ParameterCounts, PartsAddUpToTheModelsCount) {
   for (const std::string& preset : model_preset_names()) {
     const TransformerConfig m = model_preset(preset);
-    if (m.is_vlm()) continue;  // refused by the estimate (its vision side is not counted)
     const ParameterCounts c = parameter_counts(m);
     EXPECT_EQ(c.total, m.parameter_count()) << preset;
+    if (m.is_vlm()) continue;  // its largest part may be one of the vision side's
     EXPECT_EQ(std::max({c.block, c.embeddings, c.head}), m.largest_part_parameters()) << preset;
   }
   // The tiny GPT-2 by hand: a block is qkv 32·96 + 96, o 32·32 + 32, MLP 2·32·128 + 128 + 32 and two
@@ -126,6 +127,46 @@ TEST(StepPeak, AFrozenTableHoldsNoGradient) {
       EXPECT_EQ(m.bytes(), 4.0 * 12992);  // ceil(25,984 / 2)
     }
   }
+}
+
+// The tests' small vision-language model (tests/train/vlm_jsonl_job.h) by hand: an encoder of 2
+// GPT-2-kind blocks, d 32, 2 heads, over 2 x 2-pixel RGB patches, grids up to 8 a side merged 2 x 2;
+// 4 samples a micro-batch, each image at most 8 x 8 = 64 patches, N = 256 patches, 64 image tokens.
+TEST(VisionMemory, TinyVisionLanguageModelTermByTerm) {
+  MemoryLayout l = layout_of("vlm-ocr");
+  l.model.n_layer = 2, l.model.d_model = 32, l.model.n_head = 4, l.model.n_kv_head = 2, l.model.seq_len = 32;
+  l.model.vision.n_layer = 2, l.model.vision.n_head = 2, l.model.vision.d_model = 32, l.model.vision.patch_size = 2;
+  l.model.vision.max_grid = 8;
+  l.micro_batch = 4;
+  l.max_image_patches = 64;
+  const ParameterCounts trained = with_module_plan(parameter_counts(l.model), l);
+  EXPECT_EQ(trained.total, l.model.parameter_count());
+  EXPECT_FALSE(trained.vision_frozen);
+  EXPECT_EQ(vision_patches_per_micro_batch(l), 256);
+  const std::vector<MemoryTerm> saved = vision_saved_terms(l, trained);
+  ASSERT_EQ(saved.size(), 3u);
+  // Per patch and block 4(16d + a + 4) = 2072 B (GPT-2 in fp32), two blocks.
+  EXPECT_EQ(saved[0].bytes, 2 * 2072.0 * 256);
+  // The positions' indices 16, the final norm's input 4·32 and statistics 8, the merge's index 8.
+  EXPECT_EQ(saved[1].bytes, (16 + 128 + 8 + 8) * 256.0);
+  // fc1's input 4·32 per patch, GELU's and fc2's inputs 2 × 4·32 per image token, the mask 1 B per LLM token.
+  EXPECT_EQ(saved[2].bytes, 4 * 32 * 256.0 + 8 * 32 * 64 + 4 * 32);
+  EXPECT_EQ(vision_batch_term(l).bytes, 4 * 12 * 256.0 + 16 * 4);
+
+  l.frozen.clear();
+  for (const ParameterShape& s : parameter_shapes(l.model))
+    if (s.name.rfind("vision.", 0) == 0) l.frozen.push_back(s.name);
+  const ParameterCounts frozen = with_module_plan(parameter_counts(l.model), l);
+  EXPECT_TRUE(frozen.vision_frozen);
+  EXPECT_EQ(frozen.trainable(), trained.total - l.model.vision.parameter_count(32) + l.model.vision.connector_parameters(32));
+  // The encoder runs forward only: the connector's inputs alone stay, and no vision backward moment.
+  const std::vector<MemoryTerm> connector = vision_saved_terms(l, frozen);
+  ASSERT_EQ(connector.size(), 1u);
+  EXPECT_EQ(connector[0].bytes, saved[2].bytes);
+  EXPECT_TRUE(vision_block_backward_terms(l, frozen).empty());
+  EXPECT_TRUE(estimate_memory(l).covered()) << estimate_memory(l).no_estimate;
+  l.frozen.pop_back();  // a part of the encoder trained
+  EXPECT_FALSE(estimate_memory(l).covered());
 }
 
 // Korthikanti et al. count 34·h bytes per token and layer at 2-byte elements besides the attention
@@ -277,11 +318,13 @@ TEST(MemoryEstimate, LayoutsWithoutFormulasAreRefusedByName) {
                                           "no estimate for zero_optimization.offload_optimizer.device=nvme"},
                                          {[](MemoryLayout& l) { l.device_is_cpu = false, l.offload_param = "cpu"; },
                                           "no estimate for zero_optimization.offload_param.device=cpu on a GPU"},
-                                         {[](MemoryLayout& l) { l.model = model_preset("vlm-ocr"); },
-                                          "no estimate for a vision-language model (model.arch=vlm)"},
+                                         {[](MemoryLayout& l) { l.model = model_preset("vlm-ocr"), l.tp = 2; },
+                                          "no estimate for a vision-language model (model.arch=vlm) under tp 2"},
+                                         {[](MemoryLayout& l) { l.model = model_preset("vlm-ocr"), l.compute_bytes = 2; },
+                                          "no estimate for a vision-language model (model.arch=vlm) under bf16 or fp16"},
                                          {[](MemoryLayout& l) { l.frozen = {"blocks.0.q_proj.weight"}; },
                                           "no estimate for frozen blocks.0.q_proj.weight (train.freeze, parallel.modules: only frozen "
-                                          "embeddings are modelled)"},
+                                          "embeddings and a whole frozen vision encoder are modelled)"},
                                          {[](MemoryLayout& l) { l.tp = 2, l.zero_stage = 0, l.frozen = {"wte.weight"}; },
                                           "no estimate for frozen or kept-whole parameters (train.freeze, parallel.modules) under tp or pp"},
                                          {[](MemoryLayout& l) { l.compute_bytes = 2, l.frozen = {"wte.weight"}; },

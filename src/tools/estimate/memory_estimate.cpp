@@ -1,8 +1,10 @@
 #include "tools/estimate/memory_estimate.h"
 
 #include <algorithm>
+#include <set>
 #include <stdexcept>
 
+#include "model/parameter_shapes.h"
 #include "tools/estimate/model_states.h"
 #include "tools/estimate/pipeline_stage.h"
 #include "tools/estimate/step_peak.h"
@@ -29,16 +31,44 @@ MemoryTerm runtime_term(const MemoryLayout& l) {
 // Frozen parameters change what autograd saves and computes wherever they are not the embeddings
 // (a frozen matmul weight needs no saved input for its gradient, a frozen prefix of blocks runs
 // forward only); freezing only the embeddings changes no activation, only which gradients exist.
+// A vision-language model's whole encoder frozen is such a prefix: it records no graph at all
+// (vision_memory.h), which the estimate models.
 bool is_embedding(const MemoryLayout& l, const std::string& name) {
   const std::string p = l.model.llm_prefix();
   return name == p + "wte.weight" || name == p + "wpe.weight";
 }
 
+bool is_vision_encoder(const std::string& name) { return name.rfind("vision.", 0) == 0; }
+
+// Whether every parameter of the vision encoder is frozen (a part of it frozen is not modelled).
+bool encoder_frozen(const MemoryLayout& l) {
+  if (!l.model.is_vlm()) return false;
+  const std::set<std::string> frozen(l.frozen.begin(), l.frozen.end());
+  for (const ParameterShape& s : parameter_shapes(l.model))
+    if (is_vision_encoder(s.name) && !frozen.count(s.name)) return false;
+  return true;
+}
+
+// A vision-language model is modelled in fp32, without tp, cp or activation checkpointing (its
+// runs under them are not measured against the estimate yet); pp never splits it.
+std::string uncovered_vision(const MemoryLayout& l) {
+  if (!l.model.is_vlm()) return "";
+  std::vector<std::string> under;
+  if (l.tp > 1) under.push_back("tp " + std::to_string(l.tp));
+  if (l.cp > 1) under.push_back("cp " + std::to_string(l.cp));
+  if (l.compute_bytes < 4) under.push_back("bf16 or fp16");
+  if (l.activation_checkpointing.mode != ActivationCheckpointing::Mode::None) under.push_back("activation checkpointing");
+  std::string out;
+  for (const auto& u : under) out += (out.empty() ? "" : ", ") + u;
+  return out.empty() ? "" : "a vision-language model (model.arch=vlm) under " + out;
+}
+
 std::string uncovered_module_plan(const MemoryLayout& l) {
   if (l.frozen.empty() && l.kept_whole.empty()) return "";
   if (l.tp > 1 || l.pp > 1) return "frozen or kept-whole parameters (train.freeze, parallel.modules) under tp or pp";
+  const bool encoder = encoder_frozen(l);
   for (const std::string& name : l.frozen)
-    if (!is_embedding(l, name)) return "frozen " + name + " (train.freeze, parallel.modules: only frozen embeddings are modelled)";
+    if (!is_embedding(l, name) && !(encoder && is_vision_encoder(name))) return "frozen " + name + " (train.freeze, parallel.modules: only frozen embeddings and a whole frozen vision encoder are modelled)";
   if (!l.frozen.empty() && l.zero_stage == 3 && l.compute_bytes < 4) return "frozen parameters under ZeRO stage 3 with bf16 or fp16";
   return "";
 }
@@ -87,7 +117,8 @@ const RankEstimate& MemoryEstimate::most_loaded() const {
 
 std::string uncovered_layout(const MemoryLayout& l) {
   std::vector<std::string> parts;
-  if (l.model.is_vlm()) parts.push_back("a vision-language model (model.arch=vlm)");
+  const std::string vision = uncovered_vision(l);
+  if (!vision.empty()) parts.push_back(vision);
   parts.insert(parts.end(), l.unmodelled.begin(), l.unmodelled.end());
   if (l.pp > 1 && l.schedule != ScheduleKind::GPipe && l.schedule != ScheduleKind::OneFOneB)
     parts.push_back("pp " + std::to_string(l.pp) + " under parallel.pipeline.schedule=" + schedule_name(l.schedule));
@@ -113,6 +144,8 @@ const std::vector<std::string>& covered_layouts() {
       "models: GPT-2 and Llama shapes (grouped-query attention, tied or untied embeddings)",
       "optimizers: AdamW, Adam, SGD (with or without momentum)",
       "frozen embeddings (train.freeze, parallel.modules) and parallel.modules' stage-0 modules kept whole inside ZeRO 1-3, without tp or pp",
+      "vision-language models (model.arch=vlm) in fp32 under DDP and ZeRO 1-3, every image at the largest grid the config allows, "
+      "the vision encoder trained or frozen whole (train.freeze, parallel.modules), without tp, cp or activation checkpointing",
       "offload to the CPU on the CPU build (nothing moves)"};
   return layouts;
 }

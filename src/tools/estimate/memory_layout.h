@@ -35,6 +35,8 @@ struct MemoryLayout {
   std::string offload_optimizer = "none", offload_param = "none";  // none | cpu | nvme
 
   int64_t micro_batch = 1;   // sequences per micro-batch on one data-parallel rank
+  // A vision-language model's: the patches of the largest image a sample may hold (one image a sample).
+  int64_t max_image_patches = 0;
   int64_t accumulation = 1;  // micro-batches per optimizer step
   ActivationCheckpointing activation_checkpointing;
 

@@ -30,6 +30,16 @@ ParameterCounts parameter_counts(const TransformerConfig& m, int tp) {
   c.head = (m.is_llama() ? d : 2 * d) + (m.tie_embeddings ? 0 : V * d);
   c.total = m.n_layer * c.block + c.embeddings + c.head;
   c.matmul = m.n_layer * c.block_matmul + V * d;  // the tied head reads wte's working copy; an untied one its own
+  if (m.is_vlm()) {
+    // The vision side stays whole under the LLM's parallelisms (vision_config.h).
+    const VisionConfig& v = m.vision;
+    const int64_t vd = v.d_model, vf = v.ff_dim();
+    c.vision = v.parameter_count(m.d_model);
+    c.vision_block = v.block_parameters();
+    c.total += c.vision;
+    // The patch embedding's, each block's q, k, v, o, up and down, the connector's two layers.
+    c.matmul += vd * v.patch_values() + v.n_layer * (4 * vd * vd + 2 * vd * vf) + int64_t(m.d_model) * (v.merged_dim() + m.d_model);
+  }
   return c;
 }
 
@@ -60,6 +70,11 @@ ParameterCounts with_module_plan(ParameterCounts c, const MemoryLayout& l) {
   const std::string table = l.model.llm_prefix() + "wte.weight";
   c.table_frozen = frozen.count(table) > 0;
   c.table_kept_whole = whole.count(table) > 0;
+  if (l.model.is_vlm()) {
+    c.vision_frozen = true;
+    for (const ParameterShape& s : parameter_shapes(l.model))
+      if (s.name.rfind("vision.", 0) == 0 && !frozen.count(s.name)) c.vision_frozen = false;
+  }
   return c;
 }
 

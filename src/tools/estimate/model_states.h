@@ -25,6 +25,8 @@ struct ParameterCounts {
   int64_t embeddings = 0;    // wte (and GPT-2's wpe)
   int64_t table = 0;         // wte alone: vocab × d
   int64_t head = 0;          // the final norm, and the output head when it is not tied to wte
+  int64_t vision = 0;        // a vision-language model's vision encoder and connector
+  int64_t vision_block = 0;  // one encoder block: a ZeRO-3 unit of the vision side
   int64_t total = 0;
   // Matmul weights with a 16-bit working copy under mixed precision: every block's, and the head's
   // (wte when tied).
@@ -36,6 +38,7 @@ struct ParameterCounts {
   int64_t kept_whole = 0;
   bool table_frozen = false;  // wte, and so a tied head, gets no gradient
   bool table_kept_whole = false;
+  bool vision_frozen = false;  // every vision.* parameter frozen: the encoder runs forward only
 
   int64_t trainable() const { return total - frozen; }
   // The elements of one rank's ZeRO shard over `ranks`: the sharded ones' 1/ranks and those kept whole.

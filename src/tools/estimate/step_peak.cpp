@@ -5,6 +5,7 @@
 
 #include "common/number_text.h"
 #include "tools/estimate/activation_memory.h"
+#include "tools/estimate/vision_memory.h"
 #include "parallel/pipeline/schedule_kind.h"
 
 namespace dtrain {
@@ -96,8 +97,30 @@ struct Step {
       out.push_back(term("activations: generator states of checkpointed segments", MemoryKind::Activations,
                          segments * generator_state_bytes(l), std::to_string(segments) + " × " + plain(generator_state_bytes(l)) + " B"));
     out.push_back(batch_tokens());
+    for (auto& t : vision_terms()) out.push_back(std::move(t));
     for (auto& t : pipeline_terms()) out.push_back(std::move(t));
     return out;
+  }
+
+  // A vision-language model's images and the vision side's saved tensors, alive through the LLM's
+  // backward: the vision side's backward runs last.
+  std::vector<MemoryTerm> vision_terms() const {
+    if (!l.model.is_vlm()) return {};
+    std::vector<MemoryTerm> out = vision_saved_terms(l, c);
+    out.push_back(vision_batch_term(l));
+    return out;
+  }
+
+  // The encoder's last block's backward: the LLM's activations are gone, the encoder's still held.
+  // ZeRO-3 gathers the block and prefetches the one before it, and reduce-scatters the block after it.
+  StepMoment vision_block_backward() const {
+    StepMoment m{"the vision encoder's last block's backward", vision_block_backward_terms(l, c)};
+    m.terms.push_back(batch_tokens());
+    m.terms.push_back(vision_batch_term(l));
+    if (l.zero_stage == 3)
+      m.terms.push_back(term("ZeRO-3 gathered units: two vision blocks, and the send buffer of one", MemoryKind::Communication,
+                             3 * 4.0 * c.vision_block, "3 × 4 × a vision block's parameters"));
+    return m;
   }
 
   // A pipeline step loads all its micro-batches at its start.
@@ -234,6 +257,7 @@ struct Step {
   StepMoment embeddings_backward() const {
     StepMoment m{"the embeddings' backward", tied_gradient_held()};
     m.terms.push_back(batch_tokens());
+    for (auto& t : vision_terms()) m.terms.push_back(std::move(t));
     for (auto& t : pipeline_terms()) m.terms.push_back(std::move(t));
     m.terms.push_back(term("gradients: the lookup's, of the table", MemoryKind::Gradients, 4.0 * c.table, "4·V·d"));
     if (l.zero_stage >= 2) {
@@ -301,6 +325,7 @@ std::vector<StepMoment> step_moments(const MemoryLayout& layout, const Parameter
   if (layout.zero_stage == 2 && L > 1) moments.push_back(s.block_backward(0));
   if (layout.zero_stage == 3 && L > 1) moments.push_back(s.block_backward(L - 2));
   if (s.tied_trained() && !s.table_in_rows() && stage.first) moments.push_back(s.embeddings_backward());
+  if (layout.model.is_vlm() && !counts.vision_frozen) moments.push_back(s.vision_block_backward());
   moments.push_back(s.optimizer_step());
   return moments;
 }
