@@ -90,6 +90,8 @@ const std::vector<MeasuredLayout> kLayouts = {
     {"demo_pp2_1f1b", 2, kDemo + pipeline("1f1b")},
     {"demo_llama_pp2_gpipe_full", 2, kDemo + kLlama + pipeline("gpipe") + ac("full")},
     {"tiny_pp2_interleaved", 2, kTiny + pipeline("interleaved_1f1b") + Sets{"parallel.pipeline.virtual_stages=2", "model.n_layer=4"}},
+    // Every other block recomputed: chunks 0 and 2 on stage 0 (blocks 0 and 2), none on stage 1.
+    {"demo_pp2_interleaved_every_2", 2, kDemo + pipeline("interleaved_1f1b") + Sets{"parallel.pipeline.virtual_stages=2"} + ac("every:2")},
     {"tiny_pp2_zero3", 2, kTiny + pipeline("1f1b") + stage(3)},
     {"tiny_dp2_pp2_zero3", 4, kTiny + pipeline("1f1b") + stage(3)},
     {"tiny_tp2_pp2", 4, kTiny + kTp + pipeline("1f1b")},
