@@ -3,7 +3,8 @@
 // (train/tensor_memory.h) and write, at the end, every rank's measured peak beside the estimate for
 // its config (metrics.jsonl's "memory" line; under pp each rank against its own stage's estimate).
 // Each must lie within 5% of the estimate. The table crosses every ZeRO stage, activation-checkpointing
-// mode, precision, architecture, tp with and without sp, pipeline schedule and cp at least once (and
+// mode, precision, architecture, tp with and without sp, pipeline schedule, cp, and the mesh's dims
+// two at a time (tp × pp, tp × cp, dp × pp, pp with ZeRO-3; four ranks) at least once (and
 // the tests' small vision-language model, its images all at the largest grid, as the estimate takes them),
 // on the tiny model, and the demo model where the tiny one cannot resolve a layout: bf16 without
 // full recomputation, where the tiny model's peak holds ATen's CPU bf16 GEMM scratch (about 113 KiB
@@ -110,6 +111,13 @@ const std::vector<MeasuredLayout> kLayouts = {
     {"tiny_pp2_gpipe", 2, kTiny + pipeline("gpipe")},
     {"demo_pp2_1f1b", 2, kDemo + pipeline("1f1b")},
     {"demo_llama_pp2_gpipe_full", 2, kDemo + kLlama + pipeline("gpipe") + ac("full")},
+    {"tiny_pp2_interleaved", 2, kTiny + pipeline("interleaved_1f1b") + Sets{"parallel.pipeline.virtual_stages=2", "model.n_layer=4"}},
+    // Every other block recomputed: chunks 0 and 2 on stage 0 (blocks 0 and 2), none on stage 1.
+    {"demo_pp2_interleaved_every_2", 2, kDemo + pipeline("interleaved_1f1b") + Sets{"parallel.pipeline.virtual_stages=2"} + ac("every:2")},
+    {"tiny_pp2_zero3", 2, kTiny + pipeline("1f1b") + stage(3)},
+    {"tiny_dp2_pp2_zero3", 4, kTiny + pipeline("1f1b") + stage(3)},
+    {"tiny_tp2_pp2", 4, kTiny + kTp + pipeline("1f1b")},
+    {"tiny_tp2_cp2", 4, kTiny + kTp + kCp},
     {"tiny_freeze_table_ddp", 2, kTiny + stage(0) + kFreezeTable},
     {"tiny_llama_freeze_table_zero2", 2, kTiny + kLlama + stage(2) + kFreezeTable},
     {"tiny_modules_zero1", 2, kTiny + modules(1)},
@@ -156,12 +164,22 @@ TEST(EstimateMeasuredTable, CrossesEveryCoveredDimension) {
   for (const MeasuredLayout& l : kLayouts) {
     for (const std::string& s : l.sets) seen.insert(s);
     if (l.ranks == 1) seen.insert("one rank");
+    // The mesh's dims crossed: data parallelism is the ranks tp, pp and cp leave.
+    const std::set<std::string> sets(l.sets.begin(), l.sets.end());
+    const bool tp = sets.count("parallel.tp=2"), pp = sets.count("parallel.pp=2"), cp = sets.count("parallel.cp=2");
+    const bool dp = l.ranks > (tp ? 2 : 1) * (pp ? 2 : 1) * (cp ? 2 : 1);
+    if (tp && pp) seen.insert("tp × pp");
+    if (tp && cp) seen.insert("tp × cp");
+    if (dp && pp) seen.insert("dp × pp");
+    if (pp && sets.count("zero_optimization.stage=3")) seen.insert("pp × ZeRO-3");
   }
   for (const std::string& s : std::vector<std::string>{"zero_optimization.stage=0", "zero_optimization.stage=1", "zero_optimization.stage=2", "zero_optimization.stage=3",
                                "train.activation_checkpointing=full", "train.activation_checkpointing=selective",
                                "train.activation_checkpointing=every:2", "bf16.enabled=true", "model.arch=llama", "model.preset=tiny",
                                "model.preset=demo", "one rank", "parallel.tp=2", "parallel.sequence_parallel=true",
                                "parallel.pipeline.schedule=1f1b", "parallel.pipeline.schedule=gpipe", "parallel.cp=2",
+                               "parallel.pipeline.schedule=interleaved_1f1b", "parallel.pipeline.virtual_stages=2",
+                               "tp × pp", "tp × cp", "dp × pp", "pp × ZeRO-3",
                                kFreezeTable.front(), modules(3).front(), "model.preset=vlm-ocr", kVlmPlan.front(),
                                "train.freeze=[\"vision.*\"]"})
     EXPECT_TRUE(seen.count(s)) << s << " is covered by the estimate but measured by no layout here";

@@ -306,14 +306,56 @@ TEST(MemoryEstimate, PipelineStageTermByTerm) {
   EXPECT_EQ(e.of_stage(1).peak_moment, "the head's backward begins");
 }
 
+// Interleaved 1F1B at pp 2 with 2 chunks per rank, 4 micro-batches, the tiny GPT-2 with 4 blocks (one
+// a chunk): rank 0 holds chunks 0 and 2. Its schedule runs F(0,0) F(1,0) F(0,2) F(1,2) F(2,0), then
+// B(0,2), F(3,0): five (micro-batch, chunk) pairs of one block each are held at its second backward,
+// when 16 boundary buffers are alive (the 12 receives of the step, 2 of them consumed as chunk 2's
+// inputs and 1 by B(0,2)'s gradient; the 6 activations and the gradient sent so far). The counting
+// allocator measures it within 8 bytes.
+TEST(MemoryEstimate, InterleavedStageCountsPairsAndBuffersFromTheSchedule) {
+  MemoryLayout l = layout_of("tiny");
+  l.model.n_layer = 4;
+  l.pp = 2, l.virtual_stages = 2, l.accumulation = 4, l.micro_batch = 32, l.schedule = ScheduleKind::Interleaved1F1B;
+  const std::vector<PipelineStage> stages = pipeline_stages(l);
+  ASSERT_EQ(stages.size(), 2u);
+  EXPECT_EQ(stages[0].in_flight, 5);
+  EXPECT_EQ(stages[1].in_flight, 3);
+  ASSERT_EQ(stages[0].chunks.size(), 2u);
+  EXPECT_EQ(stages[0].model_block(1), 2);  // chunk 2's block
+  EXPECT_EQ(stages[1].model_block(1), 3);
+  const MemoryEstimate e = estimate_memory(l);
+  ASSERT_TRUE(e.covered()) << e.no_estimate;
+  const double T = 512, d = 32, f = 128;
+  const double states = 16.0 * (2 * 12704 + 8704), pairs = 5 * 2072 * T;
+  const double boundary = 16 * 4 * T * d, tokens = 4 * 16 * T, working_set = 4 * T * d + 4 * T * f + 4 * f * d;
+  EXPECT_EQ(e.of_stage(0).tensor_bytes(), states + pairs + boundary + tokens + working_set);
+}
+
+// ZeRO-3 under pp holds every unit of the stage and its whole gradients through the step, 8Ψ_stage
+// in fp32 over the shards: at dp 1 the stage takes 8Ψ more than under DDP (16Ψ either way besides).
+TEST(MemoryEstimate, PipelineZero3HoldsUnitsAndGradientsWhole) {
+  MemoryLayout l = layout_of("tiny");
+  l.pp = 2, l.accumulation = 4, l.micro_batch = 32;
+  const MemoryEstimate ddp = estimate_memory(l);
+  l.zero_stage = 3;
+  const MemoryEstimate zero3 = estimate_memory(l);
+  ASSERT_TRUE(zero3.covered()) << zero3.no_estimate;
+  EXPECT_EQ(zero3.of_stage(0).tensor_bytes(), ddp.of_stage(0).tensor_bytes() + 8.0 * (12704 + 8704));
+  EXPECT_EQ(zero3.of_stage(1).tensor_bytes(), ddp.of_stage(1).tensor_bytes() + 8.0 * (12704 + 64 + 8192));
+}
+
 TEST(MemoryEstimate, LayoutsWithoutFormulasAreRefusedByName) {
   struct Case {
     std::function<void(MemoryLayout&)> set;
     std::string says;
   };
-  for (const Case& c : std::vector<Case>{{[](MemoryLayout& l) { l.pp = 2; }, "no estimate for pp 2 with ZeRO stage 3"},
+  for (const Case& c : std::vector<Case>{{[](MemoryLayout& l) { l.pp = 2; }, "no estimate for pp 2 with ZeRO stage 3 and one micro-batch a step"},
+                                         {[](MemoryLayout& l) { l.pp = 2, l.accumulation = 2, l.compute_bytes = 2; },
+                                          "no estimate for pp 2 with ZeRO stage 3 under bf16 or fp16"},
                                          {[](MemoryLayout& l) { l.pp = 2, l.zero_stage = 1, l.schedule = ScheduleKind::ZeroBubble; },
                                           "no estimate for pp 2 under parallel.pipeline.schedule=zero_bubble"},
+                                         {[](MemoryLayout& l) { l.pp = 2, l.cp = 2, l.zero_stage = 1, l.accumulation = 2; },
+                                          "no estimate for pp 2 with cp 2"},
                                          {[](MemoryLayout& l) { l.offload_optimizer = "nvme"; },
                                           "no estimate for zero_optimization.offload_optimizer.device=nvme"},
                                          {[](MemoryLayout& l) { l.device_is_cpu = false, l.offload_param = "cpu"; },

@@ -120,9 +120,20 @@ std::string uncovered_layout(const MemoryLayout& l) {
   const std::string vision = uncovered_vision(l);
   if (!vision.empty()) parts.push_back(vision);
   parts.insert(parts.end(), l.unmodelled.begin(), l.unmodelled.end());
-  if (l.pp > 1 && l.schedule != ScheduleKind::GPipe && l.schedule != ScheduleKind::OneFOneB)
-    parts.push_back("pp " + std::to_string(l.pp) + " under parallel.pipeline.schedule=" + schedule_name(l.schedule));
-  if (l.pp > 1 && l.zero_stage == 3) parts.push_back("pp " + std::to_string(l.pp) + " with ZeRO stage 3");
+  const std::string pp = "pp " + std::to_string(l.pp);
+  // Without the head's backward on a stage, its peak can lie in ring attention's backward, whose k/v
+  // hops and dk/dv accumulators (held until a peer's send completes) no term models: on the tiny
+  // model pp 2 × cp 2 measures 1-5% over the estimate, more on a rank that runs ahead.
+  if (l.pp > 1 && l.cp > 1) parts.push_back(pp + " with cp " + std::to_string(l.cp));
+  // zero_bubble's I leaves each linear layer's input and output gradient to its W while autograd frees
+  // the rest as it goes: a stage's peak lies inside an I, at a point that moves with the block's
+  // shape (docs/decisions.md).
+  if (l.pp > 1 && l.schedule == ScheduleKind::ZeroBubble) parts.push_back(pp + " under parallel.pipeline.schedule=zero_bubble");
+  // Measured in fp32 only: under mixed precision a held unit's bytes depend on which of its weights
+  // are gathered in 16 bits. With one micro-batch a step the stage's gradients are not all alive at
+  // its backwards, which the held-gradient term assumes (step_peak.cpp).
+  if (l.pp > 1 && l.zero_stage == 3 && l.compute_bytes < 4) parts.push_back(pp + " with ZeRO stage 3 under bf16 or fp16");
+  if (l.pp > 1 && l.zero_stage == 3 && l.accumulation < 2) parts.push_back(pp + " with ZeRO stage 3 and one micro-batch a step");
   const std::string plan = uncovered_module_plan(l);
   if (!plan.empty()) parts.push_back(plan);
   for (const auto& [what, device] : {std::pair<std::string, std::string>{"offload_optimizer", l.offload_optimizer}, {"offload_param", l.offload_param}}) {
@@ -137,8 +148,10 @@ const std::vector<std::string>& covered_layouts() {
   static const std::vector<std::string> layouts = {
       "data parallelism: DDP (ZeRO stage 0) and ZeRO stages 1, 2 and 3 (reshard_after_forward true or false, hybrid shard groups)",
       "tensor parallelism (Megatron-LM's layout, the vocab-parallel head and loss), with or without sequence parallelism",
-      "pipeline parallelism under the gpipe and 1f1b schedules (every stage's own estimate; not with ZeRO stage 3)",
+      "pipeline parallelism under the gpipe, 1f1b and interleaved_1f1b schedules (every stage's own estimate), with DDP, ZeRO stages "
+      "1-2, or ZeRO stage 3 in fp32 with two or more micro-batches a step",
       "context parallelism, ring or Ulysses attention",
+      "tp, pp and cp combined: tp × pp, tp × cp and dp × pp (not pp × cp)",
       "activation checkpointing: none, full, selective, every:N (checkpointed inputs partitioned over tp)",
       "precision: fp32, bf16 and fp16 (fp32 master weights, 16-bit working copies)",
       "models: GPT-2 and Llama shapes (grouped-query attention, tied or untied embeddings)",
@@ -161,7 +174,8 @@ MemoryEstimate estimate_memory(const MemoryLayout& l) {
   for (const PipelineStage& stage : pipeline_stages(l)) {
     const ParameterCounts counts = stage_parameter_counts(whole, l.model, stage);
     RankEstimate rank;
-    rank.ranks = stage.pipelined() ? "pipeline stage " + std::to_string(stage.stage) + " (" + std::to_string(stage.blocks) + " blocks" +
+    const std::string chunks = stage.chunks.size() > 1 ? " in " + std::to_string(stage.chunks.size()) + " chunks" : "";
+    rank.ranks = stage.pipelined() ? "pipeline stage " + std::to_string(stage.stage) + " (" + std::to_string(stage.blocks) + " blocks" + chunks +
                                          (stage.first ? ", the embeddings" : "") + (stage.last ? ", the head" : "") + ")"
                                    : "every rank";
     rank.stage = stage.stage;

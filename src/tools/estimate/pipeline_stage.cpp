@@ -1,24 +1,91 @@
 #include "tools/estimate/pipeline_stage.h"
 
+#include <algorithm>
+#include <stdexcept>
+
 #include "parallel/pipeline/pipeline_schedule.h"
 
 namespace dtrain {
 
+namespace {
+
+using Kind = PipelineAction::Kind;
+
+// Walks `rank`'s actions as the runner (pipeline_runner.h) keeps their tensors: every receive is
+// posted at the step's start and its buffer lives until the compute that consumes it (a received
+// activation then lives on as the chunk's saved input, counted with the activations); every send
+// is held until the step's end; a micro-batch's activations on a chunk live from its forward to its
+// backward. zero_bubble's I releases them here too: what it leaves to W is not counted, which is why
+// the estimate refuses that schedule (memory_estimate.cpp); the planner reads only the stages' blocks.
+std::vector<PipelineMoment> backward_moments(const PipelineSchedule& s, int rank) {
+  const int v = s.virtual_stages;
+  const auto local = [&](int chunk) { return chunk / s.pp; };
+  std::vector<PipelineMoment> moments;
+  PipelineMoment now;
+  now.held.assign(size_t(v), 0);
+  const std::vector<PipelineAction>& actions = s.actions[size_t(rank)];
+  now.buffers = int(std::count_if(actions.begin(), actions.end(),
+                                  [](const PipelineAction& a) { return a.kind == Kind::RecvActivation || a.kind == Kind::RecvGradient; }));
+  for (const PipelineAction& a : actions) {
+    const size_t c = size_t(local(a.chunk));
+    switch (a.kind) {
+      case Kind::Forward:
+        ++now.held[c];
+        if (a.chunk > 0 && s.rank_of(a.chunk - 1) != rank) --now.buffers;
+        break;
+      case Kind::Backward:
+      case Kind::BackwardInput:
+        moments.push_back(now);
+        --now.held[c];
+        if (a.chunk < s.chunks() - 1 && s.rank_of(a.chunk + 1) != rank) --now.buffers;
+        break;
+      case Kind::SendActivation:
+      case Kind::SendGradient: ++now.buffers; break;
+      default: break;
+    }
+  }
+  return moments;
+}
+
+}  // namespace
+
+int PipelineStage::model_block(int i) const {
+  for (const PipelineChunk& c : chunks) {
+    if (i < c.blocks) return c.first_block + i;
+    i -= c.blocks;
+  }
+  throw std::out_of_range("pipeline stage " + std::to_string(stage) + " holds no block " + std::to_string(i));
+}
+
 std::vector<PipelineStage> pipeline_stages(const MemoryLayout& l) {
   const int pp = l.pp, m = int(l.accumulation), L = l.model.n_layer;
-  if (pp == 1) return {PipelineStage{0, 1, L, 0, true, true, 1, m}};
-  // A split "auto" is timed when a run starts; until then the blocks are spread evenly.
+  if (pp == 1) return {PipelineStage{0, 1, L, true, true, 1, m, {PipelineChunk{0, L, true, true}}, {}}};
+  const int v = l.virtual_stages, C = pp * v;
+  // A split "auto" is timed when a run starts; until then the blocks are spread evenly over the chunks.
   std::vector<int> split = l.split;
-  if (int(split.size()) != pp) {
-    split.assign(size_t(pp), L / pp);
-    for (int s = 0; s < L % pp; ++s) ++split[size_t(s)];
+  if (int(split.size()) != C) {
+    split.assign(size_t(C), L / C);
+    for (int c = 0; c < L % C; ++c) ++split[size_t(c)];
   }
-  const std::vector<int64_t> in_flight = peak_in_flight(make_schedule(l.schedule, pp, l.virtual_stages, m));
+  const PipelineSchedule schedule = make_schedule(l.schedule, pp, v, m);
+  const std::vector<int64_t> in_flight = peak_in_flight(schedule);
   std::vector<PipelineStage> stages;
-  int first_block = 0;
   for (int s = 0; s < pp; ++s) {
-    stages.push_back({s, pp, split[size_t(s)], first_block, s == 0, s == pp - 1, int(in_flight[size_t(s)]), m});
-    first_block += split[size_t(s)];
+    PipelineStage st;
+    st.stage = s;
+    st.pp = pp;
+    st.first = s == 0;
+    st.last = s == pp - 1;
+    st.in_flight = int(in_flight[size_t(s)]);
+    st.micro_batches = m;
+    int first_block = 0;
+    for (int c = 0; c < C; ++c) {
+      if (schedule.rank_of(c) == s) st.chunks.push_back({first_block, split[size_t(c)], c == 0, c == C - 1});
+      first_block += split[size_t(c)];
+    }
+    for (const PipelineChunk& c : st.chunks) st.blocks += c.blocks;
+    st.moments = backward_moments(schedule, s);
+    stages.push_back(std::move(st));
   }
   return stages;
 }

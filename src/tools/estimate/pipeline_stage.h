@@ -1,10 +1,13 @@
-// What one pipeline stage holds of the model and of a step (parallel/pipeline): its blocks, the
-// embeddings on the first stage, the final norm and head on the last (a tied table's copy too), and
-// the micro-batches whose activations it holds at once, which the schedule sets (Narayanan et al.
-// 2021, "Efficient Large-Scale Language Model Training on GPU Clusters Using Megatron-LM", §2.2:
-// GPipe keeps all m micro-batches of a step in flight, 1F1B at most pp - stage), counted from the
-// schedule's own action lists (pipeline_schedule.h's peak_in_flight). Without pipeline parallelism
-// one stage holds everything and one micro-batch at a time.
+// What one pipeline stage holds of the model and of a step (parallel/pipeline): its chunks' blocks
+// (one chunk per rank, or virtual_stages of them under interleaved_1f1b: chunk c on rank c % pp), the
+// embeddings on the first stage, the final norm and head on the last (a tied table's copy too), and,
+// at each backward of the step, which micro-batches' activations it holds and which boundary buffers
+// are alive. Those come from the schedule's own action lists (pipeline_schedule.h's make_schedule):
+// Narayanan et al. 2021 ("Efficient Large-Scale Language Model Training on GPU Clusters Using
+// Megatron-LM", §2.2) give GPipe's m micro-batches in flight and 1F1B's pp - stage, which the lists
+// reproduce; interleaving changes which chunks' micro-batches are held, and when, in ways the lists
+// carry and no closed form here needs to. Without pipeline parallelism one stage holds everything and
+// one micro-batch at a time.
 #pragma once
 #include <vector>
 
@@ -12,13 +15,28 @@
 
 namespace dtrain {
 
+// The moment a backward begins on a stage, as counts.
+struct PipelineMoment {
+  std::vector<int> held;  // per local chunk: micro-batches run forward whose backward has not run
+  int buffers = 0;        // boundary buffers alive: receives posted and not consumed, sends done
+};
+
+struct PipelineChunk {
+  int first_block = 0, blocks = 0;
+  bool first = false, last = false;  // the model's first chunk (the embeddings) or last (the head)
+};
+
 struct PipelineStage {
   int stage = 0, pp = 1;
-  int blocks = 0, first_block = 0;
+  int blocks = 0;
   bool first = true, last = true;
-  int in_flight = 1;      // micro-batches whose activations the stage holds at its busiest
+  int in_flight = 1;      // the most (micro-batch, chunk) pairs whose activations the stage holds at once
   int micro_batches = 1;  // per step
+  std::vector<PipelineChunk> chunks;    // this stage's, in order
+  std::vector<PipelineMoment> moments;  // every backward of the step, in the stage's order (none without pp)
   bool pipelined() const { return pp > 1; }
+  // The whole model's index of the stage's block `i` (its chunks' blocks in order).
+  int model_block(int i) const;
 };
 
 // Every stage of `layout`'s pipeline, in order (one without pp).

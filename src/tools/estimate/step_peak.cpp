@@ -33,8 +33,8 @@ struct Step {
   bool tied() const { return l.model.tie_embeddings; }
   // A tied table that gets gradients: not frozen (train.freeze, parallel.modules).
   bool tied_trained() const { return tied() && !c.table_frozen; }
-  // Checkpointing counts blocks over the whole model: a stage's block i is block first_block + i.
-  bool whole_block(int i) const { return l.activation_checkpointing.whole_block(stage.first_block + i); }
+  // Checkpointing counts blocks over the whole model: a stage's block i is its chunks' i-th.
+  bool whole_block(int i) const { return l.activation_checkpointing.whole_block(stage.model_block(i)); }
   bool selective() const { return l.activation_checkpointing.attention_core(); }
 
   // ZeRO-3 cuts a tied table larger than every other unit into units of rows, which the lookup and
@@ -75,7 +75,7 @@ struct Step {
       // Partitioned inputs (activation_checkpointing.partition_activations), measured with the
       // counting allocator: the model's first block's input stays whole (the embeddings' output,
       // which the forward still holds), and a block being recomputed has its input gathered whole.
-      if (stage.first_block + i != 0 && !(recomputing && i == blocks - 1)) ++partitioned;
+      if (stage.model_block(i) != 0 && !(recomputing && i == blocks - 1)) ++partitioned;
     }
     const int kept = blocks - whole;
     if (kept > 0) {
@@ -130,36 +130,70 @@ struct Step {
                 std::to_string(stage.micro_batches) + " micro-batches × 16 B/token × " + tokens());
   }
 
-  // What a pipeline stage holds at its first backward besides the micro-batch it runs: the other
-  // micro-batches in flight, each with every block's activations (and the head's, on the last
-  // stage), and the boundary tensors [micro-batch, seq, d] in fp32 (pipeline_runner.h): every
-  // receive of the step is posted at its start, and every send is held until the step ends, so a
-  // stage before the last holds the outputs it sent for its micro-batches in flight and all m
-  // gradient buffers, a stage after the first the activation buffers of the micro-batches not yet run.
+  // What a pipeline stage holds at its busiest backward besides the micro-batch it runs: the other
+  // (micro-batch, chunk) pairs in flight, each with its chunk's activations (and the head's, on the
+  // model's last chunk), and the boundary tensors [micro-batch, seq, d] in fp32 (pipeline_runner.h)
+  // alive then. Both are counted from the schedule's action lists (pipeline_stage.h).
   std::vector<MemoryTerm> pipeline_terms() const {
     if (!stage.pipelined()) return {};
     std::vector<MemoryTerm> out;
-    const int k = stage.in_flight, m = stage.micro_batches;
-    if (k > 1) {
-      const double per_token = whole_micro_batch_bytes_per_token();
+    const PipelineMoment& at = busiest_moment();
+    const double others = held_bytes_per_token(at) - micro_batch_bytes_per_token();
+    if (others > 0)
       out.push_back(term("activations: the other micro-batches in flight (" + schedule_name(l.schedule) + ")", MemoryKind::Activations,
-                         (k - 1) * per_token * T, std::to_string(k - 1) + " × " + plain(per_token) + " B/token × " + tokens()));
-    }
-    const int buffers = (stage.last ? 0 : k + m) + (stage.first ? 0 : m - k);
-    if (buffers > 0)
+                         others * T, held_text(at) + " less one micro-batch = " + plain(others) + " B/token × " + tokens()));
+    if (at.buffers > 0)
       out.push_back(term("pipeline boundary buffers: sends held to the step's end, receives posted at its start", MemoryKind::Communication,
-                         buffers * 4 * T * d, std::to_string(buffers) + " × 4·T·d"));
+                         at.buffers * 4 * T * d, std::to_string(at.buffers) + " × 4·T·d"));
+    // ZeRO-3 under pp (fully_sharded_parameters.h's hold_whole): the schedule runs each part once per
+    // micro-batch in its own order, so every unit of the stage is gathered once for the step and held
+    // until its gradients are reduce-scattered after the step's last backward; meanwhile autograd
+    // accumulates the micro-batches' gradients whole into the parameters (the gradient shard is
+    // filled only then). Both whole in fp32 on top of the shards: the tiny model's stages measure
+    // 8Ψ_stage over the shards' 16Ψ_stage/dp at dp 1 and 2. From the second micro-batch's backward on,
+    // every gradient of the stage exists: the busiest backward comes there with two or more.
+    if (l.zero_stage == 3) {
+      out.push_back(term("ZeRO-3 units of the stage, gathered once per step and held through it", MemoryKind::Communication,
+                         4.0 * c.total, "4Ψ_stage = 4 × " + std::to_string(c.total)));
+      out.push_back(term("gradients: autograd's, whole, until the reduce-scatter after the step's last backward", MemoryKind::Gradients,
+                         4.0 * c.total, "4Ψ_stage = 4 × " + std::to_string(c.total)));
+    }
     return out;
   }
 
-  // One micro-batch's saved activations on this stage, per token: its blocks' and, on the last stage, the head's.
-  double whole_micro_batch_bytes_per_token() const {
+  // One micro-batch's saved activations on local chunk `c`, per token: its blocks' and, on the model's last chunk, the head's.
+  double chunk_bytes_per_token(size_t c) const {
+    const PipelineChunk& chunk = stage.chunks[c];
+    int before = 0;
+    for (size_t k = 0; k < c; ++k) before += stage.chunks[k].blocks;
     double bytes = 0;
     const bool sel = selective();
-    for (int i = 0; i < L; ++i)
-      bytes += whole_block(i) ? checkpointed_block_bytes_per_token(l)
-                                                         : sel ? selective_block_bytes_per_token(l) : block_bytes_per_token(l);
-    return bytes + (stage.last ? head_per_token() : 0);
+    for (int i = before; i < before + chunk.blocks; ++i)
+      bytes += whole_block(i) ? checkpointed_block_bytes_per_token(l) : sel ? selective_block_bytes_per_token(l) : block_bytes_per_token(l);
+    return bytes + (chunk.last ? head_per_token() : 0);
+  }
+  // One micro-batch through every chunk of the stage: what the backward moments count as the micro-batch they run.
+  double micro_batch_bytes_per_token() const {
+    double bytes = 0;
+    for (size_t c = 0; c < stage.chunks.size(); ++c) bytes += chunk_bytes_per_token(c);
+    return bytes;
+  }
+  double held_bytes_per_token(const PipelineMoment& at) const {
+    double bytes = 0;
+    for (size_t c = 0; c < stage.chunks.size(); ++c) bytes += at.held[c] * chunk_bytes_per_token(c);
+    return bytes;
+  }
+  std::string held_text(const PipelineMoment& at) const {
+    std::string out;
+    for (size_t c = 0; c < stage.chunks.size(); ++c)
+      out += (out.empty() ? "" : " + ") + std::to_string(at.held[c]) + " × " + plain(chunk_bytes_per_token(c)) + " B/token";
+    return out;
+  }
+  // The backward of the step that begins with the most held: activations in flight and boundary buffers.
+  const PipelineMoment& busiest_moment() const {
+    const auto bytes = [&](const PipelineMoment& at) { return held_bytes_per_token(at) * T + at.buffers * 4 * T * d; };
+    return *std::max_element(stage.moments.begin(), stage.moments.end(),
+                             [&](const PipelineMoment& a, const PipelineMoment& b) { return bytes(a) < bytes(b); });
   }
 
   // The head's gradient of a tied table, which autograd holds until the lookup's gradient joins it
@@ -177,7 +211,7 @@ struct Step {
     const double logits = logits_gradient_bytes_per_token(l);
     m.terms.push_back(term("backward: the logits' gradient", MemoryKind::Activations, logits * T,
                            (l.tp == 1 ? "e·T·V" : "(4 + e)·T·ceil(V/tp), e only in 16 bits") + std::string(" = ") + plain(logits) + " B/token × " + tokens()));
-    if (l.zero_stage == 3) {
+    if (l.zero_stage == 3 && !stage.pipelined()) {
       double units = l.reshard_after_forward ? block_unit_bytes() : L * block_unit_bytes();
       const bool with_table = tied_trained() && !table_in_rows();
       units += head_unit_bytes() + (with_table ? embeddings_unit_bytes() : 0);
@@ -241,7 +275,7 @@ struct Step {
       if (after > bucket)
         m.terms.push_back(term("ZeRO reduce-scatter send buffer of a bucket", MemoryKind::Communication, 4 * bucket, "4 × reduce_bucket_size"));
     }
-    if (l.zero_stage == 3) {
+    if (l.zero_stage == 3 && !stage.pipelined()) {
       m.terms.push_back(term("ZeRO-3 gathered units: the block computing and the one prefetched", MemoryKind::Communication,
                              2 * block_unit_bytes(), "2 × a block's unit"));
       if (i < L - 1)
@@ -260,7 +294,7 @@ struct Step {
     for (auto& t : vision_terms()) m.terms.push_back(std::move(t));
     for (auto& t : pipeline_terms()) m.terms.push_back(std::move(t));
     m.terms.push_back(term("gradients: the lookup's, of the table", MemoryKind::Gradients, 4.0 * c.table, "4·V·d"));
-    if (l.zero_stage >= 2) {
+    if (l.zero_stage == 2 || (l.zero_stage == 3 && !stage.pipelined())) {
       // The embeddings' bucket is copied into a send buffer, in rounds of at most two bucket sizes.
       const double bucket = l.zero_stage == 3 ? double(c.embeddings) : std::min(double(c.embeddings), double(l.reduce_bucket_elements));
       const double send = std::min(bucket, 2.0 * l.reduce_bucket_elements);

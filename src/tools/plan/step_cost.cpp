@@ -35,7 +35,8 @@ StageShare largest_stage(const MemoryLayout& l) {
     if (double(counts.total) <= out.parameters) continue;
     out.parameters = double(counts.total);
     out.blocks = stage.blocks;
-    out.recomputed_blocks = l.activation_checkpointing.whole_blocks(stage.first_block, stage.first_block + stage.blocks);
+    out.recomputed_blocks = 0;
+    for (const PipelineChunk& c : stage.chunks) out.recomputed_blocks += l.activation_checkpointing.whole_blocks(c.first_block, c.first_block + c.blocks);
   }
   return out;
 }
