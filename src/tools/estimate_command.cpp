@@ -41,16 +41,11 @@ std::string layout_line(const TrainConfig& c) {
 
 // A micro-batch left to memory (train/auto_micro_batch.h), chosen as the run chooses it, for the
 // target's memory or train.memory_budget; when not even 1 fits, the estimate of 1 shows by how much.
-// Returns the line that says what was chosen, "" when the config fixes the micro-batch or the
-// estimate does not cover the layout (which is then refused by name).
+// Returns the line that says what was chosen, "" when the config fixes the micro-batch.
 std::string choose_auto_micro_batch(TrainConfig& c, const EstimateTarget& target) {
-  if (c.micro_batch_auto_cap == 0 || !estimate_memory(estimate_layout(c, !target.gpu, target.ranks_per_node())).covered()) return "";
-  const MemoryBudget budget = c.memory_budget > 0 ? MemoryBudget{c.memory_budget, "train.memory_budget"}
-                                                  : MemoryBudget{target.device_memory, target.device_memory_from};
   try {
-    const MicroBatchChoice choice = choose_micro_batch(c, budget, !target.gpu, target.ranks_per_node());
-    set_micro_batch(c, choice.micro_batch);
-    return choice.line;
+    return apply_auto_micro_batch(c, configured_or(c, {target.device_memory, target.device_memory_from}), !target.gpu,
+                                  target.ranks_per_node());
   } catch (const ConfigError& e) {
     set_micro_batch(c, 1);
     return e.what();

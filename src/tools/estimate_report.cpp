@@ -49,7 +49,8 @@ std::string estimate_table(const MemoryEstimate& e, const EstimateTarget& target
   const RankEstimate& most = e.most_loaded();
   out << "\nper node (" << target.ranks_per_node() << " ranks): " << byte_words(most.device_bytes() * target.ranks_per_node())
       << " device";
-  if (most.bytes(MemoryPlace::Host) > 0) out << ", " << byte_words(most.bytes(MemoryPlace::Host) * target.ranks_per_node()) << " host";
+  for (const MemoryPlace place : {MemoryPlace::Host, MemoryPlace::Nvme})
+    if (most.bytes(place) > 0) out << ", " << byte_words(most.bytes(place) * target.ranks_per_node()) << " " << memory_place_name(place);
   out << "\n" << verdict(most, target) << "\n";
   return out.str();
 }
@@ -72,6 +73,8 @@ nlohmann::json estimate_json(const MemoryEstimate& e, const EstimateTarget& targ
   out["ranks"] = ranks;
   out["total_bytes"] = int64_t(most.device_bytes());
   out["node_bytes"] = int64_t(most.device_bytes() * target.ranks_per_node());
+  out["node_host_bytes"] = int64_t(most.bytes(MemoryPlace::Host) * target.ranks_per_node());
+  out["node_nvme_bytes"] = int64_t(most.bytes(MemoryPlace::Nvme) * target.ranks_per_node());
   out["fits"] = most.device_bytes() <= target.device_memory;
   out["margin_bytes"] = int64_t(target.device_memory - most.device_bytes());
   out["largest_term"] = most.largest().name;

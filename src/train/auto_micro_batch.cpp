@@ -21,18 +21,21 @@ double physical_memory_bytes() { return double(sysconf(_SC_PHYS_PAGES)) * double
 
 }  // namespace
 
+MemoryBudget configured_or(const TrainConfig& c, MemoryBudget device) {
+  return c.memory_budget > 0 ? MemoryBudget{c.memory_budget, "train.memory_budget"} : device;
+}
+
 MemoryBudget rank_memory_budget(const TrainConfig& c, const at::Device& device, int ranks_per_node) {
-  if (c.memory_budget > 0) return {c.memory_budget, "train.memory_budget"};
 #ifdef DTRAIN_CUDA
   if (device.is_cuda()) {
     const double total = double(at::cuda::getDeviceProperties(device.index())->totalGlobalMem);
-    return {total, "the memory of " + device.str()};
+    return configured_or(c, {total, "the memory of " + device.str()});
   }
 #endif
   const double physical = physical_memory_bytes();
-  return {kCpuMemoryShare * physical / ranks_per_node, std::to_string(int(kCpuMemoryShare * 100)) + "% of this host's " +
-                                                           byte_words(physical) + " of physical memory, over " +
-                                                           std::to_string(ranks_per_node) + " rank(s)"};
+  return configured_or(c, {kCpuMemoryShare * physical / ranks_per_node, std::to_string(int(kCpuMemoryShare * 100)) + "% of this host's " +
+                                                                            byte_words(physical) + " of physical memory, over " +
+                                                                            std::to_string(ranks_per_node) + " rank(s)"});
 }
 
 MicroBatchChoice choose_micro_batch(const TrainConfig& c, const MemoryBudget& budget, bool device_is_cpu, int ranks_per_node) {
@@ -77,6 +80,13 @@ void set_micro_batch(TrainConfig& c, int64_t micro_batch) {
   c.global_batch = micro_batch * c.accumulation * c.dp;
   c.json[kKey] = micro_batch;
   c.json["train_batch_size"] = c.global_batch;
+}
+
+std::string apply_auto_micro_batch(TrainConfig& c, const MemoryBudget& budget, bool device_is_cpu, int ranks_per_node) {
+  if (c.micro_batch_auto_cap == 0) return "";
+  const MicroBatchChoice choice = choose_micro_batch(c, budget, device_is_cpu, ranks_per_node);
+  set_micro_batch(c, choice.micro_batch);
+  return choice.line;
 }
 
 void resolve_auto_micro_batch(World& world, TrainConfig& c, std::vector<std::string>& setup_lines) {

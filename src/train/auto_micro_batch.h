@@ -25,8 +25,12 @@ struct MemoryBudget {
   std::string from;  // "80% of this host's 23.2 GiB of physical memory, over 2 rank(s)"
 };
 
-// One rank's budget: train.memory_budget when given; else the GPU's memory on CUDA, or on the CPU
-// build kCpuMemoryShare of the host's physical memory shared by `ranks_per_node` ranks.
+// The budget a choice is made for: train.memory_budget when the config gives it, else `device`'s own
+// memory (what the run and `dtrain estimate` each know of their device).
+MemoryBudget configured_or(const TrainConfig& config, MemoryBudget device);
+
+// One rank's budget on this machine: configured_or the GPU's memory on CUDA, or on the CPU build
+// kCpuMemoryShare of the host's physical memory shared by `ranks_per_node` ranks.
 MemoryBudget rank_memory_budget(const TrainConfig& config, const at::Device& device, int ranks_per_node);
 
 struct MicroBatchChoice {
@@ -42,6 +46,11 @@ MicroBatchChoice choose_micro_batch(const TrainConfig& config, const MemoryBudge
 
 // Sets the micro-batch, and the global batch it makes with the accumulation, in `config` and its JSON.
 void set_micro_batch(TrainConfig& config, int64_t micro_batch);
+
+// choose_micro_batch's choice set into `config` when it leaves the micro-batch to memory; returns
+// the line that says what was chosen, "" when the config fixes the micro-batch. Throws as
+// choose_micro_batch does.
+std::string apply_auto_micro_batch(TrainConfig& config, const MemoryBudget& budget, bool device_is_cpu, int ranks_per_node);
 
 // The run's budget, into the config's JSON as train.memory_budget (rank 0's is the one its
 // config.json keeps), and its choice when the config leaves the micro-batch to memory: rank 0

@@ -56,12 +56,12 @@ const std::vector<LayoutKey>& layout_keys() {
       {"parallel.fsdp.param_dtype", U::Refused},
       // ZeRO. DeepSpeed's tuning keys dtrain accepts and does not use change nothing (the offload
       // sections' buffers among them); the model save export happens outside the steps;
-      // sub_group_size and nvme_path shape NVMe offload, which the estimate refuses.
+      // sub_group_size sizes NVMe offload's buffers; where nvme_path is changes no size.
       {"zero_optimization", U::Modelled}, {"zero_optimization.stage", U::Modelled}, {"zero_optimization.reduce_bucket_size", U::Modelled},
       {"zero_optimization.allgather_bucket_size", U::NoEffect}, {"zero_optimization.overlap_comm", U::NoEffect},
       {"zero_optimization.contiguous_gradients", U::NoEffect}, {"zero_optimization.reduce_scatter", U::NoEffect},
       {"zero_optimization.allgather_partitions", U::NoEffect}, {"zero_optimization.round_robin_gradients", U::NoEffect},
-      {"zero_optimization.sub_group_size", U::NoEffect},
+      {"zero_optimization.sub_group_size", U::Modelled},
       {"zero_optimization.stage3_prefetch_bucket_size", U::NoEffect}, {"zero_optimization.stage3_param_persistence_threshold", U::NoEffect},
       {"zero_optimization.stage3_max_live_parameters", U::NoEffect}, {"zero_optimization.stage3_max_reuse_distance", U::NoEffect},
       {"zero_optimization.stage3_gather_16bit_weights_on_model_save", U::NoEffect},
@@ -116,6 +116,7 @@ MemoryLayout estimate_layout(const TrainConfig& c, bool device_is_cpu, int ranks
   l.reduce_bucket_elements = c.reduce_bucket_elements;
   l.offload_optimizer = c.offload_optimizer.device;
   l.offload_param = c.offload_param.device;
+  l.sub_group_size = c.sub_group_size.value_or(0);
   l.micro_batch = c.micro_batch;
   l.accumulation = c.accumulation;
   l.activation_checkpointing = c.activation_checkpointing;

@@ -15,7 +15,7 @@ namespace {
 std::unique_ptr<ElementwiseOptimizer> make_nvme_optimizer(const TrainConfig& c, FullyShardedParameters* sharded, int64_t numel,
                                                           at::TensorOptions options, std::vector<std::string>& setup_lines) {
   const std::string key = "zero_optimization.offload_optimizer";
-  const int64_t sub_group = c.sub_group_size ? std::min(*c.sub_group_size, numel) : sub_group_size_for(numel);
+  const int64_t sub_group = sub_group_numel(numel, c.sub_group_size.value_or(0));
   std::unique_ptr<NvmeOptimizer> nvme;
   offload_to_nvme(key, [&] {
     nvme = std::make_unique<NvmeOptimizer>(make_elementwise_rule(c.optimizer), numel, options,

@@ -59,6 +59,29 @@ TEST(EstimateCommand, GpusPerNodeAndTheVerdict) {
   EXPECT_NE(table.output.find("optimizer states (AdamW)"), std::string::npos) << table.output;
 }
 
+// Offloaded states are counted where they go: on GPUs ZeRO-3 with both offloaded to NVMe keeps the
+// streaming buffers and the gradient staging on the host and the state and shard in files, and the
+// table gives both per rank and per node.
+TEST(EstimateCommand, OffloadIsCountedOnTheHostAndOnNvme) {
+  const std::vector<std::string> args = {"--set", "model.preset=gpt2-124m", "--set", "zero_optimization.stage=3", "--set",
+                                         "zero_optimization.offload_optimizer={\"device\":\"nvme\",\"nvme_path\":\"/tmp\"}", "--set",
+                                         "zero_optimization.offload_param={\"device\":\"nvme\",\"nvme_path\":\"/tmp\"}",
+                                         "--gpus", "4", "--gpu-mem", "80GiB", "--nodes", "2"};
+  const nlohmann::json j = estimate_json(args);
+  const auto& rank = j["ranks"][0];
+  const int64_t shard = 31109952;  // ceil(124,439,808 / 4)
+  EXPECT_EQ(rank["nvme_bytes"].get<int64_t>(), 12 * shard);  // the fp32 shard and AdamW's two moments
+  EXPECT_EQ(rank["host_bytes"].get<int64_t>(), 4 * 3 * 3 * (int64_t(1) << 20) + 4 * shard);  // 3 sets × 3 files of 2^20, the gradient staging
+  EXPECT_EQ(j["node_nvme_bytes"].get<int64_t>(), 2 * rank["nvme_bytes"].get<int64_t>());
+  EXPECT_EQ(j["node_host_bytes"].get<int64_t>(), 2 * rank["host_bytes"].get<int64_t>());
+  const ProcessResult table = estimate(args);
+  ASSERT_EQ(table.exit_code, 0) << table.output;
+  for (const std::string line : {"total per rank, host", "total per rank, nvme", "per node (2 ranks): "})
+    EXPECT_NE(table.output.find(line), std::string::npos) << line << "\n" << table.output;
+  EXPECT_NE(table.output.find(" host, "), std::string::npos) << table.output;
+  EXPECT_NE(table.output.find(" nvme\n"), std::string::npos) << table.output;
+}
+
 // A micro-batch left to memory is chosen for the memory estimated against, and estimated; with
 // --gpu-mem too small for even 1, the estimate of 1 shows by how much.
 TEST(EstimateCommand, ChoosesAnAutoMicroBatchForTheTargetsMemory) {

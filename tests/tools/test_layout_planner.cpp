@@ -188,8 +188,8 @@ TEST(LayoutPlanner, EveryCandidateIsRankedOrDroppedForAReason) {
   EXPECT_EQ(plan.ranked.front().choice.checkpointing, "none");
   EXPECT_EQ(plan.ranked.front().choice.accumulation, 1);
 
-  // On a GPU offload would be a layout of its own, but the estimate does not cover it there yet: it
-  // is not tried, rather than counted once per ZeRO layout as not covered.
+  // On a GPU offload would be a layout of its own, but the step's cost does not price it yet: it is
+  // not tried, rather than ranked as fast as the same layout without it.
   PlanOptions gpu = two_ranks(1e12);
   gpu.device_is_cpu = false;
   EXPECT_EQ(plan_layouts(config, "test config", gpu).considered, plan.considered);

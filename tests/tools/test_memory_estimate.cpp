@@ -356,10 +356,8 @@ TEST(MemoryEstimate, LayoutsWithoutFormulasAreRefusedByName) {
                                           "no estimate for pp 2 under parallel.pipeline.schedule=zero_bubble"},
                                          {[](MemoryLayout& l) { l.pp = 2, l.cp = 2, l.zero_stage = 1, l.accumulation = 2; },
                                           "no estimate for pp 2 with cp 2"},
-                                         {[](MemoryLayout& l) { l.offload_optimizer = "nvme"; },
-                                          "no estimate for zero_optimization.offload_optimizer.device=nvme"},
                                          {[](MemoryLayout& l) { l.device_is_cpu = false, l.offload_param = "cpu"; },
-                                          "no estimate for zero_optimization.offload_param.device=cpu on a GPU"},
+                                          "no estimate for zero_optimization.offload_param.device=cpu without offload_optimizer on a GPU"},
                                          {[](MemoryLayout& l) { l.model = model_preset("vlm-ocr"), l.tp = 2; },
                                           "no estimate for a vision-language model (model.arch=vlm) under tp 2"},
                                          {[](MemoryLayout& l) { l.model = model_preset("vlm-ocr"), l.compute_bytes = 2; },
@@ -382,6 +380,68 @@ TEST(MemoryEstimate, LayoutsWithoutFormulasAreRefusedByName) {
   MemoryLayout on_cpu = layout_of("tiny", 2, 3);
   on_cpu.offload_optimizer = "cpu";  // the CPU build's state already is in host memory: nothing moves
   EXPECT_TRUE(estimate_memory(on_cpu).covered());
+}
+
+double place_bytes(const std::vector<MemoryTerm>& terms, MemoryPlace place) {
+  double sum = 0;
+  for (const auto& t : terms)
+    if (t.place == place) sum += t.bytes;
+  return sum;
+}
+
+// ZeRO-Offload on a GPU (not measured: no GPU here), GPT-2 124M at dp 4 with AdamW, a shard of
+// 31,109,952: the optimizer state (8 B an element) and its update go to the host, with pinned staging
+// of the gradient shard (4 B) and of the parameters (4 B) unless the shard is offloaded too; the GPU
+// keeps the parameters and the gradients.
+TEST(ModelStates, OffloadToTheCpuOnAGpuMovesTheStatesToTheHost) {
+  const ParameterCounts c = parameter_counts(model_preset("gpt2-124m"));
+  const double psi = 124439808, shard = 31109952;
+  MemoryLayout zero2 = layout_of("gpt2-124m", 4, 2);
+  zero2.device_is_cpu = false;
+  zero2.offload_optimizer = "cpu";
+  const auto terms2 = model_state_terms(zero2, c);
+  EXPECT_EQ(place_bytes(terms2, MemoryPlace::Device), 4 * psi + 4 * shard);
+  EXPECT_EQ(place_bytes(terms2, MemoryPlace::Host), 8 * shard + 8 * shard);
+  EXPECT_EQ(place_bytes(terms2, MemoryPlace::Nvme), 0);
+  MemoryLayout zero3 = layout_of("gpt2-124m", 4, 3);
+  zero3.device_is_cpu = false;
+  zero3.offload_optimizer = zero3.offload_param = "cpu";
+  const auto terms3 = model_state_terms(zero3, c);
+  EXPECT_EQ(place_bytes(terms3, MemoryPlace::Device), 4 * shard);  // the gradient shard
+  EXPECT_EQ(place_bytes(terms3, MemoryPlace::Host), 4 * shard + 8 * shard + 4 * shard);
+  // The whole estimate adds nothing on the host: what a step gathers is copied to the GPU, piece by piece.
+  const MemoryEstimate e = estimate_memory(zero3);
+  ASSERT_TRUE(e.covered()) << e.no_estimate;
+  EXPECT_EQ(e.most_loaded().bytes(MemoryPlace::Host), 16 * shard);
+}
+
+// ZeRO-Infinity on NVMe: the state and (stage 3) the parameter shard in files, streamed through
+// three buffer sets of sub-groups of max(2^20, ceil(31,109,952 / 48)) = 1,048,576 elements, one per
+// state tensor and one for the parameters. On the CPU build the buffers are in the memory the rank
+// computes in; on a GPU, on the host beside the gradient staging.
+TEST(ModelStates, NvmeOffloadKeepsItsStreamingBuffers) {
+  const ParameterCounts c = parameter_counts(model_preset("gpt2-124m"));
+  const double psi = 124439808, shard = 31109952, sub = 1048576;
+  MemoryLayout l = layout_of("gpt2-124m", 4, 3);
+  l.offload_optimizer = l.offload_param = "nvme";
+  auto terms = model_state_terms(l, c);
+  EXPECT_EQ(place_bytes(terms, MemoryPlace::Nvme), 4 * shard + 8 * shard);
+  EXPECT_EQ(place_bytes(terms, MemoryPlace::Device), 4 * shard + 4 * 3 * 3 * sub);
+  l.device_is_cpu = false;
+  terms = model_state_terms(l, c);
+  EXPECT_EQ(place_bytes(terms, MemoryPlace::Device), 4 * shard);
+  EXPECT_EQ(place_bytes(terms, MemoryPlace::Host), 4 * 3 * 3 * sub + 4 * shard);
+  // The optimizer alone at stage 2, with sub_group_size 10^7: ceil(shard / 10^7) = 4 sub-groups, 3 sets of 2 buffers.
+  MemoryLayout zero2 = layout_of("gpt2-124m", 4, 2);
+  zero2.offload_optimizer = "nvme";
+  zero2.sub_group_size = 10000000;
+  const auto terms2 = model_state_terms(zero2, c);
+  EXPECT_EQ(place_bytes(terms2, MemoryPlace::Nvme), 8 * shard);
+  EXPECT_EQ(place_bytes(terms2, MemoryPlace::Device), 4 * psi + 4 * shard + 4 * 3 * 2 * 1e7);
+  // A state under one sub-group of 2^20 (the tiny model's) is one set as large as the state: nothing saved.
+  MemoryLayout tiny = layout_of("tiny", 2, 2);
+  tiny.offload_optimizer = "nvme";
+  EXPECT_EQ(place_bytes(model_state_terms(tiny, parameter_counts(tiny.model)), MemoryPlace::Device), 4 * 34176.0 + 4 * 17088.0 + 8 * 17088.0);
 }
 
 // Every config key of the sections that decide what a rank holds is classified (modelled, of no

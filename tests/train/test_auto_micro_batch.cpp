@@ -3,6 +3,8 @@
 // given left alone, and a run that logs its choice and trains with it.
 #include <gtest/gtest.h>
 
+#include "common/byte_words.h"
+#include "support/process.h"
 #include "support/scratch.h"
 #include "tools/estimate/memory_estimate.h"
 #include "train/auto_micro_batch.h"
@@ -97,6 +99,40 @@ TEST(AutoMicroBatch, ALayoutWithoutAnEstimateKeepsWhatItDidBefore) {
   const MicroBatchChoice unset = choose_micro_batch(tiny_config({"train_micro_batch_size_per_gpu=auto", unmodelled}), {1e12, "the test"}, true, 1);
   EXPECT_EQ(unset.micro_batch, 8);
   EXPECT_NE(unset.line.find("8, the default, as memory cannot decide: no estimate for"), std::string::npos) << unset.line;
+}
+
+// The run and `dtrain estimate` choose for train.memory_budget when it is given, else for their device's memory.
+TEST(AutoMicroBatch, TheConfiguredBudgetElseTheDevices) {
+  const MemoryBudget device{1e9, "the device"};
+  const MemoryBudget unset = configured_or(tiny_config({}), device);
+  EXPECT_EQ(unset.bytes, 1e9);
+  EXPECT_EQ(unset.from, "the device");
+  const MemoryBudget given = configured_or(tiny_config({"train.memory_budget=5000000"}), device);
+  EXPECT_EQ(given.bytes, 5e6);
+  EXPECT_EQ(given.from, "train.memory_budget");
+  EXPECT_EQ(rank_memory_budget(tiny_config({"train.memory_budget=5000000"}), at::Device(at::kCPU), 2).bytes, 5e6);
+}
+
+// `dtrain config check` prints the micro-batch the run would choose, and the estimate the run compares
+// itself with, which counts parallel.modules' stage-0 modules whole on every rank.
+TEST(AutoMicroBatch, ConfigCheckShowsTheRunsChoiceAndEstimate) {
+  const std::vector<std::string> plan = {"zero_optimization.stage=3",
+                                         "parallel.modules={\"blocks.0.*\": {\"zero_stage\": 0}, \"*\": {\"zero_stage\": 3}}"};
+  std::vector<std::string> sets = {kTrainerStyle[0], kTrainerStyle[1]};
+  sets.insert(sets.end(), plan.begin(), plan.end());
+  const TrainConfig c = tiny_config(sets, 2);
+  const double budget = (estimated_peak(c, 2) + estimated_peak(c, 4)) / 2;
+  std::vector<std::string> args = {DTRAIN_BIN, "config", "check", "--world-size", "2", "--set", "model.preset=tiny", "--set",
+                                   "train.memory_budget=" + std::to_string(int64_t(budget))};
+  for (const std::string& s : sets) args.insert(args.end(), {"--set", s});
+  const test::ProcessResult r = test::run_process(args, 60);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("train_micro_batch_size_per_gpu auto: 2, the largest power of two that fits"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("batch      8 = micro 2 x accumulation 2 x dp 2"), std::string::npos) << r.output;
+  // Counted whole, block 0's state makes the estimate larger than with every block sharded.
+  const double kept_whole = estimated_peak(c, 2);
+  EXPECT_GT(kept_whole, estimated_peak(tiny_config({kTrainerStyle[0], kTrainerStyle[1], plan[0]}, 2), 2));
+  EXPECT_NE(r.output.find("memory     estimated " + byte_words(kept_whole) + " per rank at its peak"), std::string::npos) << r.output;
 }
 
 TEST(AutoMicroBatch, TrainingLogsItsChoiceAndTrainsWithIt) {

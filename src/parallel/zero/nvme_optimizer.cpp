@@ -12,18 +12,6 @@
 
 namespace dtrain {
 
-namespace {
-
-// The most buffer sets a step uses: one being updated, one being read, one being written back.
-constexpr int64_t kBufferSets = 3;
-
-}  // namespace
-
-int64_t sub_group_size_for(int64_t numel) {
-  const int64_t groups = kBufferSets * kAutoSubGroupBufferShare;  // sub-groups, of which kBufferSets are resident
-  return std::max<int64_t>(1, std::min(numel, std::max(kMinAutoSubGroup, (numel + groups - 1) / groups)));
-}
-
 NvmeOptimizer::NvmeOptimizer(std::unique_ptr<ElementwiseRule> rule, int64_t numel, at::TensorOptions options,
                              NvmeOffloadOptions offload)
     : rule_(std::move(rule)),
@@ -34,7 +22,7 @@ NvmeOptimizer::NvmeOptimizer(std::unique_ptr<ElementwiseRule> rule, int64_t nume
       options_(options),
       path_(offload.path),
       io_(std::make_unique<AsyncFileIo>()) {
-  buffers_.resize(size_t(std::min(groups_, kBufferSets)));
+  buffers_.resize(size_t(nvme_buffer_sets(numel_, sub_group_)));
   for (auto& set : buffers_)
     for (size_t i = 0; i < names_.size(); ++i) set.push_back(at::empty({sub_group_}, options_));
   try {

@@ -12,6 +12,7 @@
 
 #include "optim/flat_optimizer.h"
 #include "parallel/zero/async_file_io.h"
+#include "parallel/zero/nvme_sub_groups.h"
 
 namespace dtrain {
 
@@ -19,19 +20,6 @@ struct NvmeOffloadOptions {
   std::string path;              // nvme_path: an existing, writable directory
   int64_t sub_group_size = 1000000000;  // elements updated per buffer (DeepSpeed's default)
 };
-
-// The share of the state the buffers hold when zero_optimization.sub_group_size is "auto", and the
-// smallest sub-group that rule makes: reads and writes of 4 MiB (fp32) per file and more keep the
-// disk streaming, and a state under 48 × that is small enough not to matter (docs/decisions.md,
-// "Sub-groups when sub_group_size is unset").
-constexpr int64_t kAutoSubGroupBufferShare = 16;
-constexpr int64_t kMinAutoSubGroup = int64_t(1) << 20;
-
-// zero_optimization.sub_group_size "auto" for a state of `numel` elements: sub-groups so small that
-// the buffer sets a step keeps hold 1/kAutoSubGroupBufferShare of what it streams, at least
-// kMinAutoSubGroup elements, at most the whole state. DeepSpeed's default of 1e9 makes the buffers
-// as large as the state, and then offloading saves nothing.
-int64_t sub_group_size_for(int64_t numel);
 
 class NvmeOptimizer : public ElementwiseOptimizer {
  public:

@@ -33,6 +33,7 @@ struct MemoryLayout {
   bool gather_16bit = false;          // ZeRO-3: every unit with matmul weights gathered in 16 bits
   int64_t reduce_bucket_elements = 6250000;
   std::string offload_optimizer = "none", offload_param = "none";  // none | cpu | nvme
+  int64_t sub_group_size = 0;  // NVMe offload's sub-group in elements; 0: "auto" (parallel/zero/nvme_sub_groups.h)
 
   int64_t micro_batch = 1;   // sequences per micro-batch on one data-parallel rank
   // A vision-language model's: the patches of the largest image a sample may hold (one image a sample).

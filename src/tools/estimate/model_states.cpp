@@ -4,6 +4,7 @@
 #include <string>
 
 #include "model/parameter_shapes.h"
+#include "tools/estimate/offload_states.h"
 
 namespace dtrain {
 
@@ -91,7 +92,7 @@ std::vector<MemoryTerm> model_state_terms(const MemoryLayout& l, const Parameter
   std::vector<MemoryTerm> terms;
   // ZeRO paper's 2Ψ of parameters: here the fp32 parameters, which are the master weights too.
   if (l.zero_stage == 3)
-    terms.push_back({"parameters, fp32 shard (ZeRO-3)", MemoryKind::Parameters, MemoryPlace::Device, 4.0 * double(shard), shard_formula("4")});
+    terms.push_back({"parameters, fp32 shard (ZeRO-3)", MemoryKind::Parameters, parameter_shard_place(l), 4.0 * double(shard), shard_formula("4")});
   else
     terms.push_back({"parameters, fp32 (flat buffer)", MemoryKind::Parameters, MemoryPlace::Device, 4.0 * double(psi), "4Ψ = 4 × " + n});
   // Frozen parameters stay the model's own tensors, outside the flat buffer and every shard.
@@ -111,13 +112,15 @@ std::vector<MemoryTerm> model_state_terms(const MemoryLayout& l, const Parameter
   else
     terms.push_back({"gradients, fp32 (flat buffer)", MemoryKind::Gradients, MemoryPlace::Device, 4.0 * double(psi), "4Ψ = 4 × " + n});
   // ZeRO paper's KΨ, divided over dp from stage 1. K: the optimizer's own flat state (AdamW 8).
+  // Offloaded, it is on the host or NVMe instead (offload_states.h).
   if (l.optimizer_bytes > 0) {
     const bool sharded_state = l.zero_stage >= 1;
     const std::string k = std::to_string(int(l.optimizer_bytes));
     terms.push_back({"optimizer states (" + l.optimizer_name + (sharded_state ? ", ZeRO shard)" : ")"), MemoryKind::OptimizerStates,
-                     MemoryPlace::Device, l.optimizer_bytes * double(sharded_state ? shard : psi),
+                     optimizer_state_place(l), l.optimizer_bytes * double(sharded_state ? shard : psi),
                      sharded_state ? shard_formula(k) : "KΨ = " + k + " × " + n});
   }
+  for (MemoryTerm& t : offload_buffer_terms(l, c)) terms.push_back(std::move(t));
   return terms;
 }
 

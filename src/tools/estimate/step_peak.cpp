@@ -4,9 +4,10 @@
 #include <cmath>
 
 #include "common/number_text.h"
-#include "tools/estimate/activation_memory.h"
-#include "tools/estimate/vision_memory.h"
 #include "parallel/pipeline/schedule_kind.h"
+#include "tools/estimate/activation_memory.h"
+#include "tools/estimate/offload_states.h"
+#include "tools/estimate/vision_memory.h"
 
 namespace dtrain {
 
@@ -222,9 +223,14 @@ struct Step {
     // The head reads the table a block of rows at a time: at its weight gradient the next block is
     // gathering while this block's gradient and its reduce-scatter buffer are alive (the block itself
     // is released first: the weight gradient does not read it).
-    if (table_in_rows())
+    if (table_in_rows()) {
       m.terms.push_back(term("ZeRO-3 table rows: the next block gathering, a block's gradient and its send buffer", MemoryKind::Communication,
                              3 * row_block_bytes(), "3 × 4·ceil(V / blocks)·d"));
+      // From an offloaded shard the gathering block's piece is on its way too (offload_states.h).
+      if (parameter_shard_place(l) != MemoryPlace::Device)
+        m.terms.push_back(term("ZeRO-3 offloaded shard: the piece of the table's rows being gathered", MemoryKind::Communication,
+                               std::ceil(row_block_bytes() / l.dp_shard), "4·ceil(V / blocks)·d / dp"));
+    }
     return m;
   }
 
@@ -283,6 +289,7 @@ struct Step {
                                "4 × a block's parameters"));
       else if (!tied())
         m.terms.push_back(term("ZeRO-3 reduce-scatter send buffer of the head", MemoryKind::Communication, 4.0 * c.head, "4 × the head's parameters"));
+      for (auto& t : offloaded_piece_terms(l, c, i)) m.terms.push_back(std::move(t));
     }
     return m;
   }

@@ -1,8 +1,8 @@
 // The layouts `dtrain estimate --plan` considers for a world size: every dp × tp × pp × cp that
 // multiplies to it, sequence parallelism on or off under tp, ZeRO stage 0-3 where its group (dp × cp) has more than one
 // rank (with one, every stage is the same layout), optimizer offload to the
-// CPU under ZeRO when asked (the planner asks where it moves something and the memory estimate covers
-// it), activation checkpointing none, full or
+// CPU under ZeRO when asked (the planner will ask where it moves something once the step's cost
+// prices it), activation checkpointing none, full or
 // selective, and every power-of-two micro-batch that divides the config's global batch over the dp
 // ranks. Each is a list of `--set` lines over the user's config, so that it is checked by the same
 // config resolution a run applies (layout_planner.h).
