@@ -49,15 +49,15 @@ bool encoder_frozen(const MemoryLayout& l) {
   return true;
 }
 
-// A vision-language model is modelled in fp32, without tp, cp or activation checkpointing (its
-// runs under them are not measured against the estimate yet); pp never splits it.
+// A vision-language model is modelled under DDP, ZeRO 1-3, tp (its vision side whole on every tp
+// rank), every precision and checkpointing mode (which reach the LLM's blocks alone); not under
+// sequence parallelism, whose runs are not measured against the estimate yet. Its config refuses cp
+// and pp.
 std::string uncovered_vision(const MemoryLayout& l) {
   if (!l.model.is_vlm()) return "";
   std::vector<std::string> under;
-  if (l.tp > 1) under.push_back("tp " + std::to_string(l.tp));
+  if (l.sequence_parallel) under.push_back("sequence parallelism");
   if (l.cp > 1) under.push_back("cp " + std::to_string(l.cp));
-  if (l.compute_bytes < 4) under.push_back("bf16 or fp16");
-  if (l.activation_checkpointing.mode != ActivationCheckpointing::Mode::None) under.push_back("activation checkpointing");
   std::string out;
   for (const auto& u : under) out += (out.empty() ? "" : ", ") + u;
   return out.empty() ? "" : "a vision-language model (model.arch=vlm) under " + out;
@@ -65,8 +65,12 @@ std::string uncovered_vision(const MemoryLayout& l) {
 
 std::string uncovered_module_plan(const MemoryLayout& l) {
   if (l.frozen.empty() && l.kept_whole.empty()) return "";
-  if (l.tp > 1 || l.pp > 1) return "frozen or kept-whole parameters (train.freeze, parallel.modules) under tp or pp";
   const bool encoder = encoder_frozen(l);
+  // The counts take whole shapes: right for the vision encoder, which tp keeps whole on every rank
+  // (apply_tp.cpp), not for the LLM's split parameters.
+  const bool only_encoder_frozen =
+      l.kept_whole.empty() && encoder && std::all_of(l.frozen.begin(), l.frozen.end(), [](const std::string& n) { return is_vision_encoder(n); });
+  if ((l.tp > 1 && !only_encoder_frozen) || l.pp > 1) return "frozen or kept-whole parameters (train.freeze, parallel.modules) under tp or pp";
   for (const std::string& name : l.frozen)
     if (!is_embedding(l, name) && !(encoder && is_vision_encoder(name))) return "frozen " + name + " (train.freeze, parallel.modules: only frozen embeddings and a whole frozen vision encoder are modelled)";
   if (!l.frozen.empty() && l.zero_stage == 3 && l.compute_bytes < 4) return "frozen parameters under ZeRO stage 3 with bf16 or fp16";
@@ -144,8 +148,9 @@ const std::vector<std::string>& covered_layouts() {
       "models: GPT-2 and Llama shapes (grouped-query attention, tied or untied embeddings)",
       "optimizers: AdamW, Adam, SGD (with or without momentum)",
       "frozen embeddings (train.freeze, parallel.modules) and parallel.modules' stage-0 modules kept whole inside ZeRO 1-3, without tp or pp",
-      "vision-language models (model.arch=vlm) in fp32 under DDP and ZeRO 1-3, every image at the largest grid the config allows, "
-      "the vision encoder trained or frozen whole (train.freeze, parallel.modules), without tp, cp or activation checkpointing",
+      "vision-language models (model.arch=vlm) in fp32 and bf16 under DDP, ZeRO 1-3 and tp (the vision side whole on every tp rank) "
+      "and every activation-checkpointing mode (the LLM's blocks alone recomputed), every image at the largest grid the config allows, "
+      "the vision encoder trained or frozen whole (train.freeze, parallel.modules; under tp too), not in fp16 nor under sequence parallelism",
       "offload to the CPU on the CPU build (nothing moves)"};
   return layouts;
 }
