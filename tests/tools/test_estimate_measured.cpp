@@ -4,7 +4,8 @@
 // its config (metrics.jsonl's "memory" line; under pp each rank against its own stage's estimate).
 // Each must lie within 5% of the estimate. The table crosses every ZeRO stage, activation-checkpointing
 // mode, precision, architecture, tp with and without sp, pipeline schedule and cp at least once (and
-// the tests' small vision-language model, its images all at the largest grid, as the estimate takes them),
+// the tests' small vision-language model, its images all at the largest grid, as the estimate takes them,
+// under each precision, ZeRO stage, tp and checkpointing mode it is estimated under),
 // on the tiny model, and the demo model where the tiny one cannot resolve a layout: bf16 without
 // full recomputation, where the tiny model's peak holds ATen's CPU bf16 GEMM scratch (about 113 KiB
 // in the head's backward, 7-9% of its peak; docs/training.md, "Memory estimate").
@@ -54,6 +55,8 @@ const Sets kVlm = kTinyVlm + Sets{"train_micro_batch_size_per_gpu=4", "train_bat
 // The VLM tests' per-module plan: the encoder frozen, the connector kept whole, the LLM at ZeRO-3.
 const Sets kVlmPlan = {"parallel.modules={\"vision.*\": {\"freeze\": true}, \"connector.*\": {\"zero_stage\": 0}, "
                        "\"llm.*\": {\"zero_stage\": 3}}"};
+const Sets kFreezeEncoder = {"train.freeze=[\"vision.*\"]"};
+const Sets kWideEncoder = {"model.vision.d_model=128"};
 
 // Every sample's image at the largest grid kTinyVlm allows (16 x 16 pixels: 8 x 8 patches of 2, 16
 // tokens), the case the estimate takes: a jsonl of 16 such samples in `dir`; returns its data.source.
@@ -116,8 +119,19 @@ const std::vector<MeasuredLayout> kLayouts = {
     {"tiny_modules_zero3", 2, kTiny + modules(3)},
     {"tiny_vlm_ddp", 2, kVlm + stage(0), true},
     {"tiny_vlm_zero3", 2, kVlm + stage(3), true},
-    {"tiny_vlm_frozen_encoder_zero1", 2, kVlm + stage(1) + Sets{"train.freeze=[\"vision.*\"]"}, true},
+    {"tiny_vlm_frozen_encoder_zero1", 2, kVlm + stage(1) + kFreezeEncoder, true},
     {"tiny_vlm_modules", 2, kVlm + kVlmPlan, true},
+    {"tiny_vlm_bf16_zero3", 2, kVlm + kBf16 + stage(3), true},
+    {"tiny_vlm_bf16_frozen_encoder_zero1", 2, kVlm + kBf16 + stage(1) + kFreezeEncoder, true},
+    {"tiny_vlm_tp2", 2, kVlm + kTp, true},
+    {"tiny_vlm_bf16_tp2", 2, kVlm + kBf16 + kTp, true},
+    {"tiny_vlm_frozen_encoder_tp2", 2, kVlm + kTp + kFreezeEncoder, true},
+    {"tiny_vlm_zero1_full", 2, kVlm + stage(1) + ac("full"), true},
+    {"tiny_vlm_selective", 2, kVlm + stage(0) + ac("selective"), true},
+    {"tiny_vlm_bf16_zero3_full", 2, kVlm + kBf16 + stage(3) + ac("full"), true},
+    // An encoder 4x as wide: the last encoder block's backward is the peak, at ZeRO-3 and in bf16.
+    {"tiny_vlm_wide_encoder_zero3", 2, kVlm + kWideEncoder + stage(3), true},
+    {"tiny_vlm_bf16_wide_encoder_ddp", 2, kVlm + kWideEncoder + kBf16 + stage(0), true},
 };
 
 class EstimateMeasured : public ::testing::TestWithParam<MeasuredLayout> {};
@@ -163,8 +177,16 @@ TEST(EstimateMeasuredTable, CrossesEveryCoveredDimension) {
                                "model.preset=demo", "one rank", "parallel.tp=2", "parallel.sequence_parallel=true",
                                "parallel.pipeline.schedule=1f1b", "parallel.pipeline.schedule=gpipe", "parallel.cp=2",
                                kFreezeTable.front(), modules(3).front(), "model.preset=vlm-ocr", kVlmPlan.front(),
-                               "train.freeze=[\"vision.*\"]"})
+                               kFreezeEncoder.front()})
     EXPECT_TRUE(seen.count(s)) << s << " is covered by the estimate but measured by no layout here";
+  // And the vision-language model under each precision, ZeRO stage, tp and checkpointing mode it is estimated under.
+  std::set<std::string> vlm;
+  for (const MeasuredLayout& l : kLayouts)
+    if (l.images) vlm.insert(l.sets.begin(), l.sets.end());
+  for (const std::string& s : std::vector<std::string>{"zero_optimization.stage=0", "zero_optimization.stage=1", "zero_optimization.stage=3",
+                                                       "bf16.enabled=true", "parallel.tp=2", "train.activation_checkpointing=full",
+                                                       "train.activation_checkpointing=selective", kFreezeEncoder.front(), kVlmPlan.front()})
+    EXPECT_TRUE(vlm.count(s)) << s << " is covered by the estimate for model.arch=vlm but measured by no VLM layout here";
 }
 
 // A layout without formulas runs, and says so instead of a number.
