@@ -170,9 +170,9 @@ TEST(VisionMemory, TinyVisionLanguageModelTermByTerm) {
 }
 
 // The same model in bf16: the blocks' count at e = 2, the patch embedding's input cast to bf16, the
-// connector's inputs in bf16, and ZeRO-3's vision unit with its matmul weights in bf16. tp and
-// activation checkpointing leave the vision side as it is: tp keeps it whole, checkpointing reaches
-// the LLM's blocks alone.
+// connector's inputs in bf16, and ZeRO-3's vision unit with its matmul weights in bf16. tp (with or
+// without sp) and activation checkpointing leave the vision side as it is: tp keeps it whole,
+// checkpointing reaches the LLM's blocks alone.
 TEST(VisionMemory, TinyVisionLanguageModelInBf16UnderTpAndCheckpointing) {
   MemoryLayout l = layout_of("vlm-ocr", 2, 3, 2);
   l.model.n_layer = 2, l.model.d_model = 32, l.model.n_head = 4, l.model.n_kv_head = 2, l.model.seq_len = 32;
@@ -201,6 +201,8 @@ TEST(VisionMemory, TinyVisionLanguageModelInBf16UnderTpAndCheckpointing) {
   const std::vector<MemoryTerm> under_tp = vision_saved_terms(l, c);
   ASSERT_EQ(under_tp.size(), saved.size());
   for (size_t i = 0; i < saved.size(); ++i) EXPECT_EQ(under_tp[i].bytes, saved[i].bytes) << saved[i].name;
+  EXPECT_TRUE(estimate_memory(l).covered()) << estimate_memory(l).no_estimate;
+  l.sequence_parallel = true;
   EXPECT_TRUE(estimate_memory(l).covered()) << estimate_memory(l).no_estimate;
   // The whole encoder frozen under tp is modelled (tp keeps it whole); the connector frozen is not.
   for (const ParameterShape& s : parameter_shapes(l.model))
@@ -359,8 +361,8 @@ TEST(MemoryEstimate, LayoutsWithoutFormulasAreRefusedByName) {
                                           "no estimate for zero_optimization.offload_optimizer.device=nvme"},
                                          {[](MemoryLayout& l) { l.device_is_cpu = false, l.offload_param = "cpu"; },
                                           "no estimate for zero_optimization.offload_param.device=cpu on a GPU"},
-                                         {[](MemoryLayout& l) { l.model = model_preset("vlm-ocr"), l.dp = l.dp_shard = 1, l.tp = 2, l.sequence_parallel = true; },
-                                          "no estimate for a vision-language model (model.arch=vlm) under sequence parallelism"},
+                                         {[](MemoryLayout& l) { l.model = model_preset("vlm-ocr"), l.dp = l.dp_shard = 1, l.cp = 2; },
+                                          "no estimate for a vision-language model (model.arch=vlm) under cp 2"},
                                          {[](MemoryLayout& l) { l.frozen = {"blocks.0.q_proj.weight"}; },
                                           "no estimate for frozen blocks.0.q_proj.weight (train.freeze, parallel.modules: only frozen "
                                           "embeddings and a whole frozen vision encoder are modelled)"},
