@@ -126,6 +126,7 @@ const std::vector<MeasuredLayout> kLayouts = {
     {"tiny_vlm_tp2", 2, kVlm + kTp, true},
     {"tiny_vlm_bf16_tp2", 2, kVlm + kBf16 + kTp, true},
     {"tiny_vlm_frozen_encoder_tp2", 2, kVlm + kTp + kFreezeEncoder, true},
+    {"tiny_vlm_bf16_tp2_sp", 2, kVlm + kBf16 + kSp, true},
     {"tiny_vlm_zero1_full", 2, kVlm + stage(1) + ac("full"), true},
     {"tiny_vlm_selective", 2, kVlm + stage(0) + ac("selective"), true},
     {"tiny_vlm_bf16_zero3_full", 2, kVlm + kBf16 + stage(3) + ac("full"), true},
@@ -184,7 +185,8 @@ TEST(EstimateMeasuredTable, CrossesEveryCoveredDimension) {
   for (const MeasuredLayout& l : kLayouts)
     if (l.images) vlm.insert(l.sets.begin(), l.sets.end());
   for (const std::string& s : std::vector<std::string>{"zero_optimization.stage=0", "zero_optimization.stage=1", "zero_optimization.stage=3",
-                                                       "bf16.enabled=true", "parallel.tp=2", "train.activation_checkpointing=full",
+                                                       "bf16.enabled=true", "parallel.tp=2", "parallel.sequence_parallel=true",
+                                                       "train.activation_checkpointing=full",
                                                        "train.activation_checkpointing=selective", kFreezeEncoder.front(), kVlmPlan.front()})
     EXPECT_TRUE(vlm.count(s)) << s << " is covered by the estimate for model.arch=vlm but measured by no VLM layout here";
 }
