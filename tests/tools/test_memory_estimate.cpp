@@ -165,6 +165,16 @@ TEST(VisionMemory, TinyVisionLanguageModelTermByTerm) {
   EXPECT_EQ(connector[0].bytes, saved[2].bytes);
   EXPECT_TRUE(vision_block_backward_terms(l, frozen).empty());
   EXPECT_TRUE(estimate_memory(l).covered()) << estimate_memory(l).no_estimate;
+  // Under ZeRO-3 in bf16 the frozen encoder's matmul weights keep their 16-bit working copies, in no
+  // unit: the patch embedding's 32 × 12 and two blocks' 4 · 32² + 2 · 32 · 128.
+  EXPECT_EQ(frozen.vision_frozen_matmul, 32 * 12 + 2 * (4 * 32 * 32 + 2 * 32 * 128));
+  l.zero_stage = 3, l.dp = l.dp_shard = 2, l.compute_bytes = 2;
+  const std::vector<MemoryTerm> states = model_state_terms(l, frozen);
+  ASSERT_TRUE(std::any_of(states.begin(), states.end(), [&](const MemoryTerm& t) {
+    return t.name == "parameters, 16-bit working copies of the frozen vision encoder's matmul weights" && t.bytes == 2.0 * 24960;
+  }));
+  EXPECT_TRUE(estimate_memory(l).covered()) << estimate_memory(l).no_estimate;
+  l.zero_stage = 0, l.dp = l.dp_shard = 1, l.compute_bytes = 4;
   l.frozen.pop_back();  // a part of the encoder trained
   EXPECT_FALSE(estimate_memory(l).covered());
 }
@@ -369,7 +379,7 @@ TEST(MemoryEstimate, LayoutsWithoutFormulasAreRefusedByName) {
                                          {[](MemoryLayout& l) { l.tp = 2, l.zero_stage = 0, l.frozen = {"wte.weight"}; },
                                           "no estimate for frozen or kept-whole parameters (train.freeze, parallel.modules) under tp or pp"},
                                          {[](MemoryLayout& l) { l.compute_bytes = 2, l.frozen = {"wte.weight"}; },
-                                          "no estimate for frozen parameters under ZeRO stage 3 with bf16 or fp16"},
+                                          "no estimate for frozen parameters other than a whole vision encoder under ZeRO stage 3 with bf16 or fp16"},
                                          {[](MemoryLayout& l) { l.unmodelled = {"data_types.grad_accum_dtype=\"bf16\""}; },
                                           "no estimate for data_types.grad_accum_dtype=\"bf16\""}}) {
     MemoryLayout l = layout_of("tiny", 2, 3);

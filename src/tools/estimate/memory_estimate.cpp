@@ -63,12 +63,16 @@ std::string uncovered_module_plan(const MemoryLayout& l) {
   const bool encoder = encoder_frozen(l);
   // The counts take whole shapes: right for the vision encoder, which tp keeps whole on every rank
   // (apply_tp.cpp), not for the LLM's split parameters.
-  const bool only_encoder_frozen =
-      l.kept_whole.empty() && encoder && std::all_of(l.frozen.begin(), l.frozen.end(), [](const std::string& n) { return is_vision_encoder(n); });
-  if ((l.tp > 1 && !only_encoder_frozen) || l.pp > 1) return "frozen or kept-whole parameters (train.freeze, parallel.modules) under tp or pp";
+  const bool frozen_encoder_alone =
+      encoder && std::all_of(l.frozen.begin(), l.frozen.end(), [](const std::string& n) { return is_vision_encoder(n); });
+  if ((l.tp > 1 && !(frozen_encoder_alone && l.kept_whole.empty())) || l.pp > 1)
+    return "frozen or kept-whole parameters (train.freeze, parallel.modules) under tp or pp";
   for (const std::string& name : l.frozen)
     if (!is_embedding(l, name) && !(encoder && is_vision_encoder(name))) return "frozen " + name + " (train.freeze, parallel.modules: only frozen embeddings and a whole frozen vision encoder are modelled)";
-  if (!l.frozen.empty() && l.zero_stage == 3 && l.compute_bytes < 4) return "frozen parameters under ZeRO stage 3 with bf16 or fp16";
+  // A frozen weight's 16-bit working copy lives outside every ZeRO-3 unit: counted for the frozen
+  // encoder (model_states.h), whose matmul weights are known; a frozen table's is not measured yet.
+  if (!l.frozen.empty() && l.zero_stage == 3 && l.compute_bytes < 4 && !frozen_encoder_alone)
+    return "frozen parameters other than a whole vision encoder under ZeRO stage 3 with bf16 or fp16";
   return "";
 }
 
