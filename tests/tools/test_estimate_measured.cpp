@@ -123,6 +123,8 @@ const std::vector<MeasuredLayout> kLayouts = {
     {"tiny_vlm_modules", 2, kVlm + kVlmPlan, true},
     {"tiny_vlm_bf16_zero3", 2, kVlm + kBf16 + stage(3), true},
     {"tiny_vlm_bf16_frozen_encoder_zero1", 2, kVlm + kBf16 + stage(1) + kFreezeEncoder, true},
+    {"tiny_vlm_bf16_frozen_encoder_zero3", 2, kVlm + kBf16 + stage(3) + kFreezeEncoder, true},
+    {"tiny_vlm_bf16_modules", 2, kVlm + kBf16 + kVlmPlan, true},
     {"tiny_vlm_tp2", 2, kVlm + kTp, true},
     {"tiny_vlm_bf16_tp2", 2, kVlm + kBf16 + kTp, true},
     {"tiny_vlm_frozen_encoder_tp2", 2, kVlm + kTp + kFreezeEncoder, true},
