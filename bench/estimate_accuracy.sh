@@ -6,7 +6,8 @@
 # bench/estimate_peers.py says DeepSpeed's ZeRO-2/ZeRO-3 estimators and Accelerate's estimate-memory
 # give for the same model (where they have a number for that layout). A layout whose estimate does
 # not fit 85% of this host's available memory is not run, and its row says so. Prints a table
-# (docs/benchmarks.md, "Memory estimate against measurement"); raw logs stay in bench/out/estimate_accuracy/.
+# (docs/benchmarks.md, "Memory estimate against measurement"); raw logs stay in bench/out/estimate_accuracy/,
+# the NVMe rows' files in bench/out/estimate_accuracy/nvme.
 # Usage: bench/estimate_accuracy.sh [STEPS] [MODELS...]   (MODELS: gpt2-124m llama-1b, the default both)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -29,15 +30,18 @@ layouts=(
   "tp 2 + sp|parallel.tp=2 parallel.sequence_parallel=true"
   "pp 2, 1f1b, 4 micro-batches|parallel.pp=2 parallel.pipeline.schedule=1f1b gradient_accumulation_steps=4 train_batch_size=auto"
   "cp 2|parallel.cp=2"
+  "ZeRO-3, optimizer on NVMe|zero_optimization.stage=3 zero_optimization.offload_optimizer={\"device\":\"nvme\",\"nvme_path\":\"NVME\"}"
+  "ZeRO-3, optimizer and parameters on NVMe|zero_optimization.stage=3 zero_optimization.offload_optimizer={\"device\":\"nvme\",\"nvme_path\":\"NVME\"} zero_optimization.offload_param={\"device\":\"nvme\",\"nvme_path\":\"NVME\"}"
 )
-available=$(awk '/MemAvailable/ {printf "%d", $2 * 1024}' /proc/meminfo)
+mkdir -p "$out/nvme"
+available=$(($(awk '/MemAvailable/ {print $2}' /proc/meminfo) * 1024))
 for model in "${models[@]}"; do
   # DeepSpeed prints its accelerator warning on stdout: the JSON is the last line.
   .venv/bin/python bench/estimate_peers.py "$model" 2 2>/dev/null | tail -n 1 >"$out/${model}_peers.json"
   for i in "${!layouts[@]}"; do
     IFS='|' read -r name sets <<<"${layouts[$i]}"
     base=(--set model.preset="$model" --set model.seq_len=256 --set train_micro_batch_size_per_gpu=1 --set train_batch_size=auto)
-    for s in $sets; do base+=(--set "$s"); done
+    for s in $sets; do base+=(--set "${s//NVME/$out/nvme}"); done
     build/dtrain estimate --world-size 2 "${base[@]}" --json >"$out/${model}_$i.estimate.json" 2>"$out/${model}_$i.estimate.err" || true
     node=$(/usr/bin/python3 -c 'import json, sys; print(json.load(open(sys.argv[1])).get("node_bytes", 0))' "$out/${model}_$i.estimate.json" 2>/dev/null || echo 0)
     if /usr/bin/python3 -c 'import sys; sys.exit(0 if float(sys.argv[1]) > 0.85 * float(sys.argv[2]) else 1)' "$node" "$available"; then

@@ -5,7 +5,8 @@
 // Each must lie within 5% of the estimate. The table crosses every ZeRO stage, activation-checkpointing
 // mode, precision, architecture, tp with and without sp, pipeline schedule, cp, and the mesh's dims
 // two at a time (tp × pp, tp × cp, dp × pp, pp with ZeRO-3; four ranks) at least once (and
-// the tests' small vision-language model, its images all at the largest grid, as the estimate takes them),
+// the tests' small vision-language model, its images all at the largest grid, as the estimate takes them,
+// under each precision, ZeRO stage, tp and checkpointing mode it is estimated under),
 // on the tiny model, and the demo model where the tiny one cannot resolve a layout: bf16 without
 // full recomputation, where the tiny model's peak holds ATen's CPU bf16 GEMM scratch (about 113 KiB
 // in the head's backward, 7-9% of its peak; docs/training.md, "Memory estimate").
@@ -55,6 +56,8 @@ const Sets kVlm = kTinyVlm + Sets{"train_micro_batch_size_per_gpu=4", "train_bat
 // The VLM tests' per-module plan: the encoder frozen, the connector kept whole, the LLM at ZeRO-3.
 const Sets kVlmPlan = {"parallel.modules={\"vision.*\": {\"freeze\": true}, \"connector.*\": {\"zero_stage\": 0}, "
                        "\"llm.*\": {\"zero_stage\": 3}}"};
+const Sets kFreezeEncoder = {"train.freeze=[\"vision.*\"]"};
+const Sets kWideEncoder = {"model.vision.d_model=128"};
 
 // Every sample's image at the largest grid kTinyVlm allows (16 x 16 pixels: 8 x 8 patches of 2, 16
 // tokens), the case the estimate takes: a jsonl of 16 such samples in `dir`; returns its data.source.
@@ -134,7 +137,7 @@ const std::vector<MeasuredLayout> kLayouts = {
     {"tiny_modules_zero3", 2, kTiny + modules(3)},
     {"tiny_vlm_ddp", 2, kVlm + stage(0), true},
     {"tiny_vlm_zero3", 2, kVlm + stage(3), true},
-    {"tiny_vlm_frozen_encoder_zero1", 2, kVlm + stage(1) + Sets{"train.freeze=[\"vision.*\"]"}, true},
+    {"tiny_vlm_frozen_encoder_zero1", 2, kVlm + stage(1) + kFreezeEncoder, true},
     {"tiny_vlm_modules", 2, kVlm + kVlmPlan, true},
     {"tiny_zero3_nvme_optimizer", 2, kTinyStates + stage(3) + nvme("optimizer")},
     {"tiny_zero3_nvme_optimizer_params", 2, kTinyStates + stage(3) + nvme("optimizer") + nvme("param")},
@@ -142,6 +145,20 @@ const std::vector<MeasuredLayout> kLayouts = {
     {"tiny_zero2_nvme_optimizer", 2, kTinyStates + stage(2) + nvme("optimizer")},
     // Four blocks fully recomputed: the peak is at the last block's backward, with a piece from the file on its way.
     {"tiny_zero3_nvme_params_full", 2, kTiny + stage(3) + nvme("param") + ac("full") + Sets{"model.n_layer=4"}},
+    {"tiny_vlm_bf16_zero3", 2, kVlm + kBf16 + stage(3), true},
+    {"tiny_vlm_bf16_frozen_encoder_zero1", 2, kVlm + kBf16 + stage(1) + kFreezeEncoder, true},
+    {"tiny_vlm_bf16_frozen_encoder_zero3", 2, kVlm + kBf16 + stage(3) + kFreezeEncoder, true},
+    {"tiny_vlm_bf16_modules", 2, kVlm + kBf16 + kVlmPlan, true},
+    {"tiny_vlm_tp2", 2, kVlm + kTp, true},
+    {"tiny_vlm_bf16_tp2", 2, kVlm + kBf16 + kTp, true},
+    {"tiny_vlm_frozen_encoder_tp2", 2, kVlm + kTp + kFreezeEncoder, true},
+    {"tiny_vlm_bf16_tp2_sp", 2, kVlm + kBf16 + kSp, true},
+    {"tiny_vlm_zero1_full", 2, kVlm + stage(1) + ac("full"), true},
+    {"tiny_vlm_selective", 2, kVlm + stage(0) + ac("selective"), true},
+    {"tiny_vlm_bf16_zero3_full", 2, kVlm + kBf16 + stage(3) + ac("full"), true},
+    // An encoder 4x as wide: the last encoder block's backward is the peak, at ZeRO-3 and in bf16.
+    {"tiny_vlm_wide_encoder_zero3", 2, kVlm + kWideEncoder + stage(3), true},
+    {"tiny_vlm_bf16_wide_encoder_ddp", 2, kVlm + kWideEncoder + kBf16 + stage(0), true},
 };
 
 // The layout's sets with kNvmePath replaced by `nvme_path`.
@@ -205,9 +222,18 @@ TEST(EstimateMeasuredTable, CrossesEveryCoveredDimension) {
                                "parallel.pipeline.schedule=interleaved_1f1b", "parallel.pipeline.virtual_stages=2",
                                "tp × pp", "tp × cp", "dp × pp", "pp × ZeRO-3",
                                kFreezeTable.front(), modules(3).front(), "model.preset=vlm-ocr", kVlmPlan.front(),
-                               "train.freeze=[\"vision.*\"]", nvme("optimizer").front(), nvme("param").front(),
+                               kFreezeEncoder.front(), nvme("optimizer").front(), nvme("param").front(),
                                kSmallSubGroups.front()})
     EXPECT_TRUE(seen.count(s)) << s << " is covered by the estimate but measured by no layout here";
+  // And the vision-language model under each precision, ZeRO stage, tp and checkpointing mode it is estimated under.
+  std::set<std::string> vlm;
+  for (const MeasuredLayout& l : kLayouts)
+    if (l.images) vlm.insert(l.sets.begin(), l.sets.end());
+  for (const std::string& s : std::vector<std::string>{"zero_optimization.stage=0", "zero_optimization.stage=1", "zero_optimization.stage=3",
+                                                       "bf16.enabled=true", "parallel.tp=2", "parallel.sequence_parallel=true",
+                                                       "train.activation_checkpointing=full",
+                                                       "train.activation_checkpointing=selective", kFreezeEncoder.front(), kVlmPlan.front()})
+    EXPECT_TRUE(vlm.count(s)) << s << " is covered by the estimate for model.arch=vlm but measured by no VLM layout here";
 }
 
 // A layout without formulas runs, and says so instead of a number.

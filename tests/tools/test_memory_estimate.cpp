@@ -165,7 +165,60 @@ TEST(VisionMemory, TinyVisionLanguageModelTermByTerm) {
   EXPECT_EQ(connector[0].bytes, saved[2].bytes);
   EXPECT_TRUE(vision_block_backward_terms(l, frozen).empty());
   EXPECT_TRUE(estimate_memory(l).covered()) << estimate_memory(l).no_estimate;
+  // Under ZeRO-3 in bf16 the frozen encoder's matmul weights keep their 16-bit working copies, in no
+  // unit: the patch embedding's 32 × 12 and two blocks' 4 · 32² + 2 · 32 · 128.
+  EXPECT_EQ(frozen.vision_frozen_matmul, 32 * 12 + 2 * (4 * 32 * 32 + 2 * 32 * 128));
+  l.zero_stage = 3, l.dp = l.dp_shard = 2, l.compute_bytes = 2;
+  const std::vector<MemoryTerm> states = model_state_terms(l, frozen);
+  ASSERT_TRUE(std::any_of(states.begin(), states.end(), [&](const MemoryTerm& t) {
+    return t.name == "parameters, 16-bit working copies of the frozen vision encoder's matmul weights" && t.bytes == 2.0 * 24960;
+  }));
+  EXPECT_TRUE(estimate_memory(l).covered()) << estimate_memory(l).no_estimate;
+  l.zero_stage = 0, l.dp = l.dp_shard = 1, l.compute_bytes = 4;
   l.frozen.pop_back();  // a part of the encoder trained
+  EXPECT_FALSE(estimate_memory(l).covered());
+}
+
+// The same model in bf16: the blocks' count at e = 2, the patch embedding's input cast to bf16, the
+// connector's inputs in bf16, and ZeRO-3's vision unit with its matmul weights in bf16. tp (with or
+// without sp) and activation checkpointing leave the vision side as it is: tp keeps it whole,
+// checkpointing reaches the LLM's blocks alone.
+TEST(VisionMemory, TinyVisionLanguageModelInBf16UnderTpAndCheckpointing) {
+  MemoryLayout l = layout_of("vlm-ocr", 2, 3, 2);
+  l.model.n_layer = 2, l.model.d_model = 32, l.model.n_head = 4, l.model.n_kv_head = 2, l.model.seq_len = 32;
+  l.model.vision.n_layer = 2, l.model.vision.n_head = 2, l.model.vision.d_model = 32, l.model.vision.patch_size = 2;
+  l.model.vision.max_grid = 8;
+  l.micro_batch = 4;
+  l.max_image_patches = 64;
+  const ParameterCounts c = with_module_plan(parameter_counts(l.model), l);
+  const std::vector<MemoryTerm> saved = vision_saved_terms(l, c);
+  ASSERT_EQ(saved.size(), 3u);
+  // Per patch and block: the residual stream and norms 2·4·32 + 2·2·32 + 16, the projections' inputs
+  // 2·2·32 + 2·2·32, the MLP's 2·2·128, the log-sum-exp 4·2: 1176 B.
+  EXPECT_EQ(saved[0].bytes, 2 * 1176.0 * 256);
+  // The positions' indices 16, the patches cast to bf16 2·12, the final norm's input 4·32 with its statistics 8, the merge's index 8.
+  EXPECT_EQ(saved[1].bytes, (16 + 24 + 128 + 8 + 8) * 256.0);
+  // fc1's input 2·32 per patch, GELU's and fc2's inputs 2 × 2·32 per image token, the mask 1 B per LLM token.
+  EXPECT_EQ(saved[2].bytes, 2 * 32 * 256.0 + 4 * 32 * 64 + 4 * 32);
+  const std::vector<MemoryTerm> backward = vision_block_backward_terms(l, c);
+  EXPECT_EQ(backward.back().bytes, 4 * 256.0 * 32 + 4 * 256.0 * 128 + 2 * 128.0 * 32);
+  const double matmul = 4 * 32 * 32 + 2 * 32 * 128;
+  EXPECT_EQ(vision_block_unit_bytes(l), 2 * matmul + 4 * (double(l.model.vision.block_parameters()) - matmul));
+  EXPECT_TRUE(estimate_memory(l).covered()) << estimate_memory(l).no_estimate;
+
+  l.dp = l.dp_shard = 1, l.tp = 2, l.zero_stage = 0;
+  l.activation_checkpointing = ActivationCheckpointing::parse("full");
+  const std::vector<MemoryTerm> under_tp = vision_saved_terms(l, c);
+  ASSERT_EQ(under_tp.size(), saved.size());
+  for (size_t i = 0; i < saved.size(); ++i) EXPECT_EQ(under_tp[i].bytes, saved[i].bytes) << saved[i].name;
+  EXPECT_TRUE(estimate_memory(l).covered()) << estimate_memory(l).no_estimate;
+  l.sequence_parallel = true;
+  EXPECT_TRUE(estimate_memory(l).covered()) << estimate_memory(l).no_estimate;
+  // The whole encoder frozen under tp is modelled (tp keeps it whole); the connector frozen is not.
+  for (const ParameterShape& s : parameter_shapes(l.model))
+    if (s.name.rfind("vision.", 0) == 0) l.frozen.push_back(s.name);
+  EXPECT_TRUE(estimate_memory(l).covered()) << estimate_memory(l).no_estimate;
+  l.frozen.push_back("connector.fc1.weight");
   EXPECT_FALSE(estimate_memory(l).covered());
 }
 
@@ -358,17 +411,15 @@ TEST(MemoryEstimate, LayoutsWithoutFormulasAreRefusedByName) {
                                           "no estimate for pp 2 with cp 2"},
                                          {[](MemoryLayout& l) { l.device_is_cpu = false, l.offload_param = "cpu"; },
                                           "no estimate for zero_optimization.offload_param.device=cpu without offload_optimizer on a GPU"},
-                                         {[](MemoryLayout& l) { l.model = model_preset("vlm-ocr"), l.tp = 2; },
-                                          "no estimate for a vision-language model (model.arch=vlm) under tp 2"},
-                                         {[](MemoryLayout& l) { l.model = model_preset("vlm-ocr"), l.compute_bytes = 2; },
-                                          "no estimate for a vision-language model (model.arch=vlm) under bf16 or fp16"},
+                                         {[](MemoryLayout& l) { l.model = model_preset("vlm-ocr"), l.dp = l.dp_shard = 1, l.cp = 2; },
+                                          "no estimate for a vision-language model (model.arch=vlm) under cp 2"},
                                          {[](MemoryLayout& l) { l.frozen = {"blocks.0.q_proj.weight"}; },
                                           "no estimate for frozen blocks.0.q_proj.weight (train.freeze, parallel.modules: only frozen "
                                           "embeddings and a whole frozen vision encoder are modelled)"},
                                          {[](MemoryLayout& l) { l.tp = 2, l.zero_stage = 0, l.frozen = {"wte.weight"}; },
                                           "no estimate for frozen or kept-whole parameters (train.freeze, parallel.modules) under tp or pp"},
                                          {[](MemoryLayout& l) { l.compute_bytes = 2, l.frozen = {"wte.weight"}; },
-                                          "no estimate for frozen parameters under ZeRO stage 3 with bf16 or fp16"},
+                                          "no estimate for frozen parameters other than a whole vision encoder under ZeRO stage 3 with bf16 or fp16"},
                                          {[](MemoryLayout& l) { l.unmodelled = {"data_types.grad_accum_dtype=\"bf16\""}; },
                                           "no estimate for data_types.grad_accum_dtype=\"bf16\""}}) {
     MemoryLayout l = layout_of("tiny", 2, 3);

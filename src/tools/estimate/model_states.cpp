@@ -75,6 +75,9 @@ ParameterCounts with_module_plan(ParameterCounts c, const MemoryLayout& l) {
     c.vision_frozen = true;
     for (const ParameterShape& s : parameter_shapes(l.model))
       if (s.name.rfind("vision.", 0) == 0 && !frozen.count(s.name)) c.vision_frozen = false;
+    const VisionConfig& v = l.model.vision;
+    const int64_t vd = v.d_model;
+    if (c.vision_frozen) c.vision_frozen_matmul = vd * v.patch_values() + v.n_layer * (4 * vd * vd + 2 * vd * v.ff_dim());
   }
   return c;
 }
@@ -104,6 +107,11 @@ std::vector<MemoryTerm> model_state_terms(const MemoryLayout& l, const Parameter
   if (l.compute_bytes < 4 && l.zero_stage < 3)
     terms.push_back({"parameters, 16-bit working copies of the matmul weights", MemoryKind::Parameters, MemoryPlace::Device,
                      double(l.compute_bytes) * double(c.matmul), "2Ψ_mm = 2 × " + count_text(c.matmul)});
+  // A frozen encoder is in no unit: its working copies stay, as every weight's does below stage 3.
+  if (l.compute_bytes < 4 && l.zero_stage == 3 && c.vision_frozen_matmul > 0)
+    terms.push_back({"parameters, 16-bit working copies of the frozen vision encoder's matmul weights", MemoryKind::Parameters,
+                     MemoryPlace::Device, double(l.compute_bytes) * double(c.vision_frozen_matmul),
+                     "2Ψ_mm,frozen = 2 × " + count_text(c.vision_frozen_matmul)});
   // ZeRO paper's 2Ψ of gradients: fp32 here, whole under DDP and stage 1 (one flat buffer autograd
   // accumulates into), the rank's shard from stage 2 (what the reduce-scatters leave).
   if (l.zero_stage >= 2)

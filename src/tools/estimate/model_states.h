@@ -39,6 +39,9 @@ struct ParameterCounts {
   bool table_frozen = false;  // wte, and so a tied head, gets no gradient
   bool table_kept_whole = false;
   bool vision_frozen = false;  // every vision.* parameter frozen: the encoder runs forward only
+  // The frozen encoder's matmul weights (the patch embedding's, each block's q, k, v, o, up, down),
+  // whose 16-bit working copies mixed precision keeps beside every ZeRO-3 unit.
+  int64_t vision_frozen_matmul = 0;
 
   int64_t trainable() const { return total - frozen; }
   // The elements of one rank's ZeRO shard over `ranks`: the sharded ones' 1/ranks and those kept whole.

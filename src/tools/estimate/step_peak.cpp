@@ -113,14 +113,18 @@ struct Step {
   }
 
   // The encoder's last block's backward: the LLM's activations are gone, the encoder's still held.
-  // ZeRO-3 gathers the block and prefetches the one before it, and reduce-scatters the block after it.
+  // ZeRO-3 gathers the block and prefetches the one before it; the unit whose gradients it
+  // reduce-scatters meanwhile is the final norm's, the part after the last block (measured with a
+  // wide encoder, where this moment is the peak: a block's send buffer is not alive here).
   StepMoment vision_block_backward() const {
     StepMoment m{"the vision encoder's last block's backward", vision_block_backward_terms(l, c)};
     m.terms.push_back(batch_tokens());
     m.terms.push_back(vision_batch_term(l));
-    if (l.zero_stage == 3)
-      m.terms.push_back(term("ZeRO-3 gathered units: two vision blocks, and the send buffer of one", MemoryKind::Communication,
-                             3 * 4.0 * c.vision_block, "3 × 4 × a vision block's parameters"));
+    if (l.zero_stage == 3) {
+      const double final_norm = double(l.model.vision.final_norm_parameters());
+      m.terms.push_back(term("ZeRO-3 gathered units: two vision blocks, and the final norm's send buffer", MemoryKind::Communication,
+                             2 * vision_block_unit_bytes(l) + 4 * final_norm, "2 × a vision block's unit + 4 × 2d_v"));
+    }
     return m;
   }
 

@@ -37,21 +37,27 @@ double vision_patches_per_micro_batch(const MemoryLayout& l) { return double(l.m
 std::vector<MemoryTerm> vision_saved_terms(const MemoryLayout& l, const ParameterCounts& c) {
   const VisionConfig& v = l.model.vision;
   const double N = vision_patches_per_micro_batch(l), tokens = N / (v.merge * v.merge), d = v.d_model, D = l.model.d_model;
+  const double e = l.compute_bytes;
   std::vector<MemoryTerm> out;
   if (!c.vision_frozen) {
+    // The blocks are never checkpointed (model/vision_encoder.cpp runs them plainly) and stay whole
+    // under tp (apply_tp.cpp replicates the vision side): one encoder block's count at tp 1.
     const double block = block_bytes_per_token(encoder_block_layout(l));
     out.push_back(term("activations: vision encoder blocks' saved tensors", v.n_layer * block * N,
                        std::to_string(v.n_layer) + " blocks × " + plain(block) + " B/patch × " + patches_text(l)));
     // The stem's row and column indices (int64, the tables' lookups keep them), the final norm's input
-    // (fp32) with its mean and rstd, and the merge's index (int64).
-    out.push_back(term("activations: vision stem's positions, final norm and merge", (16 + 4 * d + 8 + 8) * N,
-                       "(16 + 4d_v + 16) B/patch × N"));
+    // (fp32) with its mean and rstd, and the merge's index (int64). Under mixed precision the patch
+    // embedding keeps its input cast to the compute type too (in fp32 it keeps the batch's patches).
+    const double stem_cast = e < 4 ? e * double(v.patch_values()) : 0;
+    out.push_back(term("activations: vision stem's positions, final norm and merge", (16 + stem_cast + 4 * d + 8 + 8) * N,
+                       e < 4 ? "(16 + e·channels·patch² + 4d_v + 16) B/patch × N" : "(16 + 4d_v + 16) B/patch × N"));
   }
-  // The connector: fc1's input (the merged features, 4·d_v per patch), GELU's input and fc2's input
-  // (4·D per image token each); and the placeholders' mask (one byte per LLM token) that places them.
+  // The connector: fc1's input (the merged features cast to the compute type, e·d_v per patch), GELU's
+  // input and fc2's input (e·D per image token each); and the placeholders' mask (one byte per LLM
+  // token) that places them.
   const double text_tokens = tokens_per_micro_batch(l);
-  out.push_back(term("activations: connector's inputs and the image tokens' placement", 4 * d * N + 8 * D * tokens + text_tokens,
-                     "4d_v·N + 8D·N/merge² + T"));
+  out.push_back(term("activations: connector's inputs and the image tokens' placement", e * d * N + 2 * e * D * tokens + text_tokens,
+                     "e·d_v·N + 2e·D·N/merge² + T"));
   return out;
 }
 
@@ -64,15 +70,29 @@ MemoryTerm vision_batch_term(const MemoryLayout& l) {
 std::vector<MemoryTerm> vision_block_backward_terms(const MemoryLayout& l, const ParameterCounts& c) {
   if (c.vision_frozen) return {};
   const VisionConfig& v = l.model.vision;
-  const double N = vision_patches_per_micro_batch(l), d = v.d_model, f = v.ff_dim();
+  const double N = vision_patches_per_micro_batch(l), d = v.d_model, f = v.ff_dim(), e = l.compute_bytes;
   std::vector<MemoryTerm> out = vision_saved_terms(l, c);
   // The connector's and the final norm's saved tensors were released by their backward.
   out.pop_back();
-  out.back() = term("activations: vision stem's positions", 16 * N, "16 B/patch × N");
-  // As the LLM's blocks' (step_peak.cpp's block working set, fp32 GPT-2): the gradient flowing in,
-  // the MLP's input gradient and the down projection's weight gradient.
-  out.push_back(term("backward: a vision block's gradient working set", 4 * N * d + 4 * N * f + 4 * f * d, "4·N·d_v + 4·N·f_v + 4·f_v·d_v"));
+  if (e < 4)
+    out.back() = term("activations: vision stem's positions and cast patches", (16 + e * double(v.patch_values())) * N,
+                      "(16 + e·channels·patch²) B/patch × N");
+  else
+    out.back() = term("activations: vision stem's positions", 16 * N, "16 B/patch × N");
+  // As the LLM's blocks' (step_peak.cpp's block working set, GPT-2): the gradient flowing in (fp32),
+  // the MLP's input gradient and the down projection's weight gradient; under mixed precision two
+  // compute-type N·f gradients and a compute-type weight gradient.
+  if (e < 4)
+    out.push_back(term("backward: a vision block's gradient working set", 4 * N * d + 2 * e * N * f + e * f * d, "4·N·d_v + 2e·N·f_v + e·f_v·d_v"));
+  else
+    out.push_back(term("backward: a vision block's gradient working set", 4 * N * d + 4 * N * f + 4 * f * d, "4·N·d_v + 4·N·f_v + 4·f_v·d_v"));
   return out;
+}
+
+double vision_block_unit_bytes(const MemoryLayout& l) {
+  const VisionConfig& v = l.model.vision;
+  const double all = double(v.block_parameters()), d = v.d_model, matmul = 4 * d * d + 2 * d * v.ff_dim();
+  return l.compute_bytes < 4 ? l.compute_bytes * matmul + 4 * (all - matmul) : 4 * all;
 }
 
 }  // namespace dtrain

@@ -5,7 +5,9 @@
 // allows, every sample's image at the largest grid. The encoder runs all of a micro-batch's patches
 // packed as one sequence, N = micro_batch × max_image_patches, through GPT-2-kind blocks
 // (activation_memory.h's count at the encoder's widths) whose attention is bidirectional within each
-// image; the connector maps the N/merge² image tokens to the LLM's width.
+// image; the connector maps the N/merge² image tokens to the LLM's width. The vision side is the same
+// under tp (every tp rank holds and runs it whole) and under activation checkpointing (which
+// recomputes the LLM's blocks alone); under mixed precision its matmuls keep compute-type inputs.
 #pragma once
 #include <vector>
 
@@ -29,5 +31,9 @@ MemoryTerm vision_batch_term(const MemoryLayout& layout);
 // The encoder's last block's backward, the vision side's busiest moment when its activations outweigh
 // the LLM's: every block's saved tensors still alive and the block's gradient working set.
 std::vector<MemoryTerm> vision_block_backward_terms(const MemoryLayout& layout, const ParameterCounts& counts);
+
+// One encoder block gathered by ZeRO-3: its matmul weights (q, k, v, o, up, down) in the compute
+// type under mixed precision, its biases and norms in fp32.
+double vision_block_unit_bytes(const MemoryLayout& layout);
 
 }  // namespace dtrain
