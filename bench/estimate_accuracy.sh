@@ -2,7 +2,8 @@
 # The memory estimate against measurement, beside DeepSpeed's and Accelerate's estimators: each layout
 # below trains STEPS steps on 2 ranks of this machine for GPT-2 124M and the llama-1b preset (short
 # sequences, so the runs stay minutes), and its `memory` line (the estimate for its own config, the
-# counting allocator's peak tensor bytes and peak RSS per rank) is printed beside what
+# counting allocator's peak tensor bytes and peak RSS per rank, as shipped and with malloc giving large
+# blocks back) is printed beside what
 # bench/estimate_peers.py says DeepSpeed's ZeRO-2/ZeRO-3 estimators and Accelerate's estimate-memory
 # give for the same model (where they have a number for that layout). A layout whose estimate does
 # not fit 85% of this host's available memory is not run, and its row says so. Prints a table
@@ -49,9 +50,15 @@ for model in "${models[@]}"; do
       continue
     fi
     echo "$model, $name..." >&2
-    build/dtrain run --nproc-per-node 2 --no-sample "${base[@]}" --set train.steps="$steps" --set train.eval_every=0 \
-      --set checkpoint.save_at_end=false --set train.run_dir="$out/${model}_$i" >"$out/${model}_$i.log" 2>&1 ||
-      echo "$model, $name: the run failed, see $out/${model}_$i.log" >&2
+    # Once as shipped, once with glibc giving blocks of 128 KiB and more back to the kernel when freed
+    # (dtrain keeps what it frees for speed, docs/training.md "Host memory"): the RSS without malloc's
+    # retained heap. Tensors are the same bytes either way.
+    for malloc in shipped given_back; do
+      env $([ $malloc = given_back ] && echo MALLOC_MMAP_THRESHOLD_=131072) build/dtrain run --nproc-per-node 2 --no-sample "${base[@]}" \
+        --set train.steps="$steps" --set train.eval_every=0 --set checkpoint.save_at_end=false \
+        --set train.run_dir="$out/${model}_${i}_$malloc" >"$out/${model}_${i}_$malloc.log" 2>&1 ||
+        echo "$model, $name: the run failed, see $out/${model}_${i}_$malloc.log" >&2
+    done
   done
 done
 printf '%s\n' "${layouts[@]}" >"$out/layouts.txt"
@@ -63,31 +70,46 @@ MiB = 1 << 20
 runtime = 140 * MiB  # the estimate's runtime term on the CPU build, compared with peak RSS
 def err(estimated, measured):
     return f"{100 * (measured - estimated) / estimated:+.1f}%"
-print("| model | layout | dtrain estimate, tensors (MiB) | measured peak tensors (MiB) | error | estimate + runtime vs peak RSS (MiB) | error | DeepSpeed (MiB) | error | Accelerate (MiB) | error |")
-print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+def memory_of(run):
+    path = f"{out}/{run}/metrics.jsonl"
+    memory = None
+    if os.path.exists(path):
+        for line in open(path):
+            j = json.loads(line)
+            if "memory" in j:
+                memory = j["memory"]
+    # The most loaded rank, as the peers' one number per GPU means.
+    return max(memory["ranks"], key=lambda r: r["measured_peak_bytes"]) if memory and "ranks" in memory else None
+def steps_rss(rank):
+    return rank.get("steps_peak_rss_bytes", rank["peak_rss_bytes"])  # from the first step on, as the tensors are
+print("| model | layout | dtrain estimate, tensors (MiB) | measured peak tensors (MiB) | error | estimate + runtime (MiB) | "
+      "peak RSS of the steps, as shipped (MiB) | error | peak RSS, large blocks given back (MiB) | error | DeepSpeed (MiB) | error | Accelerate (MiB) | error |")
+print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 for model in models:
     peers = json.load(open(f"{out}/{model}_peers.json"))
     for i, (name, sets) in enumerate(layouts):
-        path = f"{out}/{model}_{i}/metrics.jsonl"
-        memory = None
-        if os.path.exists(path):
-            for line in open(path):
-                j = json.loads(line)
-                if "memory" in j:
-                    memory = j["memory"]
-        if memory is None or "ranks" not in memory:
-            estimate = json.load(open(f"{out}/{model}_{i}.estimate.json")) if os.path.getsize(f"{out}/{model}_{i}.estimate.json") else {}
-            why = estimate.get("no_estimate") or (f"not run: estimated {estimate['node_bytes'] / MiB:.0f} MiB per node of {available / MiB:.0f} available"
-                                                  if estimate.get("node_bytes", 0) > 0.85 * available else "the run failed")
-            print(f"| {model} | {name} | {why} |||||||||")
+        estimate = json.load(open(f"{out}/{model}_{i}.estimate.json")) if os.path.getsize(f"{out}/{model}_{i}.estimate.json") else {}
+        # DeepSpeed's estimators split GPU and CPU memory, which are one memory on the CPU build: no
+        # number of theirs stands for an offloaded row here.
+        offloaded = "offload_" in sets
+        stage = None if offloaded else "zero_optimization.stage=2" in sets and "deepspeed_zero2" or "zero_optimization.stage=3" in sets and "deepspeed_zero3" or None
+        acc_key = None if "zero_optimization.stage=0" not in sets else "accelerate_bfloat16" if "bf16.enabled=true" in sets else "accelerate_float32"
+        shipped, given_back = memory_of(f"{model}_{i}_shipped"), memory_of(f"{model}_{i}_given_back")
+        if shipped is None:
+            if "no_estimate" in estimate or "ranks" not in estimate:
+                print(f"| {model} | {name} | {estimate.get('no_estimate', 'no estimate')} |||||||||||")
+                continue
+            est = max(r["tensor_bytes"] for r in estimate["ranks"])
+            why = (f"not run: {estimate['node_bytes'] / MiB:.0f} MiB per node estimated, {available / MiB:.0f} available"
+                   if estimate.get("node_bytes", 0) > 0.85 * available else "the run failed")
+            ds = f"{peers[stage] / MiB:.0f} | -" if stage else "- | -"
+            acc = f"{peers[acc_key] / MiB:.0f} | -" if acc_key else "- | -"
+            print(f"| {model} | {name} | {est / MiB:.1f} | {why} | | {(est + runtime) / MiB:.0f} | | | | | {ds} | {acc} |")
             continue
-        # The most loaded rank, as the peers' one number per GPU means.
-        rank = max(memory["ranks"], key=lambda r: r["measured_peak_bytes"])
-        est, meas, rss = rank["estimated_bytes"], rank["measured_peak_bytes"], rank["peak_rss_bytes"]
-        stage = "zero_optimization.stage=2" in sets and "deepspeed_zero2" or "zero_optimization.stage=3" in sets and "deepspeed_zero3" or None
+        est, meas = shipped["estimated_bytes"], shipped["measured_peak_bytes"]
+        back = f"{steps_rss(given_back) / MiB:.0f} | {err(est + runtime, steps_rss(given_back))}" if given_back else "- | -"
         ds = f"{peers[stage] / MiB:.0f} | {err(peers[stage], meas)}" if stage else "- | -"
-        unsharded = "zero_optimization.stage=0" in sets
-        acc_key = "accelerate_bfloat16" if "bf16.enabled=true" in sets else "accelerate_float32"
-        acc = f"{peers[acc_key] / MiB:.0f} | {err(peers[acc_key], meas)}" if unsharded else "- | -"
-        print(f"| {model} | {name} | {est / MiB:.1f} | {meas / MiB:.1f} | {err(est, meas)} | {(est + runtime) / MiB:.0f} vs {rss / MiB:.0f} | {err(est + runtime, rss)} | {ds} | {acc} |")
+        acc = f"{peers[acc_key] / MiB:.0f} | {err(peers[acc_key], meas)}" if acc_key else "- | -"
+        print(f"| {model} | {name} | {est / MiB:.1f} | {meas / MiB:.1f} | {err(est, meas)} | {(est + runtime) / MiB:.0f} | "
+              f"{steps_rss(shipped) / MiB:.0f} | {err(est + runtime, steps_rss(shipped))} | {back} | {ds} | {acc} |")
 PY
