@@ -344,14 +344,53 @@ TEST(MemoryEstimate, PipelineZero3HoldsUnitsAndGradientsWhole) {
   EXPECT_EQ(zero3.of_stage(1).tensor_bytes(), ddp.of_stage(1).tensor_bytes() + 8.0 * (12704 + 64 + 8192));
 }
 
+// With one micro-batch a step the stage's gradients appear as its backward goes: none at the head's
+// backward, the head's (the final norm's 64 and the tied table's copy, 8,192) at the last block's.
+// The tiny model's last stage at T = 512 tokens, at its last block's backward: the same terms as
+// with DDP besides the shards' 16Ψ_stage, the held units' 4Ψ_stage and those 4 × 8,256 bytes.
+TEST(MemoryEstimate, PipelineZero3WithOneMicroBatchHoldsTheGradientsComputed) {
+  MemoryLayout l = layout_of("tiny");
+  l.pp = 2, l.accumulation = 1, l.micro_batch = 32;
+  const PipelineStage last = pipeline_stages(l).back();
+  const ParameterCounts c = stage_parameter_counts(parameter_counts(l.model, 1), l.model, last);
+  const std::vector<StepMoment> ddp = step_moments(l, c, last);
+  l.zero_stage = 3;
+  const std::vector<StepMoment> zero3 = step_moments(l, c, last);
+  ASSERT_EQ(zero3[0].name, "the head's backward begins");
+  ASSERT_EQ(zero3[1].name, "the last block's backward");
+  const double units = 4.0 * (12704 + 64 + 8192);
+  EXPECT_EQ(zero3[0].bytes(), ddp[0].bytes() + units);
+  EXPECT_EQ(zero3[1].bytes(), ddp[1].bytes() + units + 4.0 * (64 + 8192));
+}
+
+// Under bf16 a pipelined ZeRO-3 stage holds each block's unit as gathered: the matmul weights
+// (12d² = 12,288 of the tiny model's 12,704) in 2 bytes, the rest in 4; the embeddings in fp32 with
+// the tied table's rounded copy (2 × 8,192), the head (the final norm and the table's copy) in fp32.
+// The gradients stay fp32: 4Ψ_stage.
+TEST(MemoryEstimate, PipelineZero3UnderBf16HoldsUnitsAsGathered) {
+  MemoryLayout l = layout_of("tiny", 1, 3, 2);
+  l.pp = 2, l.accumulation = 4, l.micro_batch = 32;
+  const MemoryEstimate e = estimate_memory(l);
+  ASSERT_TRUE(e.covered()) << e.no_estimate;
+  const auto bytes_of = [](const RankEstimate& r, const std::string& name) {
+    for (const MemoryTerm& t : r.terms)
+      if (t.name.rfind(name, 0) == 0) return t.bytes;
+    return -1.0;
+  };
+  const double block_unit = 2.0 * 12288 + 4.0 * (12704 - 12288);
+  EXPECT_EQ(bytes_of(e.of_stage(0), "ZeRO-3 units of the stage"), block_unit + 4.0 * 8704 + 2.0 * 8192);
+  EXPECT_EQ(bytes_of(e.of_stage(1), "ZeRO-3 units of the stage"), block_unit + 4.0 * (64 + 8192));
+  EXPECT_EQ(bytes_of(e.of_stage(0), "gradients: autograd's, whole"), 4.0 * (12704 + 8704));
+  EXPECT_EQ(bytes_of(e.of_stage(1), "gradients: autograd's, whole"), 4.0 * (12704 + 64 + 8192));
+}
+
 TEST(MemoryEstimate, LayoutsWithoutFormulasAreRefusedByName) {
   struct Case {
     std::function<void(MemoryLayout&)> set;
     std::string says;
   };
-  for (const Case& c : std::vector<Case>{{[](MemoryLayout& l) { l.pp = 2; }, "no estimate for pp 2 with ZeRO stage 3 and one micro-batch a step"},
-                                         {[](MemoryLayout& l) { l.pp = 2, l.accumulation = 2, l.compute_bytes = 2; },
-                                          "no estimate for pp 2 with ZeRO stage 3 under bf16 or fp16"},
+  for (const Case& c : std::vector<Case>{{[](MemoryLayout& l) { l.pp = 2, l.dp = l.dp_shard = 2, l.accumulation = 2, l.compute_bytes = 2; },
+                                          "no estimate for pp 2 with ZeRO stage 3 under bf16 or fp16 over dp 2"},
                                          {[](MemoryLayout& l) { l.pp = 2, l.zero_stage = 1, l.schedule = ScheduleKind::ZeroBubble; },
                                           "no estimate for pp 2 under parallel.pipeline.schedule=zero_bubble"},
                                          {[](MemoryLayout& l) { l.pp = 2, l.cp = 2, l.zero_stage = 1, l.accumulation = 2; },

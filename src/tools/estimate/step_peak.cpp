@@ -66,8 +66,9 @@ struct Step {
   double head_per_token() const { return head_bytes_per_token(l) - (tied() && c.table_frozen ? e * d : 0); }
 
   // The saved activations of blocks [0, blocks) and the micro-batch: each block's go after its backward.
-  // `recomputing`: the last of them is being recomputed.
-  std::vector<MemoryTerm> saved_blocks(int blocks, bool recomputing = false) const {
+  // `recomputing`: the last of them is being recomputed. `done`: the stage's parameters whose backward
+  // has run in this micro-batch (pipeline_terms).
+  std::vector<MemoryTerm> saved_blocks(int blocks, double done, bool recomputing = false) const {
     std::vector<MemoryTerm> out;
     int whole = 0, partitioned = 0;
     for (int i = 0; i < blocks; ++i) {
@@ -99,7 +100,7 @@ struct Step {
                          segments * generator_state_bytes(l), std::to_string(segments) + " × " + plain(generator_state_bytes(l)) + " B"));
     out.push_back(batch_tokens());
     for (auto& t : vision_terms()) out.push_back(std::move(t));
-    for (auto& t : pipeline_terms()) out.push_back(std::move(t));
+    for (auto& t : pipeline_terms(done)) out.push_back(std::move(t));
     return out;
   }
 
@@ -134,8 +135,9 @@ struct Step {
   // What a pipeline stage holds at its busiest backward besides the micro-batch it runs: the other
   // (micro-batch, chunk) pairs in flight, each with its chunk's activations (and the head's, on the
   // model's last chunk), and the boundary tensors [micro-batch, seq, d] in fp32 (pipeline_runner.h)
-  // alive then. Both are counted from the schedule's action lists (pipeline_stage.h).
-  std::vector<MemoryTerm> pipeline_terms() const {
+  // alive then. Both are counted from the schedule's action lists (pipeline_stage.h). `done`: the
+  // stage's parameters whose backward has run in the micro-batch at hand.
+  std::vector<MemoryTerm> pipeline_terms(double done) const {
     if (!stage.pipelined()) return {};
     std::vector<MemoryTerm> out;
     const PipelineMoment& at = busiest_moment();
@@ -150,14 +152,23 @@ struct Step {
     // micro-batch in its own order, so every unit of the stage is gathered once for the step and held
     // until its gradients are reduce-scattered after the step's last backward; meanwhile autograd
     // accumulates the micro-batches' gradients whole into the parameters (the gradient shard is
-    // filled only then). Both whole in fp32 on top of the shards: the tiny model's stages measure
-    // 8Ψ_stage over the shards' 16Ψ_stage/dp at dp 1 and 2. From the second micro-batch's backward on,
-    // every gradient of the stage exists: the busiest backward comes there with two or more.
+    // filled only then). The units as they are gathered (under mixed precision the blocks' matmul
+    // weights in 16 bits, the tied table in fp32 beside its rounded copy: block_unit_bytes()), the
+    // gradients in fp32, on top of the shards: the tiny model's stages measure 8Ψ_stage over the
+    // shards' 16Ψ_stage/dp at dp 1 and 2 in fp32, and the demo model's the blocks' 16-bit flat units
+    // and fp32 gradients per weight under bf16 (the counting allocator's live tensors at the peak).
+    // From the second micro-batch's backward on every gradient of the stage exists, and the busiest
+    // backward comes there with two or more; with one, only those of the parts whose backward ran.
     if (l.zero_stage == 3) {
-      out.push_back(term("ZeRO-3 units of the stage, gathered once per step and held through it", MemoryKind::Communication,
-                         4.0 * c.total, "4Ψ_stage = 4 × " + std::to_string(c.total)));
-      out.push_back(term("gradients: autograd's, whole, until the reduce-scatter after the step's last backward", MemoryKind::Gradients,
-                         4.0 * c.total, "4Ψ_stage = 4 × " + std::to_string(c.total)));
+      const double units = L * block_unit_bytes() + (stage.first ? embeddings_unit_bytes() : 0) + (stage.last ? head_unit_bytes() : 0);
+      out.push_back(term("ZeRO-3 units of the stage, gathered once per step and held through it", MemoryKind::Communication, units,
+                         e < 4 ? "each unit gathered, blocks' matmul weights in e bytes" : "4Ψ_stage = 4 × " + std::to_string(c.total)));
+      if (stage.micro_batches > 1)
+        out.push_back(term("gradients: autograd's, whole, until the reduce-scatter after the step's last backward", MemoryKind::Gradients,
+                           4.0 * c.total, "4Ψ_stage = 4 × " + std::to_string(c.total)));
+      else if (done > 0)
+        out.push_back(term("gradients: autograd's, whole, of the parts whose backward ran (one micro-batch a step)", MemoryKind::Gradients,
+                           4 * done, "4 × " + plain(done)));
     }
     return out;
   }
@@ -206,7 +217,7 @@ struct Step {
   }
 
   StepMoment head_backward() const {
-    StepMoment m{"the head's backward begins", saved_blocks(L)};
+    StepMoment m{"the head's backward begins", saved_blocks(L, 0)};
     const double head = head_per_token();
     m.terms.push_back(term("activations: final norm and loss", MemoryKind::Activations, head * T, plain(head) + " B/token × " + tokens()));
     const double logits = logits_gradient_bytes_per_token(l);
@@ -264,7 +275,7 @@ struct Step {
   // first block's backward), and ZeRO-3 reduce-scatters each block's as the block before it runs.
   StepMoment block_backward(int i) const {
     StepMoment m{i == L - 1 ? "the last block's backward" : i == 0 ? "the first block's backward" : "block " + std::to_string(i) + "'s backward",
-                 saved_blocks(i + 1, whole_block(i))};
+                 saved_blocks(i + 1, double(L - 1 - i) * c.block + c.head, whole_block(i))};
     if (whole_block(i)) {
       // Recomputed with its activations kept this time, its output too, under the generator state it ran under.
       const double per_token = block_bytes_per_token(l) + 4 * d;
@@ -299,7 +310,7 @@ struct Step {
     StepMoment m{"the embeddings' backward", tied_gradient_held()};
     m.terms.push_back(batch_tokens());
     for (auto& t : vision_terms()) m.terms.push_back(std::move(t));
-    for (auto& t : pipeline_terms()) m.terms.push_back(std::move(t));
+    for (auto& t : pipeline_terms(double(L) * c.block + c.head)) m.terms.push_back(std::move(t));
     m.terms.push_back(term("gradients: the lookup's, of the table", MemoryKind::Gradients, 4.0 * c.table, "4·V·d"));
     if (l.zero_stage == 2 || (l.zero_stage == 3 && !stage.pipelined())) {
       // The embeddings' bucket is copied into a send buffer, in rounds of at most two bucket sizes.
@@ -325,7 +336,7 @@ struct Step {
   // all-gathered the gradient flowing in (4·T·d) from the rank's shard (4·T·d/tp). A rank that runs
   // ahead of its peer holds one more full-sequence buffer until the collective completes.
   StepMoment sequence_parallel_head_handoff() const {
-    StepMoment m{"the last block's backward begins (sequence-parallel gathers in flight)", saved_blocks(L)};
+    StepMoment m{"the last block's backward begins (sequence-parallel gathers in flight)", saved_blocks(L, double(c.head))};
     for (auto& t : tied_gradient_held()) m.terms.push_back(std::move(t));
     const double logits = logits_gradient_bytes_per_token(l);
     m.terms.push_back(term("backward: the logits' gradient, held until the head's reduce-scatter completes", MemoryKind::Activations,
