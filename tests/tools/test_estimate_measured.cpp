@@ -124,6 +124,10 @@ const std::vector<MeasuredLayout> kLayouts = {
     {"tiny_pp2_interleaved", 2, kTiny + pipeline("interleaved_1f1b") + Sets{"parallel.pipeline.virtual_stages=2", "model.n_layer=4"}},
     // Every other block recomputed: chunks 0 and 2 on stage 0 (blocks 0 and 2), none on stage 1.
     {"demo_pp2_interleaved_every_2", 2, kDemo + pipeline("interleaved_1f1b") + Sets{"parallel.pipeline.virtual_stages=2"} + ac("every:2")},
+    // What each I leaves to its W: the linear layers' inputs and output gradients.
+    {"tiny_pp2_zero_bubble", 2, kTiny + pipeline("zero_bubble")},
+    {"tiny_llama_pp2_zero_bubble", 2, kTiny + kLlama + pipeline("zero_bubble")},
+    {"tiny_dp2_pp2_zero_bubble_zero1", 4, kTiny + pipeline("zero_bubble") + stage(1)},
     {"tiny_pp2_zero3", 2, kTiny + pipeline("1f1b") + stage(3)},
     {"tiny_dp2_pp2_zero3", 4, kTiny + pipeline("1f1b") + stage(3)},
     // One micro-batch a step: the stage's gradients appear as its backward goes (4 ranks: the shards too).
@@ -210,6 +214,7 @@ TEST(EstimateMeasuredTable, CrossesEveryCoveredDimension) {
                                "model.preset=demo", "one rank", "parallel.tp=2", "parallel.sequence_parallel=true",
                                "parallel.pipeline.schedule=1f1b", "parallel.pipeline.schedule=gpipe", "parallel.cp=2",
                                "parallel.pipeline.schedule=interleaved_1f1b", "parallel.pipeline.virtual_stages=2",
+                               "parallel.pipeline.schedule=zero_bubble",
                                "tp × pp", "tp × cp", "dp × pp", "pp × ZeRO-3", "pp × ZeRO-3 × bf16", "pp × ZeRO-3, one micro-batch",
                                kFreezeTable.front(), modules(3).front(), "model.preset=vlm-ocr", kVlmPlan.front(),
                                "train.freeze=[\"vision.*\"]", nvme("optimizer").front(), nvme("param").front(),

@@ -384,6 +384,28 @@ TEST(MemoryEstimate, PipelineZero3UnderBf16HoldsUnitsAsGathered) {
   EXPECT_EQ(bytes_of(e.of_stage(1), "gradients: autograd's, whole"), 4.0 * (12704 + 64 + 8192));
 }
 
+// zero_bubble at pp 2, 4 micro-batches: the last stage's busiest I (of micro-batch 1) comes before
+// the W of micro-batch 0, whose I left per token, on the tiny GPT-2 (d 32, f 128, V 256): its block's
+// linear inputs and output gradients 4·(8d + 2f) = 2,048, the head's 4·(d + V) = 1,152 and the
+// received input 4d = 128; Llama's block (kv 16, f 128) 4·(6d + 2·kv + 3f) = 2,432. T = 512 tokens.
+TEST(MemoryEstimate, ZeroBubbleHoldsWhatEachIsLeavesToItsW) {
+  for (const bool llama : {false, true}) {
+    MemoryLayout l = layout_of("tiny");
+    if (llama) l.model.arch = "llama", l.model.n_kv_head = 1;
+    l.pp = 2, l.accumulation = 4, l.micro_batch = 32, l.schedule = ScheduleKind::ZeroBubble;
+    const std::vector<PipelineStage> stages = pipeline_stages(l);
+    std::vector<int> stored;
+    for (const PipelineMoment& m : stages[1].moments) stored.push_back(m.stored[0]);
+    EXPECT_EQ(stored, (std::vector<int>{0, 1, 1, 1}));
+    const MemoryEstimate e = estimate_memory(l);
+    ASSERT_TRUE(e.covered()) << e.no_estimate;
+    double bytes = -1;
+    for (const MemoryTerm& t : e.of_stage(1).terms)
+      if (t.name.rfind("zero_bubble: what the I of micro-batches", 0) == 0) bytes = t.bytes;
+    EXPECT_EQ(bytes, ((llama ? 2432 : 2048) + 1152 + 128) * 512.0) << (llama ? "llama" : "gpt2");
+  }
+}
+
 TEST(MemoryEstimate, LayoutsWithoutFormulasAreRefusedByName) {
   struct Case {
     std::function<void(MemoryLayout&)> set;
@@ -391,8 +413,8 @@ TEST(MemoryEstimate, LayoutsWithoutFormulasAreRefusedByName) {
   };
   for (const Case& c : std::vector<Case>{{[](MemoryLayout& l) { l.pp = 2, l.dp = l.dp_shard = 2, l.accumulation = 2, l.compute_bytes = 2; },
                                           "no estimate for pp 2 with ZeRO stage 3 under bf16 or fp16 over dp 2"},
-                                         {[](MemoryLayout& l) { l.pp = 2, l.zero_stage = 1, l.schedule = ScheduleKind::ZeroBubble; },
-                                          "no estimate for pp 2 under parallel.pipeline.schedule=zero_bubble"},
+                                         {[](MemoryLayout& l) { l.pp = 2, l.zero_stage = 1, l.compute_bytes = 2, l.schedule = ScheduleKind::ZeroBubble; },
+                                          "no estimate for pp 2 under parallel.pipeline.schedule=zero_bubble with bf16 or fp16"},
                                          {[](MemoryLayout& l) { l.pp = 2, l.cp = 2, l.zero_stage = 1, l.accumulation = 2; },
                                           "no estimate for pp 2 with cp 2"},
                                          {[](MemoryLayout& l) { l.device_is_cpu = false, l.offload_param = "cpu"; },

@@ -37,6 +37,31 @@ struct Step {
   // Checkpointing counts blocks over the whole model: a stage's block i is its chunks' i-th.
   bool whole_block(int i) const { return l.activation_checkpointing.whole_block(stage.model_block(i)); }
   bool selective() const { return l.activation_checkpointing.attention_core(); }
+  bool zero_bubble() const { return stage.pipelined() && l.schedule == ScheduleKind::ZeroBubble; }
+
+  // zero_bubble (fp32, no tp): what a micro-batch's I leaves to its W per token. Each linear layer's
+  // deferred weight-gradient GEMM (model/weight_grad_store.h) holds the layer's input and output
+  // gradient: a block's inputs are the attention's and the MLP's normed inputs, the o projection's
+  // input and the down projection's (3d + f), its output gradients q's, k's, v's, o's, the MLP's
+  // input matrices' (GPT-2 one, Llama's SwiGLU two) and the down projection's (3d + 2·kv + f or 2f);
+  // the head's, the final norm's output and the logits' gradient (d + V). A chunk whose input was
+  // received (not the model's first) keeps that input too: the stored inputs' autograd history
+  // leads to it (AccumulateGrad holds its leaf). Measured with the counting allocator's live
+  // tensors at the tiny model's peaks, GPT-2 and Llama, exactly.
+  double block_store_per_token() const {
+    const double kv = double(l.model.kv_heads()) * l.model.head_dim(), mlp_in = l.model.is_llama() ? 2 : 1;
+    return 4 * ((3 * d + f) + (3 * d + 2 * kv + mlp_in * f));
+  }
+  double head_store_per_token() const { return 4 * (d + V); }
+  double stored_bytes_per_token(size_t c) const {
+    const PipelineChunk& chunk = stage.chunks[c];
+    return chunk.blocks * block_store_per_token() + (chunk.last ? head_store_per_token() : 0) + (chunk.first ? 0 : 4 * d);
+  }
+  double stored_bytes_per_token(const PipelineMoment& at) const {
+    double bytes = 0;
+    for (size_t c = 0; c < stage.chunks.size(); ++c) bytes += at.stored[c] * stored_bytes_per_token(c);
+    return bytes;
+  }
 
   // ZeRO-3 cuts a tied table larger than every other unit into units of rows, which the lookup and
   // the head gather and reduce one block of rows at a time (parallel/zero/sharded_table.h); not one
@@ -145,6 +170,14 @@ struct Step {
     if (others > 0)
       out.push_back(term("activations: the other micro-batches in flight (" + schedule_name(l.schedule) + ")", MemoryKind::Activations,
                          others * T, held_text(at) + " less one micro-batch = " + plain(others) + " B/token × " + tokens()));
+    const double stored = stored_bytes_per_token(at);
+    if (stored > 0) {
+      std::string formula;
+      for (size_t c = 0; c < stage.chunks.size(); ++c)
+        formula += (formula.empty() ? "" : " + ") + std::to_string(at.stored[c]) + " × " + plain(stored_bytes_per_token(c)) + " B/token";
+      out.push_back(term("zero_bubble: what the I of micro-batches waiting for their W leaves (linear layers' inputs and output gradients)",
+                         MemoryKind::Activations, stored * T, formula + " × " + tokens()));
+    }
     if (at.buffers > 0)
       out.push_back(term("pipeline boundary buffers: sends held to the step's end, receives posted at its start", MemoryKind::Communication,
                          at.buffers * 4 * T * d, std::to_string(at.buffers) + " × 4·T·d"));
@@ -203,7 +236,9 @@ struct Step {
   }
   // The backward of the step that begins with the most held: activations in flight and boundary buffers.
   const PipelineMoment& busiest_moment() const {
-    const auto bytes = [&](const PipelineMoment& at) { return held_bytes_per_token(at) * T + at.buffers * 4 * T * d; };
+    const auto bytes = [&](const PipelineMoment& at) {
+      return (held_bytes_per_token(at) + stored_bytes_per_token(at)) * T + at.buffers * 4 * T * d;
+    };
     return *std::max_element(stage.moments.begin(), stage.moments.end(),
                              [&](const PipelineMoment& a, const PipelineMoment& b) { return bytes(a) < bytes(b); });
   }
@@ -251,10 +286,17 @@ struct Step {
   // T·f gradient and the f·d weight gradient; Llama in fp32 SwiGLU's two (gate's, up's) after the
   // weight gradient was added; under mixed precision both hold two compute-type T·f gradients and
   // a weight gradient of the compute type's size.
+  // Under zero_bubble the weight gradient waits for W, and the MLP's output gradients (GPT-2's one,
+  // Llama's two), stored for it, stay beside the gradient they came from: 4·T·d + 8·T·f for GPT-2,
+  // 4·T·d + 12·T·f for Llama in fp32 (the counting allocator's live tensors at the tiny model's peaks).
   MemoryTerm block_working_set() const {
     double per_f = 4, weight = 4 * f * d;
     std::string formula = "4·T·d + 4·T·f + 4·f·d";
-    if (e < 4) {
+    if (zero_bubble()) {
+      per_f = l.model.is_llama() ? 12 : 8;
+      weight = 0;
+      formula = l.model.is_llama() ? "4·T·d + 12·T·f" : "4·T·d + 8·T·f";
+    } else if (e < 4) {
       per_f = 2 * e;
       weight = e * f * d;
       formula = "4·T·d + 2e·T·f + e·f·d";
@@ -283,6 +325,11 @@ struct Step {
                              per_token * T + generator_state_bytes(l), plain(per_token) + " B/token × " + tokens()));
     }
     m.terms.push_back(block_working_set());
+    // zero_bubble: what this micro-batch's I has left to its W so far, the head's and the blocks' after i.
+    const double stored = (stage.last ? head_store_per_token() : 0) + (L - 1 - i) * block_store_per_token();
+    if (zero_bubble() && stored > 0)
+      m.terms.push_back(term("zero_bubble: what this micro-batch's I has left to its W so far", MemoryKind::Activations, stored * T,
+                             plain(stored) + " B/token × " + tokens()));
     for (auto& t : tied_gradient_held()) m.terms.push_back(std::move(t));
     if (l.zero_stage == 2) {
       // Autograd's gradients of the blocks after i and of the head, until their bucket is full.
