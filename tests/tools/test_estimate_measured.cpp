@@ -134,6 +134,8 @@ const std::vector<MeasuredLayout> kLayouts = {
     {"tiny_dp2_pp2_zero3_one_micro_batch", 4, kTiny + pipeline("1f1b") + stage(3) + Sets{"gradient_accumulation_steps=1"}},
     // The held units as gathered under bf16: the blocks' matmul weights in 16 bits.
     {"demo_bf16_pp2_zero3", 2, kDemo + kBf16 + pipeline("1f1b") + stage(3)},
+    // Two micro-batches: stage 0 peaks at its first backward, before any gradient exists; 4 ranks.
+    {"demo_bf16_dp2_pp2_zero3_two_micro_batches", 4, kDemo + kBf16 + pipeline("1f1b") + stage(3) + Sets{"gradient_accumulation_steps=2"}},
     {"demo_llama_bf16_pp2_zero3_one_micro_batch", 2, kDemo + kLlama + kBf16 + pipeline("1f1b") + stage(3) + Sets{"gradient_accumulation_steps=1"}},
     {"tiny_tp2_pp2", 4, kTiny + kTp + pipeline("1f1b")},
     {"tiny_tp2_cp2", 4, kTiny + kTp + kCp},

@@ -24,6 +24,7 @@ std::vector<PipelineMoment> backward_moments(const PipelineSchedule& s, int rank
   PipelineMoment now;
   now.held.assign(size_t(v), 0);
   now.stored.assign(size_t(v), 0);
+  now.backwards_done.assign(size_t(v), 0);
   const std::vector<PipelineAction>& actions = s.actions[size_t(rank)];
   now.buffers = int(std::count_if(actions.begin(), actions.end(),
                                   [](const PipelineAction& a) { return a.kind == Kind::RecvActivation || a.kind == Kind::RecvGradient; }));
@@ -36,8 +37,10 @@ std::vector<PipelineMoment> backward_moments(const PipelineSchedule& s, int rank
         break;
       case Kind::Backward:
       case Kind::BackwardInput:
+        now.chunk = int(c);
         moments.push_back(now);
         --now.held[c];
+        ++now.backwards_done[c];
         if (a.kind == Kind::BackwardInput) ++now.stored[c];
         if (a.chunk < s.chunks() - 1 && s.rank_of(a.chunk + 1) != rank) --now.buffers;
         break;

@@ -165,7 +165,7 @@ struct Step {
   std::vector<MemoryTerm> pipeline_terms(double done) const {
     if (!stage.pipelined()) return {};
     std::vector<MemoryTerm> out;
-    const PipelineMoment& at = busiest_moment();
+    const PipelineMoment& at = busiest_moment(done);
     const double others = held_bytes_per_token(at) - micro_batch_bytes_per_token();
     if (others > 0)
       out.push_back(term("activations: the other micro-batches in flight (" + schedule_name(l.schedule) + ")", MemoryKind::Activations,
@@ -190,18 +190,18 @@ struct Step {
     // gradients in fp32, on top of the shards: the tiny model's stages measure 8Ψ_stage over the
     // shards' 16Ψ_stage/dp at dp 1 and 2 in fp32, and the demo model's the blocks' 16-bit flat units
     // and fp32 gradients per weight under bf16 (the counting allocator's live tensors at the peak).
-    // From the second micro-batch's backward on every gradient of the stage exists, and the busiest
-    // backward comes there with two or more; with one, only those of the parts whose backward ran.
+    // A chunk's gradients all exist once one of its backwards has run in the step; before that, only
+    // those of the parts whose backward ran in this one (one micro-batch a step, or the first
+    // backward: 2 micro-batches at pp 2 peak there, at stage 0's first, under bf16).
     if (l.zero_stage == 3) {
       const double units = L * block_unit_bytes() + (stage.first ? embeddings_unit_bytes() : 0) + (stage.last ? head_unit_bytes() : 0);
       out.push_back(term("ZeRO-3 units of the stage, gathered once per step and held through it", MemoryKind::Communication, units,
                          e < 4 ? "each unit gathered, blocks' matmul weights in e bytes" : "4Ψ_stage = 4 × " + std::to_string(c.total)));
-      if (stage.micro_batches > 1)
+      const double existing = gradients_existing(at, done);
+      if (existing > 0)
         out.push_back(term("gradients: autograd's, whole, until the reduce-scatter after the step's last backward", MemoryKind::Gradients,
-                           4.0 * c.total, "4Ψ_stage = 4 × " + std::to_string(c.total)));
-      else if (done > 0)
-        out.push_back(term("gradients: autograd's, whole, of the parts whose backward ran (one micro-batch a step)", MemoryKind::Gradients,
-                           4 * done, "4 × " + plain(done)));
+                           4 * existing, existing == double(c.total) ? "4Ψ_stage = 4 × " + std::to_string(c.total)
+                                                                      : "4 × the " + plain(existing) + " parameters whose backward ran"));
     }
     return out;
   }
@@ -234,10 +234,23 @@ struct Step {
       out += (out.empty() ? "" : " + ") + std::to_string(at.held[c]) + " × " + plain(chunk_bytes_per_token(c)) + " B/token";
     return out;
   }
-  // The backward of the step that begins with the most held: activations in flight and boundary buffers.
-  const PipelineMoment& busiest_moment() const {
+  // ZeRO-3 under pp: the parameters whose gradients autograd holds whole at `at`: the chunks' with a
+  // backward run before it in the step, else the `done` of the one running.
+  double gradients_existing(const PipelineMoment& at, double done) const {
+    if (l.zero_stage != 3) return 0;
+    double params = at.backwards_done[size_t(at.chunk)] == 0 ? done : 0;
+    for (size_t k = 0; k < stage.chunks.size(); ++k) {
+      const PipelineChunk& chunk = stage.chunks[k];
+      if (at.backwards_done[k] > 0)
+        params += double(chunk.blocks) * c.block + (chunk.first ? c.embeddings : 0) + (chunk.last ? c.head : 0);
+    }
+    return params;
+  }
+  // The backward of the step that begins with the most held: activations in flight, boundary buffers
+  // and, under ZeRO-3, the gradients that exist.
+  const PipelineMoment& busiest_moment(double done) const {
     const auto bytes = [&](const PipelineMoment& at) {
-      return (held_bytes_per_token(at) + stored_bytes_per_token(at)) * T + at.buffers * 4 * T * d;
+      return (held_bytes_per_token(at) + stored_bytes_per_token(at)) * T + at.buffers * 4 * T * d + 4 * gradients_existing(at, done);
     };
     return *std::max_element(stage.moments.begin(), stage.moments.end(),
                              [&](const PipelineMoment& a, const PipelineMoment& b) { return bytes(a) < bytes(b); });
