@@ -4,7 +4,7 @@
 // its config (metrics.jsonl's "memory" line; under pp each rank against its own stage's estimate).
 // Each must lie within 5% of the estimate. The table crosses every ZeRO stage, activation-checkpointing
 // mode, precision, architecture, tp with and without sp, pipeline schedule, cp, and the mesh's dims
-// two at a time (tp × pp, tp × cp, dp × pp, pp with ZeRO-3; four ranks) at least once (and
+// two at a time (tp × pp, tp × cp, dp × pp, pp with ZeRO-3 in fp32 and bf16, with one micro-batch a step; four ranks) at least once (and
 // the tests' small vision-language model, its images all at the largest grid, as the estimate takes them,
 // under each precision, ZeRO stage, tp and checkpointing mode it is estimated under),
 // on the tiny model, and the demo model where the tiny one cannot resolve a layout: bf16 without
@@ -127,8 +127,19 @@ const std::vector<MeasuredLayout> kLayouts = {
     {"tiny_pp2_interleaved", 2, kTiny + pipeline("interleaved_1f1b") + Sets{"parallel.pipeline.virtual_stages=2", "model.n_layer=4"}},
     // Every other block recomputed: chunks 0 and 2 on stage 0 (blocks 0 and 2), none on stage 1.
     {"demo_pp2_interleaved_every_2", 2, kDemo + pipeline("interleaved_1f1b") + Sets{"parallel.pipeline.virtual_stages=2"} + ac("every:2")},
+    // What each I leaves to its W: the linear layers' inputs and output gradients.
+    {"tiny_pp2_zero_bubble", 2, kTiny + pipeline("zero_bubble")},
+    {"tiny_llama_pp2_zero_bubble", 2, kTiny + kLlama + pipeline("zero_bubble")},
+    {"tiny_dp2_pp2_zero_bubble_zero1", 4, kTiny + pipeline("zero_bubble") + stage(1)},
     {"tiny_pp2_zero3", 2, kTiny + pipeline("1f1b") + stage(3)},
     {"tiny_dp2_pp2_zero3", 4, kTiny + pipeline("1f1b") + stage(3)},
+    // One micro-batch a step: the stage's gradients appear as its backward goes (4 ranks: the shards too).
+    {"tiny_dp2_pp2_zero3_one_micro_batch", 4, kTiny + pipeline("1f1b") + stage(3) + Sets{"gradient_accumulation_steps=1"}},
+    // The held units as gathered under bf16: the blocks' matmul weights in 16 bits.
+    {"demo_bf16_pp2_zero3", 2, kDemo + kBf16 + pipeline("1f1b") + stage(3)},
+    // Two micro-batches: stage 0 peaks at its first backward, before any gradient exists; 4 ranks.
+    {"demo_bf16_dp2_pp2_zero3_two_micro_batches", 4, kDemo + kBf16 + pipeline("1f1b") + stage(3) + Sets{"gradient_accumulation_steps=2"}},
+    {"demo_llama_bf16_pp2_zero3_one_micro_batch", 2, kDemo + kLlama + kBf16 + pipeline("1f1b") + stage(3) + Sets{"gradient_accumulation_steps=1"}},
     {"tiny_tp2_pp2", 4, kTiny + kTp + pipeline("1f1b")},
     {"tiny_tp2_cp2", 4, kTiny + kTp + kCp},
     {"tiny_freeze_table_ddp", 2, kTiny + stage(0) + kFreezeTable},
@@ -213,6 +224,8 @@ TEST(EstimateMeasuredTable, CrossesEveryCoveredDimension) {
     if (tp && cp) seen.insert("tp × cp");
     if (dp && pp) seen.insert("dp × pp");
     if (pp && sets.count("zero_optimization.stage=3")) seen.insert("pp × ZeRO-3");
+    if (pp && sets.count("zero_optimization.stage=3") && sets.count("bf16.enabled=true")) seen.insert("pp × ZeRO-3 × bf16");
+    if (pp && sets.count("zero_optimization.stage=3") && sets.count("gradient_accumulation_steps=1")) seen.insert("pp × ZeRO-3, one micro-batch");
   }
   for (const std::string& s : std::vector<std::string>{"zero_optimization.stage=0", "zero_optimization.stage=1", "zero_optimization.stage=2", "zero_optimization.stage=3",
                                "train.activation_checkpointing=full", "train.activation_checkpointing=selective",
@@ -220,7 +233,8 @@ TEST(EstimateMeasuredTable, CrossesEveryCoveredDimension) {
                                "model.preset=demo", "one rank", "parallel.tp=2", "parallel.sequence_parallel=true",
                                "parallel.pipeline.schedule=1f1b", "parallel.pipeline.schedule=gpipe", "parallel.cp=2",
                                "parallel.pipeline.schedule=interleaved_1f1b", "parallel.pipeline.virtual_stages=2",
-                               "tp × pp", "tp × cp", "dp × pp", "pp × ZeRO-3",
+                               "parallel.pipeline.schedule=zero_bubble",
+                               "tp × pp", "tp × cp", "dp × pp", "pp × ZeRO-3", "pp × ZeRO-3 × bf16", "pp × ZeRO-3, one micro-batch",
                                kFreezeTable.front(), modules(3).front(), "model.preset=vlm-ocr", kVlmPlan.front(),
                                kFreezeEncoder.front(), nvme("optimizer").front(), nvme("param").front(),
                                kSmallSubGroups.front()})

@@ -397,16 +397,96 @@ TEST(MemoryEstimate, PipelineZero3HoldsUnitsAndGradientsWhole) {
   EXPECT_EQ(zero3.of_stage(1).tensor_bytes(), ddp.of_stage(1).tensor_bytes() + 8.0 * (12704 + 64 + 8192));
 }
 
+// With one micro-batch a step the stage's gradients appear as its backward goes: none at the head's
+// backward, the head's (the final norm's 64 and the tied table's copy, 8,192) at the last block's.
+// The tiny model's last stage at T = 512 tokens, at its last block's backward: the same terms as
+// with DDP besides the shards' 16Ψ_stage, the held units' 4Ψ_stage and those 4 × 8,256 bytes.
+TEST(MemoryEstimate, PipelineZero3WithOneMicroBatchHoldsTheGradientsComputed) {
+  MemoryLayout l = layout_of("tiny");
+  l.pp = 2, l.accumulation = 1, l.micro_batch = 32;
+  const PipelineStage last = pipeline_stages(l).back();
+  const ParameterCounts c = stage_parameter_counts(parameter_counts(l.model, 1), l.model, last);
+  const std::vector<StepMoment> ddp = step_moments(l, c, last);
+  l.zero_stage = 3;
+  const std::vector<StepMoment> zero3 = step_moments(l, c, last);
+  ASSERT_EQ(zero3[0].name, "the head's backward begins");
+  ASSERT_EQ(zero3[1].name, "the last block's backward");
+  const double units = 4.0 * (12704 + 64 + 8192);
+  EXPECT_EQ(zero3[0].bytes(), ddp[0].bytes() + units);
+  EXPECT_EQ(zero3[1].bytes(), ddp[1].bytes() + units + 4.0 * (64 + 8192));
+}
+
+// Under bf16 a pipelined ZeRO-3 stage holds each block's unit as gathered: the matmul weights
+// (12d² = 12,288 of the tiny model's 12,704) in 2 bytes, the rest in 4; the embeddings in fp32 with
+// the tied table's rounded copy (2 × 8,192), the head (the final norm and the table's copy) in fp32.
+// The gradients stay fp32: 4Ψ_stage.
+TEST(MemoryEstimate, PipelineZero3UnderBf16HoldsUnitsAsGathered) {
+  MemoryLayout l = layout_of("tiny", 1, 3, 2);
+  l.pp = 2, l.accumulation = 4, l.micro_batch = 32;
+  const MemoryEstimate e = estimate_memory(l);
+  ASSERT_TRUE(e.covered()) << e.no_estimate;
+  const auto bytes_of = [](const RankEstimate& r, const std::string& name) {
+    for (const MemoryTerm& t : r.terms)
+      if (t.name.rfind(name, 0) == 0) return t.bytes;
+    return -1.0;
+  };
+  const double block_unit = 2.0 * 12288 + 4.0 * (12704 - 12288);
+  EXPECT_EQ(bytes_of(e.of_stage(0), "ZeRO-3 units of the stage"), block_unit + 4.0 * 8704 + 2.0 * 8192);
+  EXPECT_EQ(bytes_of(e.of_stage(1), "ZeRO-3 units of the stage"), block_unit + 4.0 * (64 + 8192));
+  EXPECT_EQ(bytes_of(e.of_stage(0), "gradients: autograd's, whole"), 4.0 * (12704 + 8704));
+  EXPECT_EQ(bytes_of(e.of_stage(1), "gradients: autograd's, whole"), 4.0 * (12704 + 64 + 8192));
+}
+
+// zero_bubble at pp 2, 4 micro-batches: the last stage's busiest I (of micro-batch 1) comes before
+// the W of micro-batch 0, whose I left per token, on the tiny GPT-2 (d 32, f 128, V 256): its block's
+// linear inputs and output gradients 4·(8d + 2f) = 2,048, the head's 4·(d + V) = 1,152 and the
+// received input 4d = 128; Llama's block (kv 16, f 128) 4·(6d + 2·kv + 3f) = 2,432. T = 512 tokens.
+TEST(MemoryEstimate, ZeroBubbleHoldsWhatEachIsLeavesToItsW) {
+  for (const bool llama : {false, true}) {
+    MemoryLayout l = layout_of("tiny");
+    if (llama) l.model.arch = "llama", l.model.n_kv_head = 1;
+    l.pp = 2, l.accumulation = 4, l.micro_batch = 32, l.schedule = ScheduleKind::ZeroBubble;
+    const std::vector<PipelineStage> stages = pipeline_stages(l);
+    std::vector<int> stored;
+    for (const PipelineMoment& m : stages[1].moments) stored.push_back(m.stored[0]);
+    EXPECT_EQ(stored, (std::vector<int>{0, 1, 1, 1}));
+    const MemoryEstimate e = estimate_memory(l);
+    ASSERT_TRUE(e.covered()) << e.no_estimate;
+    double bytes = -1;
+    for (const MemoryTerm& t : e.of_stage(1).terms)
+      if (t.name.rfind("zero_bubble: what the I of micro-batches", 0) == 0) bytes = t.bytes;
+    EXPECT_EQ(bytes, ((llama ? 2432 : 2048) + 1152 + 128) * 512.0) << (llama ? "llama" : "gpt2");
+  }
+}
+
+// At pp 2 with two micro-batches stage 0's first backward holds both, before any gradient exists,
+// and its second one and all the stage's gradients: under ZeRO-3 the busiest is whichever is larger.
+// The tiny model's stage 0 (1 block, the embeddings: 21,408 parameters) at 32 sequences: the first,
+// by 2,072 B/token × 512 tokens of activations against 4 × 21,408 bytes of gradients.
+TEST(MemoryEstimate, PipelineZero3GradientsExistFromAChunksSecondBackward) {
+  MemoryLayout l = layout_of("tiny", 1, 3);
+  l.pp = 2, l.accumulation = 2, l.micro_batch = 32;
+  const PipelineStage first = pipeline_stages(l).front();
+  ASSERT_EQ(first.moments.size(), size_t(2));
+  EXPECT_EQ(first.moments[0].backwards_done, std::vector<int>{0});
+  EXPECT_EQ(first.moments[1].backwards_done, std::vector<int>{1});
+  const MemoryEstimate e = estimate_memory(l);
+  for (const MemoryTerm& t : e.of_stage(0).terms) EXPECT_EQ(t.name.rfind("gradients: autograd's", 0), std::string::npos) << t.name;
+  l.micro_batch = 1;  // 16 tokens: the gradients outweigh a micro-batch's activations
+  const MemoryEstimate small = estimate_memory(l);
+  double gradients = -1;
+  for (const MemoryTerm& t : small.of_stage(0).terms)
+    if (t.name.rfind("gradients: autograd's", 0) == 0) gradients = t.bytes;
+  EXPECT_EQ(gradients, 4.0 * (12704 + 8704));
+}
+
 TEST(MemoryEstimate, LayoutsWithoutFormulasAreRefusedByName) {
   struct Case {
     std::function<void(MemoryLayout&)> set;
     std::string says;
   };
-  for (const Case& c : std::vector<Case>{{[](MemoryLayout& l) { l.pp = 2; }, "no estimate for pp 2 with ZeRO stage 3 and one micro-batch a step"},
-                                         {[](MemoryLayout& l) { l.pp = 2, l.accumulation = 2, l.compute_bytes = 2; },
-                                          "no estimate for pp 2 with ZeRO stage 3 under bf16 or fp16"},
-                                         {[](MemoryLayout& l) { l.pp = 2, l.zero_stage = 1, l.schedule = ScheduleKind::ZeroBubble; },
-                                          "no estimate for pp 2 under parallel.pipeline.schedule=zero_bubble"},
+  for (const Case& c : std::vector<Case>{{[](MemoryLayout& l) { l.pp = 2, l.zero_stage = 1, l.compute_bytes = 2, l.schedule = ScheduleKind::ZeroBubble; },
+                                          "no estimate for pp 2 under parallel.pipeline.schedule=zero_bubble with bf16 or fp16"},
                                          {[](MemoryLayout& l) { l.pp = 2, l.cp = 2, l.zero_stage = 1, l.accumulation = 2; },
                                           "no estimate for pp 2 with cp 2"},
                                          {[](MemoryLayout& l) { l.device_is_cpu = false, l.offload_param = "cpu"; },

@@ -15,14 +15,16 @@ using Kind = PipelineAction::Kind;
 // posted at the step's start and its buffer lives until the compute that consumes it (a received
 // activation then lives on as the chunk's saved input, counted with the activations); every send
 // is held until the step's end; a micro-batch's activations on a chunk live from its forward to its
-// backward. zero_bubble's I releases them here too: what it leaves to W is not counted, which is why
-// the estimate refuses that schedule (memory_estimate.cpp); the planner reads only the stages' blocks.
+// backward, under zero_bubble to its I, which leaves the micro-batch's weight-gradient store to its W
+// (counted apart, step_peak.cpp).
 std::vector<PipelineMoment> backward_moments(const PipelineSchedule& s, int rank) {
   const int v = s.virtual_stages;
   const auto local = [&](int chunk) { return chunk / s.pp; };
   std::vector<PipelineMoment> moments;
   PipelineMoment now;
   now.held.assign(size_t(v), 0);
+  now.stored.assign(size_t(v), 0);
+  now.backwards_done.assign(size_t(v), 0);
   const std::vector<PipelineAction>& actions = s.actions[size_t(rank)];
   now.buffers = int(std::count_if(actions.begin(), actions.end(),
                                   [](const PipelineAction& a) { return a.kind == Kind::RecvActivation || a.kind == Kind::RecvGradient; }));
@@ -35,10 +37,14 @@ std::vector<PipelineMoment> backward_moments(const PipelineSchedule& s, int rank
         break;
       case Kind::Backward:
       case Kind::BackwardInput:
+        now.chunk = int(c);
         moments.push_back(now);
         --now.held[c];
+        ++now.backwards_done[c];
+        if (a.kind == Kind::BackwardInput) ++now.stored[c];
         if (a.chunk < s.chunks() - 1 && s.rank_of(a.chunk + 1) != rank) --now.buffers;
         break;
+      case Kind::BackwardWeight: --now.stored[c]; break;
       case Kind::SendActivation:
       case Kind::SendGradient: ++now.buffers; break;
       default: break;

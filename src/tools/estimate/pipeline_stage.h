@@ -17,8 +17,11 @@ namespace dtrain {
 
 // The moment a backward begins on a stage, as counts.
 struct PipelineMoment {
-  std::vector<int> held;  // per local chunk: micro-batches run forward whose backward has not run
-  int buffers = 0;        // boundary buffers alive: receives posted and not consumed, sends done
+  std::vector<int> held;    // per local chunk: micro-batches run forward whose backward (zero_bubble: I) has not run
+  std::vector<int> stored;  // per local chunk, zero_bubble: micro-batches whose I has run and W has not
+  int buffers = 0;          // boundary buffers alive: receives posted and not consumed, sends done
+  int chunk = 0;                    // the local chunk whose backward begins
+  std::vector<int> backwards_done;  // per local chunk: backwards (zero_bubble: Is) run before this one in the step
 };
 
 struct PipelineChunk {

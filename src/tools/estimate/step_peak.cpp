@@ -37,6 +37,31 @@ struct Step {
   // Checkpointing counts blocks over the whole model: a stage's block i is its chunks' i-th.
   bool whole_block(int i) const { return l.activation_checkpointing.whole_block(stage.model_block(i)); }
   bool selective() const { return l.activation_checkpointing.attention_core(); }
+  bool zero_bubble() const { return stage.pipelined() && l.schedule == ScheduleKind::ZeroBubble; }
+
+  // zero_bubble (fp32, no tp): what a micro-batch's I leaves to its W per token. Each linear layer's
+  // deferred weight-gradient GEMM (model/weight_grad_store.h) holds the layer's input and output
+  // gradient: a block's inputs are the attention's and the MLP's normed inputs, the o projection's
+  // input and the down projection's (3d + f), its output gradients q's, k's, v's, o's, the MLP's
+  // input matrices' (GPT-2 one, Llama's SwiGLU two) and the down projection's (3d + 2·kv + f or 2f);
+  // the head's, the final norm's output and the logits' gradient (d + V). A chunk whose input was
+  // received (not the model's first) keeps that input too: the stored inputs' autograd history
+  // leads to it (AccumulateGrad holds its leaf). Measured with the counting allocator's live
+  // tensors at the tiny model's peaks, GPT-2 and Llama, exactly.
+  double block_store_per_token() const {
+    const double kv = double(l.model.kv_heads()) * l.model.head_dim(), mlp_in = l.model.is_llama() ? 2 : 1;
+    return 4 * ((3 * d + f) + (3 * d + 2 * kv + mlp_in * f));
+  }
+  double head_store_per_token() const { return 4 * (d + V); }
+  double stored_bytes_per_token(size_t c) const {
+    const PipelineChunk& chunk = stage.chunks[c];
+    return chunk.blocks * block_store_per_token() + (chunk.last ? head_store_per_token() : 0) + (chunk.first ? 0 : 4 * d);
+  }
+  double stored_bytes_per_token(const PipelineMoment& at) const {
+    double bytes = 0;
+    for (size_t c = 0; c < stage.chunks.size(); ++c) bytes += at.stored[c] * stored_bytes_per_token(c);
+    return bytes;
+  }
 
   // ZeRO-3 cuts a tied table larger than every other unit into units of rows, which the lookup and
   // the head gather and reduce one block of rows at a time (parallel/zero/sharded_table.h); not one
@@ -66,8 +91,9 @@ struct Step {
   double head_per_token() const { return head_bytes_per_token(l) - (tied() && c.table_frozen ? e * d : 0); }
 
   // The saved activations of blocks [0, blocks) and the micro-batch: each block's go after its backward.
-  // `recomputing`: the last of them is being recomputed.
-  std::vector<MemoryTerm> saved_blocks(int blocks, bool recomputing = false) const {
+  // `recomputing`: the last of them is being recomputed. `done`: the stage's parameters whose backward
+  // has run in this micro-batch (pipeline_terms).
+  std::vector<MemoryTerm> saved_blocks(int blocks, double done, bool recomputing = false) const {
     std::vector<MemoryTerm> out;
     int whole = 0, partitioned = 0;
     for (int i = 0; i < blocks; ++i) {
@@ -99,7 +125,7 @@ struct Step {
                          segments * generator_state_bytes(l), std::to_string(segments) + " × " + plain(generator_state_bytes(l)) + " B"));
     out.push_back(batch_tokens());
     for (auto& t : vision_terms()) out.push_back(std::move(t));
-    for (auto& t : pipeline_terms()) out.push_back(std::move(t));
+    for (auto& t : pipeline_terms(done)) out.push_back(std::move(t));
     return out;
   }
 
@@ -138,15 +164,24 @@ struct Step {
   // What a pipeline stage holds at its busiest backward besides the micro-batch it runs: the other
   // (micro-batch, chunk) pairs in flight, each with its chunk's activations (and the head's, on the
   // model's last chunk), and the boundary tensors [micro-batch, seq, d] in fp32 (pipeline_runner.h)
-  // alive then. Both are counted from the schedule's action lists (pipeline_stage.h).
-  std::vector<MemoryTerm> pipeline_terms() const {
+  // alive then. Both are counted from the schedule's action lists (pipeline_stage.h). `done`: the
+  // stage's parameters whose backward has run in the micro-batch at hand.
+  std::vector<MemoryTerm> pipeline_terms(double done) const {
     if (!stage.pipelined()) return {};
     std::vector<MemoryTerm> out;
-    const PipelineMoment& at = busiest_moment();
+    const PipelineMoment& at = busiest_moment(done);
     const double others = held_bytes_per_token(at) - micro_batch_bytes_per_token();
     if (others > 0)
       out.push_back(term("activations: the other micro-batches in flight (" + schedule_name(l.schedule) + ")", MemoryKind::Activations,
                          others * T, held_text(at) + " less one micro-batch = " + plain(others) + " B/token × " + tokens()));
+    const double stored = stored_bytes_per_token(at);
+    if (stored > 0) {
+      std::string formula;
+      for (size_t c = 0; c < stage.chunks.size(); ++c)
+        formula += (formula.empty() ? "" : " + ") + std::to_string(at.stored[c]) + " × " + plain(stored_bytes_per_token(c)) + " B/token";
+      out.push_back(term("zero_bubble: what the I of micro-batches waiting for their W leaves (linear layers' inputs and output gradients)",
+                         MemoryKind::Activations, stored * T, formula + " × " + tokens()));
+    }
     if (at.buffers > 0)
       out.push_back(term("pipeline boundary buffers: sends held to the step's end, receives posted at its start", MemoryKind::Communication,
                          at.buffers * 4 * T * d, std::to_string(at.buffers) + " × 4·T·d"));
@@ -154,14 +189,23 @@ struct Step {
     // micro-batch in its own order, so every unit of the stage is gathered once for the step and held
     // until its gradients are reduce-scattered after the step's last backward; meanwhile autograd
     // accumulates the micro-batches' gradients whole into the parameters (the gradient shard is
-    // filled only then). Both whole in fp32 on top of the shards: the tiny model's stages measure
-    // 8Ψ_stage over the shards' 16Ψ_stage/dp at dp 1 and 2. From the second micro-batch's backward on,
-    // every gradient of the stage exists: the busiest backward comes there with two or more.
+    // filled only then). The units as they are gathered (under mixed precision the blocks' matmul
+    // weights in 16 bits, the tied table in fp32 beside its rounded copy: block_unit_bytes()), the
+    // gradients in fp32, on top of the shards: the tiny model's stages measure 8Ψ_stage over the
+    // shards' 16Ψ_stage/dp at dp 1 and 2 in fp32, and the demo model's the blocks' 16-bit flat units
+    // and fp32 gradients per weight under bf16 (the counting allocator's live tensors at the peak).
+    // A chunk's gradients all exist once one of its backwards has run in the step; before that, only
+    // those of the parts whose backward ran in this one (one micro-batch a step, or the first
+    // backward: 2 micro-batches at pp 2 peak there, at stage 0's first, under bf16).
     if (l.zero_stage == 3) {
-      out.push_back(term("ZeRO-3 units of the stage, gathered once per step and held through it", MemoryKind::Communication,
-                         4.0 * c.total, "4Ψ_stage = 4 × " + std::to_string(c.total)));
-      out.push_back(term("gradients: autograd's, whole, until the reduce-scatter after the step's last backward", MemoryKind::Gradients,
-                         4.0 * c.total, "4Ψ_stage = 4 × " + std::to_string(c.total)));
+      const double units = L * block_unit_bytes() + (stage.first ? embeddings_unit_bytes() : 0) + (stage.last ? head_unit_bytes() : 0);
+      out.push_back(term("ZeRO-3 units of the stage, gathered once per step and held through it", MemoryKind::Communication, units,
+                         e < 4 ? "each unit gathered, blocks' matmul weights in e bytes" : "4Ψ_stage = 4 × " + std::to_string(c.total)));
+      const double existing = gradients_existing(at, done);
+      if (existing > 0)
+        out.push_back(term("gradients: autograd's, whole, until the reduce-scatter after the step's last backward", MemoryKind::Gradients,
+                           4 * existing, existing == double(c.total) ? "4Ψ_stage = 4 × " + std::to_string(c.total)
+                                                                      : "4 × the " + plain(existing) + " parameters whose backward ran"));
     }
     return out;
   }
@@ -194,9 +238,24 @@ struct Step {
       out += (out.empty() ? "" : " + ") + std::to_string(at.held[c]) + " × " + plain(chunk_bytes_per_token(c)) + " B/token";
     return out;
   }
-  // The backward of the step that begins with the most held: activations in flight and boundary buffers.
-  const PipelineMoment& busiest_moment() const {
-    const auto bytes = [&](const PipelineMoment& at) { return held_bytes_per_token(at) * T + at.buffers * 4 * T * d; };
+  // ZeRO-3 under pp: the parameters whose gradients autograd holds whole at `at`: the chunks' with a
+  // backward run before it in the step, else the `done` of the one running.
+  double gradients_existing(const PipelineMoment& at, double done) const {
+    if (l.zero_stage != 3) return 0;
+    double params = at.backwards_done[size_t(at.chunk)] == 0 ? done : 0;
+    for (size_t k = 0; k < stage.chunks.size(); ++k) {
+      const PipelineChunk& chunk = stage.chunks[k];
+      if (at.backwards_done[k] > 0)
+        params += double(chunk.blocks) * c.block + (chunk.first ? c.embeddings : 0) + (chunk.last ? c.head : 0);
+    }
+    return params;
+  }
+  // The backward of the step that begins with the most held: activations in flight, boundary buffers
+  // and, under ZeRO-3, the gradients that exist.
+  const PipelineMoment& busiest_moment(double done) const {
+    const auto bytes = [&](const PipelineMoment& at) {
+      return (held_bytes_per_token(at) + stored_bytes_per_token(at)) * T + at.buffers * 4 * T * d + 4 * gradients_existing(at, done);
+    };
     return *std::max_element(stage.moments.begin(), stage.moments.end(),
                              [&](const PipelineMoment& a, const PipelineMoment& b) { return bytes(a) < bytes(b); });
   }
@@ -210,7 +269,7 @@ struct Step {
   }
 
   StepMoment head_backward() const {
-    StepMoment m{"the head's backward begins", saved_blocks(L)};
+    StepMoment m{"the head's backward begins", saved_blocks(L, 0)};
     const double head = head_per_token();
     m.terms.push_back(term("activations: final norm and loss", MemoryKind::Activations, head * T, plain(head) + " B/token × " + tokens()));
     const double logits = logits_gradient_bytes_per_token(l);
@@ -244,10 +303,17 @@ struct Step {
   // T·f gradient and the f·d weight gradient; Llama in fp32 SwiGLU's two (gate's, up's) after the
   // weight gradient was added; under mixed precision both hold two compute-type T·f gradients and
   // a weight gradient of the compute type's size.
+  // Under zero_bubble the weight gradient waits for W, and the MLP's output gradients (GPT-2's one,
+  // Llama's two), stored for it, stay beside the gradient they came from: 4·T·d + 8·T·f for GPT-2,
+  // 4·T·d + 12·T·f for Llama in fp32 (the counting allocator's live tensors at the tiny model's peaks).
   MemoryTerm block_working_set() const {
     double per_f = 4, weight = 4 * f * d;
     std::string formula = "4·T·d + 4·T·f + 4·f·d";
-    if (e < 4) {
+    if (zero_bubble()) {
+      per_f = l.model.is_llama() ? 12 : 8;
+      weight = 0;
+      formula = l.model.is_llama() ? "4·T·d + 12·T·f" : "4·T·d + 8·T·f";
+    } else if (e < 4) {
       per_f = 2 * e;
       weight = e * f * d;
       formula = "4·T·d + 2e·T·f + e·f·d";
@@ -268,7 +334,7 @@ struct Step {
   // first block's backward), and ZeRO-3 reduce-scatters each block's as the block before it runs.
   StepMoment block_backward(int i) const {
     StepMoment m{i == L - 1 ? "the last block's backward" : i == 0 ? "the first block's backward" : "block " + std::to_string(i) + "'s backward",
-                 saved_blocks(i + 1, whole_block(i))};
+                 saved_blocks(i + 1, double(L - 1 - i) * c.block + c.head, whole_block(i))};
     if (whole_block(i)) {
       // Recomputed with its activations kept this time, its output too, under the generator state it ran under.
       const double per_token = block_bytes_per_token(l) + 4 * d;
@@ -276,6 +342,11 @@ struct Step {
                              per_token * T + generator_state_bytes(l), plain(per_token) + " B/token × " + tokens()));
     }
     m.terms.push_back(block_working_set());
+    // zero_bubble: what this micro-batch's I has left to its W so far, the head's and the blocks' after i.
+    const double stored = (stage.last ? head_store_per_token() : 0) + (L - 1 - i) * block_store_per_token();
+    if (zero_bubble() && stored > 0)
+      m.terms.push_back(term("zero_bubble: what this micro-batch's I has left to its W so far", MemoryKind::Activations, stored * T,
+                             plain(stored) + " B/token × " + tokens()));
     for (auto& t : tied_gradient_held()) m.terms.push_back(std::move(t));
     if (l.zero_stage == 2) {
       // Autograd's gradients of the blocks after i and of the head, until their bucket is full.
@@ -303,7 +374,7 @@ struct Step {
     StepMoment m{"the embeddings' backward", tied_gradient_held()};
     m.terms.push_back(batch_tokens());
     for (auto& t : vision_terms()) m.terms.push_back(std::move(t));
-    for (auto& t : pipeline_terms()) m.terms.push_back(std::move(t));
+    for (auto& t : pipeline_terms(double(L) * c.block + c.head)) m.terms.push_back(std::move(t));
     m.terms.push_back(term("gradients: the lookup's, of the table", MemoryKind::Gradients, 4.0 * c.table, "4·V·d"));
     if (l.zero_stage == 2 || (l.zero_stage == 3 && !stage.pipelined())) {
       // The embeddings' bucket is copied into a send buffer, in rounds of at most two bucket sizes.
@@ -329,7 +400,7 @@ struct Step {
   // all-gathered the gradient flowing in (4·T·d) from the rank's shard (4·T·d/tp). A rank that runs
   // ahead of its peer holds one more full-sequence buffer until the collective completes.
   StepMoment sequence_parallel_head_handoff() const {
-    StepMoment m{"the last block's backward begins (sequence-parallel gathers in flight)", saved_blocks(L)};
+    StepMoment m{"the last block's backward begins (sequence-parallel gathers in flight)", saved_blocks(L, double(c.head))};
     for (auto& t : tied_gradient_held()) m.terms.push_back(std::move(t));
     const double logits = logits_gradient_bytes_per_token(l);
     m.terms.push_back(term("backward: the logits' gradient, held until the head's reduce-scatter completes", MemoryKind::Activations,
