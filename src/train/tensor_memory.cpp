@@ -1,5 +1,7 @@
 #include "train/tensor_memory.h"
 
+#include "train/tensor_memory_trace.h"
+
 #include <c10/core/CPUAllocator.h>
 #include <c10/core/impl/alloc_cpu.h>
 
@@ -21,15 +23,20 @@ std::atomic<int64_t> peak_bytes{0};
 // no lock. 64 bytes keep the tensor at the alignment c10::alloc_cpu gives (64).
 constexpr size_t kHeader = 64;
 
-void count(int64_t bytes) {
+// Whether allocations are also traced (tensor_memory_trace.h), decided when the allocator is installed.
+bool traced = false;
+
+int64_t count(int64_t bytes) {
   const int64_t now = live_bytes.fetch_add(bytes, std::memory_order_relaxed) + bytes;
   int64_t peak = peak_bytes.load(std::memory_order_relaxed);
   while (now > peak && !peak_bytes.compare_exchange_weak(peak, now, std::memory_order_relaxed)) {
   }
+  return now;
 }
 
 void free_counted(void* data) {
   if (!data) return;
+  if (traced) tensor_memory_trace::freed(data);
   char* block = static_cast<char*>(data) - kHeader;
   live_bytes.fetch_sub(*reinterpret_cast<const int64_t*>(block), std::memory_order_relaxed);
   c10::free_cpu(block);
@@ -42,8 +49,9 @@ class CountingCpuAllocator final : public c10::Allocator {
     if (bytes == 0) return {nullptr, nullptr, &free_counted, c10::Device(c10::DeviceType::CPU)};
     char* block = static_cast<char*>(c10::alloc_cpu(bytes + kHeader));
     *reinterpret_cast<int64_t*>(block) = int64_t(bytes);
-    count(int64_t(bytes));
+    const int64_t live = count(int64_t(bytes));
     void* data = block + kHeader;
+    if (traced) tensor_memory_trace::allocated(data, int64_t(bytes), live);
     return {data, data, &free_counted, c10::Device(c10::DeviceType::CPU)};
   }
   c10::DeleterFnPtr raw_deleter() const override { return &free_counted; }
@@ -57,6 +65,7 @@ std::atomic<bool> tracking{false};
 
 void track_cpu_tensor_memory() {
   std::call_once(installed, [] {
+    traced = tensor_memory_trace::enabled();
     static CountingCpuAllocator allocator;
     // A priority above the default allocator's (0), which registers itself when c10 loads.
     c10::SetCPUAllocator(&allocator, /*priority=*/1);
@@ -86,6 +95,7 @@ void reset_tensor_memory_peak(const at::Device& device) {
   }
 #endif
   peak_bytes = live_bytes.load();
+  if (traced) tensor_memory_trace::reset(peak_bytes);
 }
 
 }  // namespace dtrain
