@@ -265,6 +265,22 @@ TEST(MemoryEstimate, TinyModelTermByTerm) {
   EXPECT_GT(r.device_bytes(), r.tensor_bytes());  // the runtime comes on top
 }
 
+// fp16 where the GEMMs are not native (a CPU without AVX512-FP16) widens the head's 16-bit operands:
+// the logits' gradient gets an fp32 copy beside autograd's 16-bit one (4·T·V more), and the input
+// gradient's GEMM reads the weight widened (4·V·d) into an fp32 product (4·T·d). Tiny: T 512, V 256, d 32.
+TEST(StepPeak, Fp16WithoutNativeGemmsWidensTheHeadsOperands) {
+  MemoryLayout l = layout_of("tiny", 2, 0, 2);
+  l.micro_batch = 32;
+  const auto head_of = [](const MemoryLayout& layout) {
+    for (const StepMoment& m : step_moments(layout, parameter_counts(layout.model), pipeline_stages(layout).front()))
+      if (m.name == "the head's backward begins") return m.bytes();
+    return -1.0;
+  };
+  const double native = head_of(l);
+  l.native_gemm = false;
+  EXPECT_EQ(head_of(l) - native, 4.0 * 512 * 256 + 4.0 * 256 * 32 + 4.0 * 512 * 32);
+}
+
 // ZeRO-3 with a tied table cut into row blocks: the loss's backward (its saved logits, e·T·V, and
 // the logits' gradient) and then the head's row loop, where the saved logits are gone and the
 // gradient's columns of a block are copied contiguous beside the summed input gradient. GPT-2 124M,
