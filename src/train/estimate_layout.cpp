@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "common/printable_json.h"
+#include "model/mixed_precision.h"
 #include "model/parameter_shapes.h"
 #include "train/config_schema.h"
 #include "train/rank_memory.h"
@@ -121,6 +122,7 @@ MemoryLayout estimate_layout(const TrainConfig& c, bool device_is_cpu, int ranks
   l.accumulation = c.accumulation;
   l.activation_checkpointing = c.activation_checkpointing;
   l.compute_bytes = int(c10::elementSize(c.precision));
+  l.native_gemm = MixedPrecision::make(c.precision, device_is_cpu ? at::Device(at::kCPU) : at::Device(at::kCUDA)).native_gemm;
   l.optimizer_bytes = optimizer_state_bytes(c.optimizer);
   l.optimizer_name = c.optimizer.value("type", std::string("AdamW"));
   l.device_is_cpu = device_is_cpu;

@@ -3,7 +3,8 @@
 // alive now and the most alive at once since the last reset, exactly and the same from run to run;
 // on CUDA the caching allocator's own statistics (peak allocated, the tensors' bytes, and peak
 // reserved, what it holds from the driver). The estimate (tools/estimate) is checked against these
-// bytes: peak RSS adds what no tensor holds (the process, LibTorch's code, malloc's slack).
+// bytes: peak RSS adds what no tensor holds (the process, LibTorch's code, malloc's slack). What is
+// alive at a peak, allocation by allocation: tensor_memory_trace.h.
 #pragma once
 #include <ATen/ATen.h>
 

@@ -81,6 +81,10 @@ const Sets kTinyStates = {"model.preset=tiny", "train_micro_batch_size_per_gpu=4
 Sets nvme(const std::string& what) {
   return {"zero_optimization.offload_" + what + "={\"device\":\"nvme\",\"nvme_path\":\"" + kNvmePath + "\"}"};
 }
+// One sequence of 256 tokens on a wider tiny model with a vocabulary of 8192: a tied table larger
+// than a block, which ZeRO-3 cuts into blocks of rows.
+const Sets kTableRows = {"model.preset=tiny", "model.n_layer=8", "model.d_model=256", "model.vocab_size=8192", "model.seq_len=256",
+                         "train_micro_batch_size_per_gpu=1", "train_batch_size=auto"};
 const Sets kSmallSubGroups = {"zero_optimization.sub_group_size=2000"};
 // Four micro-batches a step, so that the schedules differ in what they hold in flight.
 Sets pipeline(const std::string& schedule) {
@@ -156,6 +160,9 @@ const std::vector<MeasuredLayout> kLayouts = {
     {"tiny_zero2_nvme_optimizer", 2, kTinyStates + stage(2) + nvme("optimizer")},
     // Four blocks fully recomputed: the peak is at the last block's backward, with a piece from the file on its way.
     {"tiny_zero3_nvme_params_full", 2, kTiny + stage(3) + nvme("param") + ac("full") + Sets{"model.n_layer=4"}},
+    // A tied table of 8192 rows cut into row blocks, from NVMe: the head's row loop is the peak, after
+    // the loss's backward has freed the logits it saved.
+    {"tiny_zero3_nvme_table_rows", 2, kTableRows + stage(3) + nvme("optimizer") + nvme("param")},
     {"tiny_vlm_bf16_zero3", 2, kVlm + kBf16 + stage(3), true},
     {"tiny_vlm_bf16_frozen_encoder_zero1", 2, kVlm + kBf16 + stage(1) + kFreezeEncoder, true},
     {"tiny_vlm_bf16_frozen_encoder_zero3", 2, kVlm + kBf16 + stage(3) + kFreezeEncoder, true},

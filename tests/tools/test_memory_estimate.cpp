@@ -265,6 +265,40 @@ TEST(MemoryEstimate, TinyModelTermByTerm) {
   EXPECT_GT(r.device_bytes(), r.tensor_bytes());  // the runtime comes on top
 }
 
+// fp16 where the GEMMs are not native (a CPU without AVX512-FP16) widens the head's 16-bit operands:
+// the logits' gradient gets an fp32 copy beside autograd's 16-bit one (4·T·V more), and the input
+// gradient's GEMM reads the weight widened (4·V·d) into an fp32 product (4·T·d). Tiny: T 512, V 256, d 32.
+TEST(StepPeak, Fp16WithoutNativeGemmsWidensTheHeadsOperands) {
+  MemoryLayout l = layout_of("tiny", 2, 0, 2);
+  l.micro_batch = 32;
+  const auto head_of = [](const MemoryLayout& layout) {
+    for (const StepMoment& m : step_moments(layout, parameter_counts(layout.model), pipeline_stages(layout).front()))
+      if (m.name == "the head's backward begins") return m.bytes();
+    return -1.0;
+  };
+  const double native = head_of(l);
+  l.native_gemm = false;
+  EXPECT_EQ(head_of(l) - native, 4.0 * 512 * 256 + 4.0 * 256 * 32 + 4.0 * 512 * 32);
+}
+
+// ZeRO-3 with a tied table cut into row blocks: the loss's backward (its saved logits, e·T·V, and
+// the logits' gradient) and then the head's row loop, where the saved logits are gone and the
+// gradient's columns of a block are copied contiguous beside the summed input gradient. GPT-2 124M,
+// 256 tokens, 2 ranks: 6 blocks of ceil(50257 / 6) = 8377 rows of 768.
+TEST(StepPeak, TableInRowsSeparatesTheLossFromTheHeadsRowLoop) {
+  MemoryLayout l = layout_of("gpt2-124m", 2, 3);
+  l.model.seq_len = 256;
+  const ParameterCounts c = parameter_counts(l.model);
+  std::vector<StepMoment> moments = step_moments(l, c, pipeline_stages(l).front());
+  const auto named = [&](const std::string& name) {
+    return *std::find_if(moments.begin(), moments.end(), [&](const StepMoment& m) { return m.name == name; });
+  };
+  const StepMoment loss = named("the loss's backward"), rows = named("the head's backward, a block of the table's rows at a time");
+  const double T = 256, V = 50257, d = 768, row_block = 4 * 8377 * d;
+  const double saved_logits = (4 * V + 4) * T, row_loop = 3 * row_block + 4 * T * 8377 + 4 * T * d;
+  EXPECT_NEAR(rows.bytes() - loss.bytes(), row_loop - saved_logits, 1);
+}
+
 // Tensor parallelism over 2 ranks on the tiny GPT-2 (d 32, 2 heads of 16, d_ff 128, V 256): each
 // rank holds half of every matmul weight, of q's, k's, v's and up's biases and of the table; o's and
 // down's biases, the norms and the position table whole.

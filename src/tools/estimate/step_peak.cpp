@@ -268,32 +268,67 @@ struct Step {
                  "4·V·d")};
   }
 
+  // The loss's gradient of the logits, e·T·V (fp32 under tp). Where 16-bit GEMMs are not native
+  // (MixedPrecision::native_gemm: fp16 on a CPU without AVX512-FP16) the head's backward widens it
+  // to an fp32 copy (MixedPrecision::operand) while autograd still holds the 16-bit one.
+  MemoryTerm logits_gradient() const {
+    const double logits = logits_gradient_bytes_per_token(l) + (widened_gemm_operands() ? 4 * V / l.tp : 0);
+    return term("backward: the logits' gradient", MemoryKind::Activations, logits * T,
+                (l.tp == 1 ? "e·T·V" : "(4 + e)·T·ceil(V/tp), e only in 16 bits") +
+                    std::string(widened_gemm_operands() ? ", and its fp32 copy for the fp32 GEMM" : "") + " = " + plain(logits) +
+                    " B/token × " + tokens());
+  }
+  bool widened_gemm_operands() const { return e < 4 && !l.native_gemm; }
+
+  MemoryTerm gathered_units(bool with_table) const {
+    double units = l.reshard_after_forward ? block_unit_bytes() : L * block_unit_bytes();
+    units += head_unit_bytes() + (with_table ? embeddings_unit_bytes() : 0);
+    return term("ZeRO-3 gathered units: " + std::string(l.reshard_after_forward ? "the last block, " : "every block, ") + "the head" +
+                    (with_table ? ", the tied embeddings" : ""),
+                MemoryKind::Communication, units, "whole units, matmul weights in e bytes");
+  }
+
   StepMoment head_backward() const {
-    StepMoment m{"the head's backward begins", saved_blocks(L, 0)};
+    StepMoment m{table_in_rows() ? "the loss's backward" : "the head's backward begins", saved_blocks(L, 0)};
     const double head = head_per_token();
     m.terms.push_back(term("activations: final norm and loss", MemoryKind::Activations, head * T, plain(head) + " B/token × " + tokens()));
-    const double logits = logits_gradient_bytes_per_token(l);
-    m.terms.push_back(term("backward: the logits' gradient", MemoryKind::Activations, logits * T,
-                           (l.tp == 1 ? "e·T·V" : "(4 + e)·T·ceil(V/tp), e only in 16 bits") + std::string(" = ") + plain(logits) + " B/token × " + tokens()));
-    if (l.zero_stage == 3 && !stage.pipelined()) {
-      double units = l.reshard_after_forward ? block_unit_bytes() : L * block_unit_bytes();
-      const bool with_table = tied_trained() && !table_in_rows();
-      units += head_unit_bytes() + (with_table ? embeddings_unit_bytes() : 0);
-      m.terms.push_back(term("ZeRO-3 gathered units: " + std::string(l.reshard_after_forward ? "the last block, " : "every block, ") +
-                                 "the head" + (with_table ? ", the tied embeddings" : ""),
-                             MemoryKind::Communication, units, "whole units, matmul weights in e bytes"));
-    }
-    // The head reads the table a block of rows at a time: at its weight gradient the next block is
-    // gathering while this block's gradient and its reduce-scatter buffer are alive (the block itself
-    // is released first: the weight gradient does not read it).
-    if (table_in_rows()) {
-      m.terms.push_back(term("ZeRO-3 table rows: the next block gathering, a block's gradient and its send buffer", MemoryKind::Communication,
-                             3 * row_block_bytes(), "3 × 4·ceil(V / blocks)·d"));
-      // From an offloaded shard the gathering block's piece is on its way too (offload_states.h).
-      if (parameter_shard_place(l) != MemoryPlace::Device)
-        m.terms.push_back(term("ZeRO-3 offloaded shard: the piece of the table's rows being gathered", MemoryKind::Communication,
-                               std::ceil(row_block_bytes() / l.dp_shard), "4·ceil(V / blocks)·d / dp"));
-    }
+    m.terms.push_back(logits_gradient());
+    // Its input gradient's fp32 GEMM reads the weight widened (4·V·d) into an fp32 product (4·T·d):
+    // the peak's live allocations on the tiny model.
+    if (widened_gemm_operands())
+      m.terms.push_back(term("backward: the head's input-gradient GEMM, its weight widened to fp32 and its fp32 product", MemoryKind::Activations,
+                             4 * V * d + 4 * T * d, "4·V·d + 4·T·d"));
+    if (l.zero_stage == 3 && !stage.pipelined()) m.terms.push_back(gathered_units(tied_trained() && !table_in_rows()));
+    return m;
+  }
+
+  // Under ZeRO-3 with the table in rows the head's backward reads the table a block of rows at a
+  // time (row_blocked_layers.cpp), after the loss's backward has freed the logits it saved (its
+  // e·V + 4 bytes a token): the moment above is then the loss's backward, and this one the head's
+  // row loop. The counting allocator's live allocations there on GPT-2 124M: the logits' gradient,
+  // its columns of the block being multiplied copied contiguous, the input gradient being summed
+  // (fp32, T·d), and at the weight gradient the next block gathering while this block's gradient
+  // and its reduce-scatter buffer are alive (the block itself is released first: the weight
+  // gradient does not read it).
+  StepMoment head_row_loop() const {
+    StepMoment m{"the head's backward, a block of the table's rows at a time", saved_blocks(L, 0)};
+    const double norm = head_per_token() - (e * V + 4);
+    m.terms.push_back(term("activations: final norm", MemoryKind::Activations, norm * T, plain(norm) + " B/token × " + tokens()));
+    m.terms.push_back(logits_gradient());
+    // Where the GEMMs widen their operands (logits_gradient()) the columns are fp32, and the weight
+    // gradient's GEMM reads the head's input widened too.
+    const bool widened = widened_gemm_operands();
+    const double rows = row_block_bytes() / 4 / d;
+    m.terms.push_back(term("backward: the logits' gradient's columns of a block of rows, contiguous, and the input gradient",
+                           MemoryKind::Activations, (widened ? 4 : e) * T * rows + (widened ? 8 : 4) * T * d,
+                           widened ? "4·T·ceil(V / blocks) + 4·T·d + 4·T·d (the input, widened)" : "e·T·ceil(V / blocks) + 4·T·d"));
+    m.terms.push_back(gathered_units(false));
+    m.terms.push_back(term("ZeRO-3 table rows: the next block gathering, a block's gradient and its send buffer", MemoryKind::Communication,
+                           3 * row_block_bytes(), "3 × 4·ceil(V / blocks)·d"));
+    // From an offloaded shard the gathering block's piece is on its way too (offload_states.h).
+    if (parameter_shard_place(l) != MemoryPlace::Device)
+      m.terms.push_back(term("ZeRO-3 offloaded shard: the piece of the table's rows being gathered", MemoryKind::Communication,
+                             std::ceil(row_block_bytes() / l.dp_shard), "4·ceil(V / blocks)·d / dp"));
     return m;
   }
 
@@ -435,6 +470,7 @@ std::vector<StepMoment> step_moments(const MemoryLayout& layout, const Parameter
   const int L = counts.blocks;
   std::vector<StepMoment> moments;
   if (stage.last) moments.push_back(s.head_backward());
+  if (stage.last && s.table_in_rows()) moments.push_back(s.head_row_loop());
   moments.push_back(s.block_backward(L - 1));
   if (layout.sequence_parallel && stage.last) moments.push_back(s.sequence_parallel_head_handoff());
   // ZeRO-2's gradients grow as backward goes down the blocks; ZeRO-3's send buffer joins from the second-last.
