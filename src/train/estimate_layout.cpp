@@ -126,10 +126,6 @@ MemoryLayout estimate_layout(const TrainConfig& c, bool device_is_cpu, int ranks
   l.optimizer_bytes = optimizer_state_bytes(c.optimizer);
   l.optimizer_name = c.optimizer.value("type", std::string("AdamW"));
   l.device_is_cpu = device_is_cpu;
-  // fp16 keeps more than bf16 does on the CPU build, by more than the 16-bit copies the estimate
-  // counts (measured on the tests' small VLM: 14% above the bf16 estimate); a vision-language model
-  // is not estimated under it until that is modelled.
-  if (c.model.is_vlm() && c.precision == at::kHalf) l.unmodelled.push_back("a vision-language model (model.arch=vlm) under fp16");
   if (c.model.is_vlm()) {
     // One image per sample, at most data.max_image_tokens tokens, (max_grid/merge)² by its grid and
     // the row's seq_len beside its text (data/patch_grid.h, data/vlm_sample.h): the largest the data allows.

@@ -43,8 +43,9 @@ struct MemoryLayout {
 
   // The compute type's bytes: 4 without mixed precision, 2 under bf16 or fp16 (fp32 master weights).
   int compute_bytes = 4;
-  // Whether 16-bit GEMMs run natively (MixedPrecision::native_gemm): false for fp16 on a CPU without
-  // AVX512-FP16, whose GEMMs widen their 16-bit operands to fp32 copies.
+  // Whether 16-bit GEMMs run natively (MixedPrecision::native_gemm): false for bf16 on a CPU without
+  // AVX512-BF16 and fp16 without AVX512-FP16, whose GEMMs widen their 16-bit operands to fp32 copies
+  // (the estimate refuses those: memory_estimate.cpp).
   bool native_gemm = true;
   // Optimizer state per parameter, in bytes (AdamW: two fp32 moments, 8; SGD with momentum: 4).
   double optimizer_bytes = 8;

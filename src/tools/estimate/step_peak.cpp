@@ -268,17 +268,12 @@ struct Step {
                  "4·V·d")};
   }
 
-  // The loss's gradient of the logits, e·T·V (fp32 under tp). Where 16-bit GEMMs are not native
-  // (MixedPrecision::native_gemm: fp16 on a CPU without AVX512-FP16) the head's backward widens it
-  // to an fp32 copy (MixedPrecision::operand) while autograd still holds the 16-bit one.
+  // The loss's gradient of the logits, e·T·V (fp32 under tp).
   MemoryTerm logits_gradient() const {
-    const double logits = logits_gradient_bytes_per_token(l) + (widened_gemm_operands() ? 4 * V / l.tp : 0);
+    const double logits = logits_gradient_bytes_per_token(l);
     return term("backward: the logits' gradient", MemoryKind::Activations, logits * T,
-                (l.tp == 1 ? "e·T·V" : "(4 + e)·T·ceil(V/tp), e only in 16 bits") +
-                    std::string(widened_gemm_operands() ? ", and its fp32 copy for the fp32 GEMM" : "") + " = " + plain(logits) +
-                    " B/token × " + tokens());
+                (l.tp == 1 ? "e·T·V" : "(4 + e)·T·ceil(V/tp), e only in 16 bits") + std::string(" = ") + plain(logits) + " B/token × " + tokens());
   }
-  bool widened_gemm_operands() const { return e < 4 && !l.native_gemm; }
 
   MemoryTerm gathered_units(bool with_table) const {
     double units = l.reshard_after_forward ? block_unit_bytes() : L * block_unit_bytes();
@@ -293,11 +288,6 @@ struct Step {
     const double head = head_per_token();
     m.terms.push_back(term("activations: final norm and loss", MemoryKind::Activations, head * T, plain(head) + " B/token × " + tokens()));
     m.terms.push_back(logits_gradient());
-    // Its input gradient's fp32 GEMM reads the weight widened (4·V·d) into an fp32 product (4·T·d):
-    // the peak's live allocations on the tiny model.
-    if (widened_gemm_operands())
-      m.terms.push_back(term("backward: the head's input-gradient GEMM, its weight widened to fp32 and its fp32 product", MemoryKind::Activations,
-                             4 * V * d + 4 * T * d, "4·V·d + 4·T·d"));
     if (l.zero_stage == 3 && !stage.pipelined()) m.terms.push_back(gathered_units(tied_trained() && !table_in_rows()));
     return m;
   }
@@ -315,13 +305,9 @@ struct Step {
     const double norm = head_per_token() - (e * V + 4);
     m.terms.push_back(term("activations: final norm", MemoryKind::Activations, norm * T, plain(norm) + " B/token × " + tokens()));
     m.terms.push_back(logits_gradient());
-    // Where the GEMMs widen their operands (logits_gradient()) the columns are fp32, and the weight
-    // gradient's GEMM reads the head's input widened too.
-    const bool widened = widened_gemm_operands();
     const double rows = row_block_bytes() / 4 / d;
     m.terms.push_back(term("backward: the logits' gradient's columns of a block of rows, contiguous, and the input gradient",
-                           MemoryKind::Activations, (widened ? 4 : e) * T * rows + (widened ? 8 : 4) * T * d,
-                           widened ? "4·T·ceil(V / blocks) + 4·T·d + 4·T·d (the input, widened)" : "e·T·ceil(V / blocks) + 4·T·d"));
+                           MemoryKind::Activations, e * T * rows + 4 * T * d, "e·T·ceil(V / blocks) + 4·T·d"));
     m.terms.push_back(gathered_units(false));
     m.terms.push_back(term("ZeRO-3 table rows: the next block gathering, a block's gradient and its send buffer", MemoryKind::Communication,
                            3 * row_block_bytes(), "3 × 4·ceil(V / blocks)·d"));
