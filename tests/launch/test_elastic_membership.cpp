@@ -202,12 +202,18 @@ TEST(ElasticMembership, TheStoreHostIsReplacedAndARejoiningNodeMakesTheWorld4Aga
 }
 
 // A worker failure after which the same nodes meet again is a restart, counted against --max-restarts;
-// the workers of the next round learn the world before and when its end was seen.
+// the workers of the next round learn the world before and when its end was seen. Rank 1 fails only
+// once rank 0 has printed (a file in `dir` says so): the failure stops rank 0, whose line the test reads.
+std::vector<std::string> failing_once_in(const std::string& dir) {
+  return {"sh", "-c",
+          "echo ENV $DTRAIN_RESTART_COUNT ${DTRAIN_PREVIOUS_WORLD_SIZE:-none} ${DTRAIN_FAILURE_TIME:-none}; "
+          "if [ $RANK = 0 ]; then touch " + dir + "/printed.$DTRAIN_RESTART_COUNT; fi; "
+          "if [ $RANK = 1 ] && [ $DTRAIN_RESTART_COUNT = 0 ]; then "
+          "while [ ! -e " + dir + "/printed.0 ]; do sleep 0.05; done; exit 3; fi"};
+}
+
 TEST(ElasticMembership, AWorkerFailureIsCountedAndTheNextRoundIsToldTheWorldBefore) {
-  const std::vector<std::string> program{
-      "sh", "-c",
-      "echo ENV $DTRAIN_RESTART_COUNT ${DTRAIN_PREVIOUS_WORLD_SIZE:-none} ${DTRAIN_FAILURE_TIME:-none}; "
-      "if [ $RANK = 1 ] && [ $DTRAIN_RESTART_COUNT = 0 ]; then exit 3; fi"};
+  const std::vector<std::string> program = failing_once_in(scratch_dir("elastic_worker_failure"));
   const std::vector<std::string> flags{"--nnodes", "1:2", "--nproc-per-node", "2", "--master-port", std::to_string(free_port()),
                                        "--rdzv-last-call", "0.2"};
   const double before = double(std::time(nullptr));
@@ -222,7 +228,7 @@ TEST(ElasticMembership, AWorkerFailureIsCountedAndTheNextRoundIsToldTheWorldBefo
   EXPECT_GE(std::stod(m[1].str()), before);
   EXPECT_LE(std::stod(m[1].str()), double(std::time(nullptr)) + 1);
 
-  auto spent = run_process(launch(flags, program), 60);
+  auto spent = run_process(launch(flags, failing_once_in(scratch_dir("elastic_worker_failure_spent"))), 60);
   EXPECT_EQ(spent.exit_code, 1) << spent.output;
   EXPECT_TRUE(contains(spent.output, "giving up after 0 restarts (--max-restarts 0): rank 1 failed: exit code 3")) << spent.output;
 }
