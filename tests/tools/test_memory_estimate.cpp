@@ -29,11 +29,20 @@ MemoryLayout layout_of(const std::string& preset, int dp = 1, int stage = 0, int
   return l;
 }
 
-double term_bytes(const std::vector<MemoryTerm>& terms, MemoryKind kind) {
+template <typename Keep>
+double bytes_of(const std::vector<MemoryTerm>& terms, Keep keep) {
   double sum = 0;
   for (const auto& t : terms)
-    if (t.kind == kind) sum += t.bytes;
+    if (keep(t)) sum += t.bytes;
   return sum;
+}
+
+double term_bytes(const std::vector<MemoryTerm>& terms, MemoryKind kind) {
+  return bytes_of(terms, [kind](const MemoryTerm& t) { return t.kind == kind; });
+}
+
+double place_bytes(const std::vector<MemoryTerm>& terms, MemoryPlace place) {
+  return bytes_of(terms, [place](const MemoryTerm& t) { return t.place == place; });
 }
 
 TEST(ParameterCounts, PartsAddUpToTheModelsCount) {
@@ -539,13 +548,6 @@ TEST(MemoryEstimate, LayoutsWithoutFormulasAreRefusedByName) {
   MemoryLayout on_cpu = layout_of("tiny", 2, 3);
   on_cpu.offload_optimizer = "cpu";  // the CPU build's state already is in host memory: nothing moves
   EXPECT_TRUE(estimate_memory(on_cpu).covered());
-}
-
-double place_bytes(const std::vector<MemoryTerm>& terms, MemoryPlace place) {
-  double sum = 0;
-  for (const auto& t : terms)
-    if (t.place == place) sum += t.bytes;
-  return sum;
 }
 
 // ZeRO-Offload on a GPU (not measured: no GPU here), GPT-2 124M at dp 4 with AdamW, a shard of
