@@ -138,16 +138,22 @@ TEST(StepPeak, AFrozenTableHoldsNoGradient) {
   }
 }
 
-// The tests' small vision-language model (tests/train/vlm_jsonl_job.h) by hand: an encoder of 2
-// GPT-2-kind blocks, d 32, 2 heads, over 2 x 2-pixel RGB patches, grids up to 8 a side merged 2 x 2;
-// 4 samples a micro-batch, each image at most 8 x 8 = 64 patches, N = 256 patches, 64 image tokens.
-TEST(VisionMemory, TinyVisionLanguageModelTermByTerm) {
-  MemoryLayout l = layout_of("vlm-ocr");
+// The tests' small vision-language model (tests/train/vlm_jsonl_job.h): an encoder of 2 GPT-2-kind
+// blocks, d 32, 2 heads, over 2 x 2-pixel RGB patches, grids up to 8 a side merged 2 x 2; 4 samples a
+// micro-batch, each image at most 8 x 8 = 64 patches, N = 256 patches, 64 image tokens.
+MemoryLayout tiny_vlm_layout(int dp = 1, int stage = 0, int compute_bytes = 4) {
+  MemoryLayout l = layout_of("vlm-ocr", dp, stage, compute_bytes);
   l.model.n_layer = 2, l.model.d_model = 32, l.model.n_head = 4, l.model.n_kv_head = 2, l.model.seq_len = 32;
   l.model.vision.n_layer = 2, l.model.vision.n_head = 2, l.model.vision.d_model = 32, l.model.vision.patch_size = 2;
   l.model.vision.max_grid = 8;
   l.micro_batch = 4;
   l.max_image_patches = 64;
+  return l;
+}
+
+// The tiny VLM by hand.
+TEST(VisionMemory, TinyVisionLanguageModelTermByTerm) {
+  MemoryLayout l = tiny_vlm_layout();
   const ParameterCounts trained = with_module_plan(parameter_counts(l.model), l);
   EXPECT_EQ(trained.total, l.model.parameter_count());
   EXPECT_FALSE(trained.vision_frozen);
@@ -193,12 +199,7 @@ TEST(VisionMemory, TinyVisionLanguageModelTermByTerm) {
 // without sp) and activation checkpointing leave the vision side as it is: tp keeps it whole,
 // checkpointing reaches the LLM's blocks alone.
 TEST(VisionMemory, TinyVisionLanguageModelInBf16UnderTpAndCheckpointing) {
-  MemoryLayout l = layout_of("vlm-ocr", 2, 3, 2);
-  l.model.n_layer = 2, l.model.d_model = 32, l.model.n_head = 4, l.model.n_kv_head = 2, l.model.seq_len = 32;
-  l.model.vision.n_layer = 2, l.model.vision.n_head = 2, l.model.vision.d_model = 32, l.model.vision.patch_size = 2;
-  l.model.vision.max_grid = 8;
-  l.micro_batch = 4;
-  l.max_image_patches = 64;
+  MemoryLayout l = tiny_vlm_layout(2, 3, 2);
   const ParameterCounts c = with_module_plan(parameter_counts(l.model), l);
   const std::vector<MemoryTerm> saved = vision_saved_terms(l, c);
   ASSERT_EQ(saved.size(), 3u);
