@@ -1,9 +1,9 @@
 #include "train/config_command.h"
 
 #include <CLI/CLI.hpp>
+#include <torch/cuda.h>
 
 #include <iostream>
-#include <torch/cuda.h>
 
 #include "common/byte_words.h"
 #include "common/parse_command_line.h"

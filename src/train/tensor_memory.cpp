@@ -1,12 +1,12 @@
 #include "train/tensor_memory.h"
 
-#include "train/tensor_memory_trace.h"
-
 #include <c10/core/CPUAllocator.h>
 #include <c10/core/impl/alloc_cpu.h>
 
 #include <atomic>
 #include <mutex>
+
+#include "train/tensor_memory_trace.h"
 
 #ifdef DTRAIN_CUDA
 #include <c10/cuda/CUDACachingAllocator.h>
