@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The planner against measurement: `dtrain estimate --plan` ranks the layouts of the benchmark GPT
-# (bench/gpt_bench.json) for 2 ranks on this machine (its matmul probe for the peak, the CPU build's
-# default links unless BENCH_COMM names a `dtrain bench-comm` table), then its top three run for
+# (bench/gpt_bench.json) for 2 ranks on this machine (the model and the optimizer's update timed here,
+# the CPU build's default links unless BENCH_COMM names a `dtrain bench-comm` table), then its top three run for
 # STEPS steps each after 2 warm-up steps. Prints projected beside measured tokens/s and whether the
 # planner's first choice is the fastest of the three measured (docs/benchmarks.md, "Planner").
 # ROUNDS rounds of the three runs interleave, so a slow spell of a shared machine hits every row alike;
@@ -36,7 +36,7 @@ print(f"{plan['considered']} layouts considered: {plan['invalid']} invalid, {pla
       f"{plan['not_fitting']} do not fit, {plan['ranked']} ranked; peak: {plan['peak_from']}")
 rows = []
 for rank, layout in enumerate(plan["top"]):
-    best = None
+    means = []
     for r in range(1, rounds + 1):
         path = f"{out}/top{rank}_{r}/metrics.jsonl"
         if not os.path.exists(path):
@@ -44,16 +44,15 @@ for rank, layout in enumerate(plan["top"]):
         lines = [json.loads(l) for l in open(path)]
         rates = [l["tokens_per_s"] for l in lines if "tokens_per_s" in l and l.get("step", 0) > warmup]
         if rates:
-            mean = sum(rates) / len(rates)
-            best = mean if best is None else max(best, mean)
-    rows.append((rank + 1, layout["layout"], layout["tokens_per_s"], best))
-print(f"| # | layout | projected tokens/s | measured tokens/s | measured / projected |")
+            means.append(sum(rates) / len(rates))
+    rows.append((rank + 1, layout["layout"], layout["tokens_per_s"], max(means) if means else None, means))
+print(f"| # | layout | projected tokens/s | measured tokens/s, best (each round) | measured / projected |")
 print(f"|---|---|---:|---:|---:|")
-for rank, name, projected, measured in rows:
-    m = f"{measured:.0f}" if measured else "-"
+for rank, name, projected, measured, means in rows:
+    m = f"{measured:.0f} ({', '.join(f'{x:.0f}' for x in means)})" if measured else "-"
     ratio = f"{measured / projected:.2f}" if measured else "-"
     print(f"| {rank} | {name} | {projected:.0f} | {m} | {ratio} |")
-measured = [(m, r) for r, _, _, m in rows if m]
+measured = [(m, r) for r, _, _, m, _ in rows if m]
 if measured:
     fastest = max(measured)[1]
     print(f"the planner's choice (#1) is {'the fastest' if fastest == 1 else f'not the fastest: #{fastest} is'} of its top {len(measured)} measured")

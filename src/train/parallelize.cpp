@@ -90,7 +90,7 @@ void Parallelizer::build_stage_model() {
   }
   PipelineParallelPlan pp = as_config_error([&] {
     return apply_pp(world_, mesh, c_.model, c_.seed, c_.pipeline, !c_.json["parallel"]["pipeline"]["split"].is_null(), c_.micro_batch,
-                    int(c_.accumulation));
+                    int(c_.accumulation), MixedPrecision::make(c_.precision, world_.device()));
   });
   model_ = pp.model;
   for (auto& line : pp.setup_lines) plan_.setup_lines.push_back(std::move(line));

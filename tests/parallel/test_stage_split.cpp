@@ -119,7 +119,7 @@ TEST(StageSplit, TheProbeMeasuresEachPartOnTheDevice) {
     TransformerConfig c = model_preset("tiny");
     c.arch = arch;
     c.vocab_size = 4096;  // a head worth measuring apart from the noise
-    const LayerCosts measured = measure_layer_costs(c, 2, at::Device(at::kCPU), 7);
+    const LayerCosts measured = measure_layer_costs(c, 2, MixedPrecision{}, at::Device(at::kCPU), 7);
     for (double seconds : {measured.embedding, measured.block, measured.head}) {
       EXPECT_GT(seconds, 0) << arch;
       EXPECT_TRUE(std::isfinite(seconds)) << arch;

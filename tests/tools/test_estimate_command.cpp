@@ -150,7 +150,8 @@ TEST(EstimateCommand, PlanAccountsForEveryLayoutAndSaysHowToRunTheBest) {
   for (const auto& [args, says] : std::vector<std::pair<std::vector<std::string>, std::string>>{
            {{"--plan"}, "--plan: give the ranks to plan for"},
            {{"--plan", "--gpus", "2", "--gpu-mem", "80GiB"}, "--gpu-type or --peak-gflops"},
-           {{"--plan", "--gpus", "2", "--gpu-mem", "80GiB", "--gpu-type", "V100"}, "--gpu-type: 'V100' is not in the table"}}) {
+           {{"--plan", "--gpus", "2", "--gpu-mem", "80GiB", "--gpu-type", "V100"}, "--gpu-type: 'V100' is not in the table"},
+           {{"--plan", "--world-size", "2", "--efficiency", "0.8"}, "--efficiency: applies to a peak given by --peak-gflops or --gpu-type"}}) {
     const ProcessResult r = estimate(args);
     EXPECT_NE(r.exit_code, 0) << r.output;
     EXPECT_NE(r.output.find(says), std::string::npos) << ::testing::PrintToString(args) << "\n" << r.output;

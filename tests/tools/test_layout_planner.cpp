@@ -1,15 +1,18 @@
 // The planner behind `dtrain estimate --plan`: the cost model's terms against hand-computed values,
 // which layouts a small world enumerates and what becomes of them, and rankings whose answer is
 // clear (a memory budget only ZeRO-3 meets; an inter-node link so slow that tensor parallelism
-// across nodes must rank last). Every test fixes the compute rate, so nothing here is timed.
+// across nodes must rank last). Every ranking fixes the compute rate, so nothing there is timed; the
+// model probe's own test times the tiny model and checks only how its rates map onto layouts.
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <fstream>
 #include <map>
 
 #include "support/scratch.h"
 #include "tools/estimate/memory_estimate.h"
+#include "tools/plan/compute_probes.h"
 #include "tools/plan/layout_candidates.h"
 #include "tools/plan/layout_planner.h"
 #include "tools/plan/plan_hardware.h"
@@ -85,6 +88,18 @@ TEST(StepCost, DataParallelComputeAndGradients) {
   MemoryLayout zero2 = tiny(2);
   zero2.zero_stage = 2;  // a reduce-scatter every micro-batch, an all-gather after the update
   EXPECT_NEAR(project_step(zero2, target(2)).seconds("data-parallel gradients and parameters"), 3 * all_gather_s(4 * kParameters, 2, link), 1e-12);
+}
+
+TEST(StepCost, ATimedUpdateIsATermOfItsOwnThatZeroShards) {
+  CostTarget t = target(2);
+  EXPECT_EQ(project_step(tiny(2), t).seconds("optimizer update"), 0) << "untimed: inside the efficiency";
+  t.update_s_per_parameter = 1e-9;
+  EXPECT_NEAR(project_step(tiny(2), t).seconds("optimizer update"), kParameters * 1e-9, 1e-15);
+  for (int stage : {1, 2, 3}) {
+    MemoryLayout zero = tiny(2);
+    zero.zero_stage = stage;
+    EXPECT_NEAR(project_step(zero, t).seconds("optimizer update"), kParameters / 2 * 1e-9, 1e-15) << "stage " << stage;
+  }
 }
 
 TEST(StepCost, TensorParallelAllReducesPerBlockAndMicroBatch) {
@@ -251,6 +266,47 @@ TEST(LayoutPlanner, TensorParallelismAcrossASlowInterNodeLinkRanksBelowLayoutsKe
     ++compared;
   }
   EXPECT_GE(compared, 4);  // dp 4; dp 2 × tp 2; dp 2 × cp 2; pp 4; pp 2 × dp 2; ...
+}
+
+TEST(LayoutPlanner, AModelRateIsAskedOnceForEveryFittingLayoutAndReplacesThePeakTimesEfficiency) {
+  PlanOptions o = two_ranks(1e12);
+  int asked = 0;
+  size_t layouts = 0;
+  // Micro-batches of 2 run twice as fast as any other: the plan must put one first.
+  o.model_flops = [&](const std::vector<MemoryLayout>& fitting) {
+    ++asked;
+    layouts = fitting.size();
+    std::vector<double> rates;
+    for (const MemoryLayout& l : fitting) rates.push_back(l.micro_batch == 2 ? 20e9 : 10e9);
+    return rates;
+  };
+  const Plan plan = plan_layouts(tiny_config(4), "test config", o);
+  EXPECT_EQ(asked, 1);
+  EXPECT_EQ(layouts, plan.ranked.size());
+  ASSERT_FALSE(plan.ranked.empty());
+  EXPECT_EQ(plan.ranked.front().choice.micro_batch, 2) << plan.ranked.front().choice.describe();
+  EXPECT_DOUBLE_EQ(plan.peak_flops, 10e9) << "MFU stays against the GEMM peak";
+  const MemoryLayout& best = plan.ranked.front().layout;
+  CostTarget t = target(2);
+  t.links = o.links;
+  t.flops_rate = 20e9;
+  EXPECT_DOUBLE_EQ(plan.ranked.front().cost.step_s, project_step(best, t).step_s);
+}
+
+TEST(ModelRateProbe, TimesEachMicroBatchOnceAndRatesEveryLayoutByIt) {
+  std::vector<std::string> heard;
+  ModelRateProbe probe(MixedPrecision{}, 0, [&](const std::string& line) { heard.push_back(line); });
+  MemoryLayout one = tiny(2), two = tiny(2), split = tiny(1, 2);
+  one.micro_batch = 1, two.micro_batch = 2, split.micro_batch = 1;
+  const std::vector<double> rates = probe({one, two, split});
+  ASSERT_EQ(rates.size(), 3u);
+  for (double r : rates) EXPECT_TRUE(std::isfinite(r) && r > 0) << r;
+  EXPECT_EQ(rates[0], rates[2]) << "tp keeps the whole width's rate";
+  EXPECT_EQ(probe.shapes(), 2u);
+  ASSERT_EQ(heard.size(), 2u);
+  EXPECT_NE(heard[0].find("micro-batch 1: "), std::string::npos) << heard[0];
+  const double update = time_update_per_parameter(1 << 16);
+  EXPECT_TRUE(std::isfinite(update) && update > 0) << update;
 }
 
 }  // namespace

@@ -16,14 +16,15 @@ std::string ms(double seconds) {
 }
 
 // The blocks per chunk, and the log line that says where they come from.
-std::vector<int> split_of(World& world, const DeviceMesh& mesh, const TransformerConfig& config, uint64_t seed, const PipelineOptions& options,
-                          bool split_given, int64_t micro_batch, std::vector<std::string>& lines) {
+std::vector<int> split_of(World& world, const DeviceMesh& mesh, const TransformerConfig& config, uint64_t seed,
+                          const PipelineOptions& options, bool split_given, int64_t micro_batch, const MixedPrecision& mp,
+                          std::vector<std::string>& lines) {
   if (!options.measure_split) {
     lines.push_back(describe_split(options.split, model_layer_costs(config, micro_batch), split_given ? "given" : "cost model"));
     return options.split;
   }
   // Every rank times the parts; the average cuts the model alike on all of them.
-  const LayerCosts mine = measure_layer_costs(config, micro_batch, world.device(), seed);
+  const LayerCosts mine = measure_layer_costs(config, micro_batch, mp, world.device(), seed);
   at::Tensor costs = at::tensor({mine.embedding, mine.block, mine.head}, at::kDouble).to(world.device());
   all_reduce(*world.world_group(), costs, ReduceOp::Avg, "pipeline split costs");
   costs = costs.cpu();
@@ -37,9 +38,10 @@ std::vector<int> split_of(World& world, const DeviceMesh& mesh, const Transforme
 }  // namespace
 
 PipelineParallelPlan apply_pp(World& world, const DeviceMesh& mesh, const TransformerConfig& config, uint64_t seed,
-                              const PipelineOptions& options, bool split_given, int64_t micro_batch, int micro_batches) {
+                              const PipelineOptions& options, bool split_given, int64_t micro_batch, int micro_batches,
+                              const MixedPrecision& mp) {
   PipelineParallelPlan plan;
-  const std::vector<int> split = split_of(world, mesh, config, seed, options, split_given, micro_batch, plan.setup_lines);
+  const std::vector<int> split = split_of(world, mesh, config, seed, options, split_given, micro_batch, mp, plan.setup_lines);
   plan.stages = std::make_shared<PipelineStages>(
       make_pipeline_stages(world, mesh, config, split, options.schedule, options.virtual_stages, micro_batches));
   plan.model = Transformer(config, seed, stage_parts(plan.stages->chunks, mesh.size("pp"), mesh.coord("pp"), config.n_layer));

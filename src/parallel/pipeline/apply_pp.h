@@ -22,8 +22,10 @@ struct PipelineParallelPlan {
 
 // For the mesh's pp dim (more than one rank): `options.split` as given (`split_given`) or from the
 // cost model, or, with options.measure_split, balanced by costs every rank times for a micro-batch
-// of `micro_batch` and averages. Throws std::invalid_argument naming the key at fault.
+// of `micro_batch` in the run's precision `mp` and averages. Throws std::invalid_argument naming the
+// key at fault.
 PipelineParallelPlan apply_pp(World& world, const DeviceMesh& mesh, const TransformerConfig& config, uint64_t seed,
-                              const PipelineOptions& options, bool split_given, int64_t micro_batch, int micro_batches);
+                              const PipelineOptions& options, bool split_given, int64_t micro_batch, int micro_batches,
+                              const MixedPrecision& mp);
 
 }  // namespace dtrain

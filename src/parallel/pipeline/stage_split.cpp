@@ -10,6 +10,7 @@
 #include <numeric>
 #include <stdexcept>
 
+#include "common/elapsed.h"
 #include "model/loss.h"
 #include "model/transformer.h"
 
@@ -42,21 +43,6 @@ void synchronize(const at::Device& device) {
   if (device.is_cuda()) torch::cuda::synchronize(device.index());
 }
 
-// The fastest of three timed passes of `pass` after one warm-up, in seconds.
-template <typename Pass>
-double fastest_pass(const at::Device& device, const Pass& pass) {
-  pass();
-  synchronize(device);
-  double fastest = std::numeric_limits<double>::infinity();
-  for (int i = 0; i < 3; ++i) {
-    const auto start = std::chrono::steady_clock::now();
-    pass();
-    synchronize(device);
-    fastest = std::min(fastest, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
-  }
-  return fastest;
-}
-
 }  // namespace
 
 LayerCosts model_layer_costs(const TransformerConfig& c, int64_t micro_batch) {
@@ -77,30 +63,60 @@ LayerCosts model_layer_costs(const TransformerConfig& c, int64_t micro_batch) {
   return {tokens * embedding, tokens * 3 * block_forward, tokens * head};
 }
 
-LayerCosts measure_layer_costs(const TransformerConfig& c, int64_t micro_batch, at::Device device, uint64_t seed) {
-  const int64_t T = c.seq_len;
-  // A generator of its own: the probe leaves the global random state as the run found it.
-  at::Generator generator = at::make_generator<at::CPUGeneratorImpl>(seed);
-  const auto on_device = at::TensorOptions().device(device);
-  const at::Tensor tokens = at::randint(c.vocab_size, {micro_batch, T}, generator, at::kLong).to(device);
-  const at::Tensor hidden = at::randn({micro_batch, T, int64_t(c.d_model)}, generator).to(on_device);
-  const at::Tensor upstream = at::randn({micro_batch, T, int64_t(c.d_model)}, generator).to(on_device);
+LayerCostProbe::LayerCostProbe(const TransformerConfig& c, const MixedPrecision& mp, at::Device device, uint64_t seed)
+    : c_(c),
+      device_(device),
+      generator_(at::make_generator<at::CPUGeneratorImpl>(seed)),
+      embedding_(c, seed, TransformerParts{true, {{0, 0}}, false}),
+      block_(c, seed, TransformerParts::blocks(0, 1)),
+      head_(c, seed, TransformerParts{false, {{c.n_layer, c.n_layer}}, true}) {
+  for (Transformer* part : {&embedding_, &block_, &head_}) {
+    (*part)->to(device);
+    (*part)->set_precision(mp);
+    (*part)->refresh_working_copy();
+  }
+}
 
+const LayerCostProbe::Inputs& LayerCostProbe::inputs(int64_t micro_batch) {
+  auto [it, fresh] = inputs_.try_emplace(micro_batch);
+  if (fresh) {
+    const std::vector<int64_t> hidden{micro_batch, c_.seq_len, c_.d_model};
+    const auto on_device = at::TensorOptions().device(device_);
+    it->second = {at::randint(c_.vocab_size, {micro_batch, c_.seq_len}, generator_, at::kLong).to(device_),
+                  at::randn(hidden, generator_).to(on_device), at::randn(hidden, generator_).to(on_device)};
+  }
+  return it->second;
+}
+
+LayerCosts LayerCostProbe::time(int64_t micro_batch) {
+  const Inputs& in = inputs(micro_batch);
   // One part's forward and backward: the gradient of what it returns arrives from the next stage
   // (upstream), or, for the head, from the loss; a part without the embedding computes its input's
   // gradient, which it sends back.
-  auto time_part = [&](const TransformerParts& parts) {
-    Transformer model(c, seed, parts);
-    model->to(device);
-    const at::Tensor input = parts.embedding ? tokens : hidden.clone().requires_grad_();
-    return fastest_pass(device, [&] {
-      const at::Tensor out = model->forward(input);
-      if (parts.head) next_token_loss(out, tokens).backward();
-      else out.backward(upstream);
-    });
+  auto time_part = [&](Transformer& part, bool embedding, bool head) {
+    const at::Tensor input = embedding ? in.tokens : in.hidden.clone().requires_grad_();
+    synchronize(device_);
+    const auto start = std::chrono::steady_clock::now();
+    const at::Tensor out = part->forward(input);
+    if (head) next_token_loss(out, in.tokens).backward();
+    else out.backward(in.upstream);
+    synchronize(device_);
+    return seconds_since(start);
   };
-  const TransformerParts embedding{true, {{0, 0}}, false}, block = TransformerParts::blocks(0, 1), head{false, {{c.n_layer, c.n_layer}}, true};
-  return {time_part(embedding), time_part(block), time_part(head)};
+  return {time_part(embedding_, true, false), time_part(block_, false, false), time_part(head_, false, true)};
+}
+
+LayerCosts fastest(const LayerCosts& a, const LayerCosts& b) {
+  return {std::min(a.embedding, b.embedding), std::min(a.block, b.block), std::min(a.head, b.head)};
+}
+
+LayerCosts measure_layer_costs(const TransformerConfig& c, int64_t micro_batch, const MixedPrecision& mp, at::Device device,
+                               uint64_t seed) {
+  LayerCostProbe probe(c, mp, device, seed);
+  probe.time(micro_batch);  // warm-up: the first pass allocates
+  LayerCosts best = probe.time(micro_batch);
+  for (int i = 0; i < 2; ++i) best = fastest(best, probe.time(micro_batch));
+  return best;
 }
 
 std::vector<int> balance_split(const LayerCosts& costs, int n_layer, int chunks) {

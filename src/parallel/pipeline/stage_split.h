@@ -6,9 +6,12 @@
 #include <ATen/ATen.h>
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
+#include "model/mixed_precision.h"
+#include "model/transformer.h"
 #include "model/transformer_config.h"
 
 namespace dtrain {
@@ -25,12 +28,37 @@ struct LayerCosts {
 // A large vocabulary makes the head worth several blocks.
 LayerCosts model_layer_costs(const TransformerConfig& c, int64_t micro_batch);
 
-// Seconds, timed on `device`: a model holding only the embedding, one holding one block, and one
-// holding only the head (model/transformer.h's TransformerParts) each run one warm-up and then three
-// forward+backward passes of a micro-batch shaped as the run's; the fastest pass counts. For the
-// demo model on a CPU the whole probe takes well under a second; it is for parallel.pipeline.split
-// "auto", once at start-up.
-LayerCosts measure_layer_costs(const TransformerConfig& c, int64_t micro_batch, at::Device device, uint64_t seed);
+// The model's parts, built once on `device`: a model holding only the embedding, one holding one
+// block, and one holding only the head (model/transformer.h's TransformerParts), their matmuls in
+// `mp`'s compute type as the run's are. A generator of its own makes the inputs, so timing leaves the
+// global random state as the run found it.
+class LayerCostProbe {
+ public:
+  LayerCostProbe(const TransformerConfig& c, const MixedPrecision& mp, at::Device device, uint64_t seed);
+  // Seconds of one forward+backward pass of each part over a micro-batch of `micro_batch` whole
+  // sequences. The first pass at a micro-batch allocates what later ones reuse: time it as warm-up.
+  LayerCosts time(int64_t micro_batch);
+
+ private:
+  struct Inputs {
+    at::Tensor tokens, hidden, upstream;
+  };
+  const Inputs& inputs(int64_t micro_batch);
+  TransformerConfig c_;
+  at::Device device_;
+  at::Generator generator_;
+  Transformer embedding_, block_, head_;
+  std::map<int64_t, Inputs> inputs_;
+};
+
+// Part by part, the smaller of two timings.
+LayerCosts fastest(const LayerCosts& a, const LayerCosts& b);
+
+// Seconds: the probe's parts after one warm-up pass, the fastest of three passes of a micro-batch
+// shaped as the run's. For the demo model on a CPU it takes well under a second; it is for
+// parallel.pipeline.split "auto", once at start-up.
+LayerCosts measure_layer_costs(const TransformerConfig& c, int64_t micro_batch, const MixedPrecision& mp, at::Device device,
+                               uint64_t seed);
 
 // Blocks per chunk for `chunks` chunks of `n_layer` blocks: each ≥ 1, chunk 0 carrying the embedding's
 // cost and the last chunk the head's, with the largest chunk cost as small as it can be; among the

@@ -13,7 +13,7 @@ namespace {
 
 // Two projections closer than this are a tie: the model cannot tell them apart. A tie goes to the
 // layout with fewer, larger micro-batches (larger GEMMs run nearer the peak, which a fixed
-// efficiency does not see), then to the one with less memory.
+// efficiency does not see; a timed model rate does), then to the one with less memory.
 constexpr double kTieFraction = 1e-9;
 
 }  // namespace
@@ -85,15 +85,27 @@ Plan plan_layouts(const nlohmann::json& user, const std::string& origin, const P
                                    byte_words(o.device_memory) + " available";
       continue;
     }
+    plan.ranked.push_back(std::move(planned));
+  }
+  std::vector<double> rates;
+  for (const PlannedLayout& p : plan.ranked) {
+    const double gemm = o.gemm_flops(p.layout);
+    plan.peak_flops = std::max(plan.peak_flops, gemm);
+    rates.push_back(gemm * o.efficiency);
+  }
+  if (o.model_flops) {
+    std::vector<MemoryLayout> layouts;
+    for (const PlannedLayout& p : plan.ranked) layouts.push_back(p.layout);
+    rates = o.model_flops(layouts);
+  }
+  for (size_t i = 0; i < plan.ranked.size(); ++i) {
     CostTarget target;
     target.world_size = o.world_size;
     target.nodes = o.nodes;
     target.links = o.links;
-    const double gemm = o.gemm_flops(planned.layout);
-    plan.peak_flops = std::max(plan.peak_flops, gemm);
-    target.flops_rate = gemm * o.efficiency;
-    planned.cost = project_step(planned.layout, target);
-    plan.ranked.push_back(std::move(planned));
+    target.flops_rate = rates[i];
+    target.update_s_per_parameter = o.update_s_per_parameter;
+    plan.ranked[i].cost = project_step(plan.ranked[i].layout, target);
   }
   std::stable_sort(plan.ranked.begin(), plan.ranked.end(), [](const PlannedLayout& a, const PlannedLayout& b) {
     const double tie = kTieFraction * std::max(a.cost.step_s, b.cost.step_s);

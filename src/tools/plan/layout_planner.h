@@ -23,9 +23,14 @@ struct PlanOptions {
   int64_t max_micro_batch = 0;  // 0: up to the global batch over dp
   Links links;
   // The FLOP/s a rank's GEMMs reach in a layout: a fixed peak, or the matmul probe at the layout's
-  // shapes. The cost model's compute rate is this × `efficiency`; MFU is against the largest value.
+  // shapes. MFU is against the largest value.
   std::function<double(const MemoryLayout&)> gemm_flops;
+  // The cost model's compute rate: what the model's own parts sustain in each layout that fits, all
+  // asked at once so that a probe can time them in turns (compute_probes.h); where not given,
+  // gemm_flops × `efficiency`.
+  std::function<std::vector<double>(const std::vector<MemoryLayout>&)> model_flops;
   double efficiency = 0.5;
+  double update_s_per_parameter = 0;  // step_cost.h's CostTarget
 };
 
 struct PlannedLayout {

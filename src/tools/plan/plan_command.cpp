@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <iostream>
-#include <map>
 #include <memory>
 #include <stdexcept>
 
@@ -14,39 +13,22 @@
 #include "common/printable.h"
 #include "launch/host_capacity.h"
 #include "model/mixed_precision.h"
+#include "tools/plan/compute_probes.h"
 #include "tools/plan/plan_hardware.h"
 #include "tools/plan/plan_report.h"
-#include "train/matmul_peak.h"
 
 namespace dtrain {
 
 namespace {
+
+// The update probe's size: large enough to leave the caches, as a real shard does.
+constexpr int64_t kUpdateProbeParameters = int64_t(1) << 24;
 
 std::string gpu_list() {
   std::string s;
   for (const auto& name : gpu_names()) s += (s.empty() ? "" : ", ") + name;
   return s;
 }
-
-// The matmul probe (train/matmul_peak.h) at each layout's own GEMM: a micro-batch's tokens on one
-// rank (T = micro-batch × seq_len / cp) by d_model into d_ff / tp, at a rank's thread count and in
-// the type the run multiplies in. Shapes repeat across layouts, so each is measured once.
-class ProbedPeak {
- public:
-  ProbedPeak(at::ScalarType dtype, double seconds) : dtype_(dtype), seconds_(seconds) {}
-  double operator()(const MemoryLayout& l) {
-    const int64_t tokens = l.micro_batch * l.model.seq_len / l.cp, ff = std::max(1, l.model.ff_dim() / l.tp);
-    auto [it, fresh] = rates_.try_emplace({tokens, ff}, 0.0);
-    if (fresh) it->second = measure_matmul_flops(at::kCPU, tokens, l.model.d_model, ff, seconds_, dtype_);
-    return it->second;
-  }
-  size_t shapes() const { return rates_.size(); }
-
- private:
-  at::ScalarType dtype_;
-  double seconds_;
-  std::map<std::pair<int64_t, int64_t>, double> rates_;
-};
 
 }  // namespace
 
@@ -57,7 +39,9 @@ void add_plan_flags(CLI::App& app, PlanFlags& f) {
       ->check(CLI::PositiveNumber);
   app.add_option("--gpu-type", f.gpu_type, "--plan: the GPU whose datasheet peak to use: " + gpu_list());
   app.add_flag("--fp8", f.fp8, "--plan: the GPU's fp8 peak (twice its bf16)");
-  app.add_option("--efficiency", f.efficiency, "--plan: the share of the peak the model's compute reaches (default 0.5)")
+  app.add_option("--efficiency", f.efficiency,
+                 "--plan: the share of --peak-gflops' or --gpu-type's peak the model's compute reaches (default 0.5); on this machine "
+                 "without them the model itself is timed")
       ->check(CLI::Range(0.01, 1.0));
   app.add_option("--intra-gbps", f.intra_gbps, "--plan: intra-node bus bandwidth, GB/s")->check(CLI::PositiveNumber);
   app.add_option("--inter-gbps", f.inter_gbps, "--plan: inter-node bus bandwidth, GB/s")->check(CLI::PositiveNumber);
@@ -79,12 +63,14 @@ int run_plan(const PlanFlags& f, const PlanRequest& r) {
   o.device_is_cpu = !r.gpu;
   o.device_memory = r.device_memory;
   o.max_micro_batch = f.max_micro_batch;
-  o.efficiency = f.efficiency;
+  o.efficiency = f.efficiency > 0 ? f.efficiency : 0.5;
   PlanContext context;
   context.model = base.model.describe();
   context.memory_from = byte_words(r.device_memory) + " per rank (" + r.device_memory_from + ")";
 
-  std::shared_ptr<ProbedPeak> probe;
+  std::shared_ptr<GemmPeakProbe> gemm_probe;
+  std::shared_ptr<ModelRateProbe> model_probe;
+  context.rate_from = "at " + fixed(100 * o.efficiency, 0) + "% of the peak";
   if (f.peak_gflops > 0) {
     o.gemm_flops = [peak = f.peak_gflops * 1e9](const MemoryLayout&) { return peak; };
     context.peak_from = "--peak-gflops " + fixed(f.peak_gflops, 1);
@@ -96,10 +82,17 @@ int run_plan(const PlanFlags& f, const PlanRequest& r) {
   } else if (r.gpu) {
     throw std::invalid_argument("--gpu-type or --peak-gflops: give the GPUs' peak to plan for them (table: " + gpu_list() + ")");
   } else {
+    if (f.efficiency > 0)
+      throw std::invalid_argument(
+          "--efficiency: applies to a peak given by --peak-gflops or --gpu-type; without them the plan times the model itself");
     at::set_num_threads(rank_threads(base.threads, r.world_size / r.nodes));
     const MixedPrecision mp = MixedPrecision::make(base.precision, at::kCPU);
-    probe = std::make_shared<ProbedPeak>(mp.native_gemm ? mp.compute : at::kFloat, f.probe_seconds);
-    o.gemm_flops = [probe](const MemoryLayout& l) { return (*probe)(l); };
+    gemm_probe = std::make_shared<GemmPeakProbe>(mp.native_gemm ? mp.compute : at::kFloat, f.probe_seconds);
+    model_probe =
+        std::make_shared<ModelRateProbe>(mp, f.model_probe_seconds, [](const std::string& line) { std::cerr << line << std::endl; });
+    o.gemm_flops = [gemm_probe](const MemoryLayout& l) { return (*gemm_probe)(l); };
+    o.model_flops = [model_probe](const std::vector<MemoryLayout>& layouts) { return (*model_probe)(layouts); };
+    o.update_s_per_parameter = time_update_per_parameter(std::min<int64_t>(base.model.parameter_count(), kUpdateProbeParameters));
     context.peak_from = "the matmul probe at each layout's GEMM shape, " + std::to_string(at::get_num_threads()) + " thread(s) per rank";
   }
 
@@ -112,7 +105,13 @@ int run_plan(const PlanFlags& f, const PlanRequest& r) {
   if (f.inter_gbps > 0) o.links.inter_node.bus_bytes_per_s = f.inter_gbps * 1e9, context.links_from += ", --inter-gbps";
 
   const Plan plan = plan_layouts(user, origin, o);
-  if (probe) context.peak_from += " (" + std::to_string(probe->shapes()) + " shapes, best " + fixed(plan.peak_flops / 1e9, 1) + " GFLOP/s)";
+  if (gemm_probe) {
+    context.peak_from += " (" + std::to_string(gemm_probe->shapes()) + " shapes, best " + fixed(plan.peak_flops / 1e9, 1) + " GFLOP/s)";
+    context.rate_from = "the model's embedding, a block and its head timed forward and backward at each layout's micro-batch (" +
+                        std::to_string(model_probe->shapes()) +
+                        " shapes), at whole width under tensor parallelism; the optimizer's update timed, " +
+                        fixed(1e9 * o.update_s_per_parameter, 3) + " ns a parameter";
+  }
   context.run_prefix = "build/dtrain run --nproc-per-node " + std::to_string(r.world_size / r.nodes) +
                        (r.nodes > 1 ? " --hostfile HOSTS" : "") + (r.config_path.empty() ? "" : " --config " + printable(r.config_path));
   // The user's own --set lines, but for the keys the plan sets.

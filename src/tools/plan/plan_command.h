@@ -14,11 +14,12 @@ struct PlanFlags {
   double peak_gflops = 0;  // per rank; 0: the GPU table or the probe
   std::string gpu_type;    // A100, H100, H200, B200
   bool fp8 = false;
-  double efficiency = 0.5;
+  double efficiency = 0;  // of a given peak; 0: 0.5 there, and on the CPU build the model is timed instead
   double intra_gbps = 0, inter_gbps = 0;  // bus bandwidth; 0: a bench-comm table or the defaults
   std::string bench_comm, bench_comm_inter;
   int64_t max_micro_batch = 0;
-  double probe_seconds = 0.3;  // the matmul probe per GEMM shape on the CPU build
+  double probe_seconds = 0.3;      // the matmul probe per GEMM shape on the CPU build
+  double model_probe_seconds = 5;  // the model probe's rounds over every micro-batch, at least
 };
 
 void add_plan_flags(CLI::App& app, PlanFlags& flags);

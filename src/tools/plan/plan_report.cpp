@@ -30,7 +30,7 @@ std::string plan_table(const Plan& plan, const PlanOptions& o, const PlanContext
   out << context.model << "\n";
   out << o.world_size << " rank(s) on " << o.nodes << " node(s), " << context.memory_from << "; global batch " << plan.global_batch
       << " sequences per step, kept by every layout\n";
-  out << "compute: " << context.peak_from << ", at " << fixed(100 * o.efficiency, 0) << "% of it\n";
+  out << "peak: " << context.peak_from << "\ncompute: " << context.rate_from << "\n";
   out << "links (" << context.links_from << "): intra-node " << link_words(o.links.intra_node) << "; inter-node "
       << link_words(o.links.inter_node) << "\n\n";
   out << plan.considered << " layouts considered: " << plan.invalid << " invalid, " << plan.not_covered
@@ -69,7 +69,8 @@ nlohmann::json plan_json(const Plan& plan, const PlanOptions& o, const PlanConte
                         {"global_batch", plan.global_batch},
                         {"peak_flops", plan.peak_flops},
                         {"peak_from", context.peak_from},
-                        {"efficiency", o.efficiency},
+                        {"rate_from", context.rate_from},
+                        {"efficiency", o.model_flops ? nlohmann::json() : nlohmann::json(o.efficiency)},
                         {"links", {{"from", context.links_from}, {"intra_node", link_json(o.links.intra_node)}, {"inter_node", link_json(o.links.inter_node)}}},
                         {"considered", plan.considered},
                         {"invalid", plan.invalid},

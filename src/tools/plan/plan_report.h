@@ -16,6 +16,7 @@ struct PlanContext {
   std::string model;       // TransformerConfig::describe()
   std::string memory_from; // "80 GiB per rank (--gpu-mem)"
   std::string peak_from;   // "H100 bf16 datasheet, 989 TFLOP/s"
+  std::string rate_from;   // where the compute rate came from: "at 50% of it", or the model probe's words
   std::string links_from;  // "defaults for GPUs"
   std::string run_prefix;  // "build/dtrain run --nproc-per-node 2 --config cfg.json"
 };

@@ -200,6 +200,15 @@ StepCost project_step(const MemoryLayout& l, const CostTarget& target) {
                              where(crosses_nodes(l, "cp", rpn))});
   }
 
+  // The optimizer's update, once a step, of what the rank's optimizer holds: its parameters, or
+  // under ZeRO (every stage shards the optimizer state, Rajbhandari et al. 2020) their 1/(dp·cp).
+  if (target.update_s_per_parameter > 0) {
+    const double updated = l.zero_stage > 0 ? stage.parameters / dp_ranks : stage.parameters;
+    out.terms.push_back({"optimizer update", updated * target.update_s_per_parameter,
+                         std::string(l.zero_stage > 0 ? "Ψ_r / " + std::to_string(dp_ranks) : "Ψ_r") + " × " +
+                             fixed(1e9 * target.update_s_per_parameter, 3) + " ns a parameter"});
+  }
+
   for (const CostTerm& t : out.terms) out.step_s += t.seconds;
   return out;
 }

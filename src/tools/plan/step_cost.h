@@ -3,8 +3,9 @@
 // (tools/estimate/memory_layout.h), the compute rate and the links in, seconds per term out. Each
 // term in step_cost.cpp names where its formula comes from. The model is for ranking layouts
 // against each other, not for predicting a run to the percent: no communication overlaps compute
-// (every term adds), collectives run as rings at one bus bandwidth per link, and the optimizer's
-// update and elementwise work are inside the compute efficiency, not terms of their own.
+// (every term adds), collectives run as rings at one bus bandwidth per link, and the elementwise
+// work is inside the compute rate; the optimizer's update is a term of its own where it was timed
+// (ZeRO shards it), else inside the compute efficiency too.
 #pragma once
 #include <string>
 #include <vector>
@@ -28,6 +29,8 @@ struct Links {
 struct CostTarget {
   int world_size = 1, nodes = 1;
   double flops_rate = 0;  // FLOP/s one rank's compute sustains in this layout (peak × efficiency)
+  // The optimizer's update of one parameter, timed (compute_probes.h); 0: inside the efficiency.
+  double update_s_per_parameter = 0;
   Links links;
   int ranks_per_node() const { return world_size / nodes; }
 };
