@@ -2,8 +2,10 @@
 # Host memory strategies for dtrain's training step, side by side on the benchmark GPT
 # (bench/gpt_bench.json), one rank with 2 threads: glibc malloc as it ships
 # (DTRAIN_GLIBC_MALLOC_DEFAULTS=1), glibc told to keep freed memory (what dtrain does by default,
-# src/train/host_memory.h), and jemalloc and mimalloc from Debian through LD_PRELOAD. Prints tokens/s, peak RSS and minor page
-# faults per strategy; each runs ROUNDS times, interleaved, and the table shows the best tokens/s.
+# src/train/host_memory.h), glibc giving every block of 128 KiB and more back when freed
+# (MALLOC_MMAP_THRESHOLD_=131072, which makes peak RSS follow the tensors), and jemalloc and
+# mimalloc from Debian through LD_PRELOAD. Prints tokens/s, peak RSS and minor page faults per
+# strategy; each runs ROUNDS times, interleaved, and the table shows the best tokens/s.
 # Usage: bench/allocator.sh [STEPS] [ROUNDS]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -15,10 +17,11 @@ lib=/usr/lib/x86_64-linux-gnu
 declare -A env_of=(
   [glibc]="DTRAIN_GLIBC_MALLOC_DEFAULTS=1"
   [glibc-kept]=""
+  [glibc-given-back]="MALLOC_MMAP_THRESHOLD_=131072"
   [jemalloc]="LD_PRELOAD=$lib/libjemalloc.so.2"
   [mimalloc]="LD_PRELOAD=$lib/libmimalloc.so.2"
 )
-order=(glibc glibc-kept jemalloc mimalloc)
+order=(glibc glibc-kept glibc-given-back jemalloc mimalloc)
 for name in "${order[@]}"; do
   [[ $name == jemalloc && ! -e $lib/libjemalloc.so.2 ]] && { echo "skipping jemalloc (apt install libjemalloc2)" >&2; continue; }
   [[ $name == mimalloc && ! -e $lib/libmimalloc.so.2 ]] && { echo "skipping mimalloc (apt install libmimalloc2.0)" >&2; continue; }
