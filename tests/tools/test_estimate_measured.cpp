@@ -137,6 +137,9 @@ const std::vector<MeasuredLayout> kLayouts = {
     {"tiny_pp2_zero_bubble", 2, kTiny + pipeline("zero_bubble")},
     {"tiny_llama_pp2_zero_bubble", 2, kTiny + kLlama + pipeline("zero_bubble")},
     {"tiny_dp2_pp2_zero_bubble_zero1", 4, kTiny + pipeline("zero_bubble") + stage(1)},
+    // In bf16 the stores and the MLP's gradients are compute-type copies; the received input stays fp32.
+    {"tiny_bf16_pp2_zero_bubble", 2, kTiny + kBf16 + pipeline("zero_bubble")},
+    {"demo_llama_bf16_pp2_zero_bubble", 2, kDemo + kLlama + kBf16 + pipeline("zero_bubble")},
     {"tiny_pp2_zero3", 2, kTiny + pipeline("1f1b") + stage(3)},
     {"tiny_dp2_pp2_zero3", 4, kTiny + pipeline("1f1b") + stage(3)},
     // One micro-batch a step: the stage's gradients appear as its backward goes (4 ranks: the shards too).
@@ -243,6 +246,7 @@ TEST(EstimateMeasuredTable, CrossesEveryCoveredDimension) {
     if (pp && sets.count("zero_optimization.stage=3")) seen.insert("pp × ZeRO-3");
     if (pp && sets.count("zero_optimization.stage=3") && sets.count("bf16.enabled=true")) seen.insert("pp × ZeRO-3 × bf16");
     if (pp && sets.count("zero_optimization.stage=3") && sets.count("gradient_accumulation_steps=1")) seen.insert("pp × ZeRO-3, one micro-batch");
+    if (sets.count("parallel.pipeline.schedule=zero_bubble") && sets.count("bf16.enabled=true")) seen.insert("zero_bubble × bf16");
   }
   for (const std::string& s : std::vector<std::string>{"zero_optimization.stage=0", "zero_optimization.stage=1", "zero_optimization.stage=2", "zero_optimization.stage=3",
                                "train.activation_checkpointing=full", "train.activation_checkpointing=selective",
@@ -252,6 +256,7 @@ TEST(EstimateMeasuredTable, CrossesEveryCoveredDimension) {
                                "parallel.pipeline.schedule=interleaved_1f1b", "parallel.pipeline.virtual_stages=2",
                                "parallel.pipeline.schedule=zero_bubble",
                                "tp × pp", "tp × cp", "dp × pp", "pp × ZeRO-3", "pp × ZeRO-3 × bf16", "pp × ZeRO-3, one micro-batch",
+                               "zero_bubble × bf16",
                                kFreezeTable.front(), modules(3).front(), "model.preset=vlm-ocr", kVlmPlan.front(),
                                kFreezeEncoder.front(), nvme("optimizer").front(), nvme("param").front(),
                                kSmallSubGroups.front()})

@@ -39,20 +39,21 @@ struct Step {
   bool selective() const { return l.activation_checkpointing.attention_core(); }
   bool zero_bubble() const { return stage.pipelined() && l.schedule == ScheduleKind::ZeroBubble; }
 
-  // zero_bubble (fp32, no tp): what a micro-batch's I leaves to its W per token. Each linear layer's
-  // deferred weight-gradient GEMM (model/weight_grad_store.h) holds the layer's input and output
-  // gradient: a block's inputs are the attention's and the MLP's normed inputs, the o projection's
-  // input and the down projection's (3d + f), its output gradients q's, k's, v's, o's, the MLP's
-  // input matrices' (GPT-2 one, Llama's SwiGLU two) and the down projection's (3d + 2·kv + f or 2f);
-  // the head's, the final norm's output and the logits' gradient (d + V). A chunk whose input was
-  // received (not the model's first) keeps that input too: the stored inputs' autograd history
-  // leads to it (AccumulateGrad holds its leaf). Measured with the counting allocator's live
-  // tensors at the tiny model's peaks, GPT-2 and Llama, exactly.
+  // zero_bubble (fp32 or bf16, no tp): what a micro-batch's I leaves to its W per token. Each linear
+  // layer's deferred weight-gradient GEMM (model/weight_grad_store.h) holds the layer's input and
+  // output gradient, in the compute type (e bytes): a block's inputs are the attention's and the
+  // MLP's normed inputs, the o projection's input and the down projection's (3d + f), its output
+  // gradients q's, k's, v's, o's, the MLP's input matrices' (GPT-2 one, Llama's SwiGLU two) and the
+  // down projection's (3d + 2·kv + f or 2f); the head's, the final norm's output and the logits'
+  // gradient (d + V). A chunk whose input was received (not the model's first) keeps that input too,
+  // in fp32 as it arrived: the stored inputs' autograd history leads to it (AccumulateGrad holds its
+  // leaf). Measured with the counting allocator's live tensors at the tiny model's peaks, GPT-2 and
+  // Llama, exactly in fp32; in bf16 the tiny and demo models within +0.8% to +3.2%.
   double block_store_per_token() const {
     const double kv = double(l.model.kv_heads()) * l.model.head_dim(), mlp_in = l.model.is_llama() ? 2 : 1;
-    return 4 * ((3 * d + f) + (3 * d + 2 * kv + mlp_in * f));
+    return e * ((3 * d + f) + (3 * d + 2 * kv + mlp_in * f));
   }
-  double head_store_per_token() const { return 4 * (d + V); }
+  double head_store_per_token() const { return e * (d + V); }
   double stored_bytes_per_token(size_t c) const {
     const PipelineChunk& chunk = stage.chunks[c];
     return chunk.blocks * block_store_per_token() + (chunk.last ? head_store_per_token() : 0) + (chunk.first ? 0 : 4 * d);
@@ -325,15 +326,16 @@ struct Step {
   // weight gradient was added; under mixed precision both hold two compute-type T·f gradients and
   // a weight gradient of the compute type's size.
   // Under zero_bubble the weight gradient waits for W, and the MLP's output gradients (GPT-2's one,
-  // Llama's two), stored for it, stay beside the gradient they came from: 4·T·d + 8·T·f for GPT-2,
-  // 4·T·d + 12·T·f for Llama in fp32 (the counting allocator's live tensors at the tiny model's peaks).
+  // Llama's two), stored for it, stay beside the gradient they came from, in the compute type:
+  // 4·T·d + 2e·T·f for GPT-2, 4·T·d + 3e·T·f for Llama (the counting allocator's live tensors at the
+  // tiny model's peaks in fp32; bf16 on the tiny and demo models).
   MemoryTerm block_working_set() const {
     double per_f = 4, weight = 4 * f * d;
     std::string formula = "4·T·d + 4·T·f + 4·f·d";
     if (zero_bubble()) {
-      per_f = l.model.is_llama() ? 12 : 8;
+      per_f = (l.model.is_llama() ? 3 : 2) * e;
       weight = 0;
-      formula = l.model.is_llama() ? "4·T·d + 12·T·f" : "4·T·d + 8·T·f";
+      formula = l.model.is_llama() ? "4·T·d + 3e·T·f" : "4·T·d + 2e·T·f";
     } else if (e < 4) {
       per_f = 2 * e;
       weight = e * f * d;
