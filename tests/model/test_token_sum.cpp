@@ -1,5 +1,5 @@
 // The sum over tokens that bias gradients use (fused/token_sum.h) against a sequential fp32 sum,
-// whose order it states, and against the fp64 sum, in fp32 and bf16.
+// whose order it states, and against the fp64 sum, in fp32, bf16 and fp16.
 #include <gtest/gtest.h>
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/Parallel.h>
@@ -42,5 +42,5 @@ TEST_P(SumOverTokensTest, IsTheSequentialFp32Sum) {
   EXPECT_TRUE(((sum.to(at::kDouble) - rows64.sum(0)).abs() <= bound).all().item<bool>());
 }
 
-INSTANTIATE_TEST_SUITE_P(Types, SumOverTokensTest, ::testing::Values(at::kFloat, at::kBFloat16),
-                         [](const auto& info) { return std::string(info.param == at::kFloat ? "fp32" : "bf16"); });
+INSTANTIATE_TEST_SUITE_P(Types, SumOverTokensTest, ::testing::Values(at::kFloat, at::kBFloat16, at::kHalf),
+                         [](const auto& info) { return std::string(info.param == at::kFloat ? "fp32" : info.param == at::kHalf ? "fp16" : "bf16"); });

@@ -9,7 +9,7 @@ namespace dtrain {
 
 namespace {
 
-// Columns per task: 64 bf16 columns are two cache lines of each row.
+// Columns per task: 64 16-bit columns are two cache lines of each row.
 constexpr int64_t kSumColumns = 64;
 // Enough elements per task that a thread's share outweighs the cost of handing it out.
 constexpr int64_t kSumGrain = 1 << 15;
@@ -35,6 +35,11 @@ inline __attribute__((always_inline)) void sum_block(const T* __restrict src, in
 
 // x86-64-v4 (AVX-512 F, BW, DQ, VL) rather than AVX-512F alone: 16-bit loads of 512-bit vectors need BW.
 __attribute__((target_clones("arch=x86-64-v4", "avx2", "default"))) void sum_block_bf16(const c10::BFloat16* src, int64_t rows, int64_t ld,
+                                                                                 int64_t width, float* out) {
+  sum_block(src, rows, ld, width, out);
+}
+
+__attribute__((target_clones("arch=x86-64-v4", "avx2", "default"))) void sum_block_fp16(const c10::Half* src, int64_t rows, int64_t ld,
                                                                                  int64_t width, float* out) {
   sum_block(src, rows, ld, width, out);
 }
@@ -68,6 +73,7 @@ at::Tensor sum_over_tokens_fp32(const at::Tensor& g) {
   RECORD_FUNCTION("dtrain::sum_over_tokens", std::vector<c10::IValue>({g}));
   const at::Tensor g2 = g.reshape({-1, g.size(-1)});
   if (g2.is_cpu() && g2.scalar_type() == at::kBFloat16) return sum_columns<c10::BFloat16>(g2, sum_block_bf16);
+  if (g2.is_cpu() && g2.scalar_type() == at::kHalf) return sum_columns<c10::Half>(g2, sum_block_fp16);
   if (g2.is_cpu() && g2.scalar_type() == at::kFloat) return sum_columns<float>(g2, sum_block_fp32);
   return at::sum(g2, {0}, false, at::kFloat);
 }

@@ -6,7 +6,7 @@
 
 namespace dtrain {
 
-// g [..., n] → [n] fp32, each column summed in fp32. On the CPU (fp32 and bf16) each column is
+// g [..., n] → [n] fp32, each column summed in fp32. On the CPU (fp32, bf16 and fp16) each column is
 // summed token by token in order, whatever the thread count: the result is that of a sequential fp32
 // sum, within n_tokens · 2⁻²⁴ · Σ|g| of the exact one. Work is split over blocks of columns.
 at::Tensor sum_over_tokens_fp32(const at::Tensor& g);
