@@ -122,7 +122,6 @@ MemoryLayout estimate_layout(const TrainConfig& c, bool device_is_cpu, int ranks
   l.accumulation = c.accumulation;
   l.activation_checkpointing = c.activation_checkpointing;
   l.compute_bytes = int(c10::elementSize(c.precision));
-  l.fp16 = c.precision == at::kHalf;
   l.native_gemm = MixedPrecision::make(c.precision, device_is_cpu ? at::Device(at::kCPU) : at::Device(at::kCUDA)).native_gemm;
   l.optimizer_bytes = optimizer_state_bytes(c.optimizer);
   l.optimizer_name = c.optimizer.value("type", std::string("AdamW"));

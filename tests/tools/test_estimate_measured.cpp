@@ -41,6 +41,7 @@ const Sets kTiny = {"model.preset=tiny", "train_micro_batch_size_per_gpu=32", "t
 const Sets kDemo = {"model.preset=demo"};
 const Sets kLlama = {"model.arch=llama", "model.n_kv_head=1"};  // grouped-query attention too
 const Sets kBf16 = {"bf16.enabled=true"};
+const Sets kFp16 = {"fp16.enabled=true"};
 
 Sets stage(int s) { return {"zero_optimization.stage=" + std::to_string(s)}; }
 Sets ac(const std::string& mode) { return {"train.activation_checkpointing=" + mode}; }
@@ -140,6 +141,10 @@ const std::vector<MeasuredLayout> kLayouts = {
     // In bf16 the stores and the MLP's gradients are compute-type copies; the received input stays fp32.
     {"tiny_bf16_pp2_zero_bubble", 2, kTiny + kBf16 + pipeline("zero_bubble")},
     {"demo_llama_bf16_pp2_zero_bubble", 2, kDemo + kLlama + kBf16 + pipeline("zero_bubble")},
+    // fp16 where its GEMMs are native (AVX512-FP16): the bias gradients summed as read, no fp32 copy.
+    {"demo_fp16_zero3", 2, kDemo + kFp16 + stage(3)},
+    {"demo_fp16_tp2_sp", 2, kDemo + kFp16 + kSp},
+    {"demo_fp16_pp2_zero_bubble", 2, kDemo + kFp16 + pipeline("zero_bubble")},
     {"tiny_pp2_zero3", 2, kTiny + pipeline("1f1b") + stage(3)},
     {"tiny_dp2_pp2_zero3", 4, kTiny + pipeline("1f1b") + stage(3)},
     // One micro-batch a step: the stage's gradients appear as its backward goes (4 ranks: the shards too).
@@ -195,11 +200,12 @@ class EstimateMeasured : public ::testing::TestWithParam<MeasuredLayout> {};
 
 TEST_P(EstimateMeasured, WithinFivePercentOfTheTrackedPeak) {
   const MeasuredLayout& layout = GetParam();
-  // Where bf16 GEMMs are not native (a CPU without AVX512-BF16) the estimate refuses bf16 by name
-  // (MemoryEstimate.SixteenBitWithoutNativeGemmsIsRefused): nothing to measure against.
-  if (std::count(layout.sets.begin(), layout.sets.end(), "bf16.enabled=true") &&
-      !MixedPrecision::make(at::kBFloat16, at::Device(at::kCPU)).native_gemm)
-    GTEST_SKIP() << "bf16 has no estimate on a CPU without native bf16 GEMMs (AVX512-BF16)";
+  // Where 16-bit GEMMs are not native (bf16 on a CPU without AVX512-BF16, fp16 without AVX512-FP16)
+  // the estimate refuses them by name (MemoryEstimate.SixteenBitWithoutNativeGemmsIsRefused):
+  // nothing to measure against.
+  for (const auto& [set, dtype] : {std::pair{"bf16.enabled=true", at::kBFloat16}, std::pair{"fp16.enabled=true", at::kHalf}})
+    if (std::count(layout.sets.begin(), layout.sets.end(), set) && !MixedPrecision::make(dtype, at::Device(at::kCPU)).native_gemm)
+      GTEST_SKIP() << set << ": no estimate on a CPU without native " << (dtype == at::kHalf ? "fp16 GEMMs (AVX512-FP16)" : "bf16 GEMMs (AVX512-BF16)");
   const Sets data = layout.images ? Sets{largest_images_in(scratch_dir("estimate_" + layout.name + "_data"))} : Sets{};
   const TrainingRun run = train(scratch_dir("estimate_" + layout.name), layout.ranks,
                                 Sets{"train.steps=2", "checkpoint.save_at_end=false"} +
@@ -250,7 +256,7 @@ TEST(EstimateMeasuredTable, CrossesEveryCoveredDimension) {
   }
   for (const std::string& s : std::vector<std::string>{"zero_optimization.stage=0", "zero_optimization.stage=1", "zero_optimization.stage=2", "zero_optimization.stage=3",
                                "train.activation_checkpointing=full", "train.activation_checkpointing=selective",
-                               "train.activation_checkpointing=every:2", "bf16.enabled=true", "model.arch=llama", "model.preset=tiny",
+                               "train.activation_checkpointing=every:2", "bf16.enabled=true", "fp16.enabled=true", "model.arch=llama", "model.preset=tiny",
                                "model.preset=demo", "one rank", "parallel.tp=2", "parallel.sequence_parallel=true",
                                "parallel.pipeline.schedule=1f1b", "parallel.pipeline.schedule=gpipe", "parallel.cp=2",
                                "parallel.pipeline.schedule=interleaved_1f1b", "parallel.pipeline.virtual_stages=2",

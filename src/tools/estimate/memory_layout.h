@@ -43,7 +43,6 @@ struct MemoryLayout {
 
   // The compute type's bytes: 4 without mixed precision, 2 under bf16 or fp16 (fp32 master weights).
   int compute_bytes = 4;
-  bool fp16 = false;  // the 16-bit type is fp16, with its loss scaling, rather than bf16
   // Whether 16-bit GEMMs run natively (MixedPrecision::native_gemm): false for bf16 on a CPU without
   // AVX512-BF16 and fp16 without AVX512-FP16, whose GEMMs widen their 16-bit operands to fp32 copies
   // (the estimate refuses those: memory_estimate.cpp).
