@@ -145,6 +145,10 @@ const std::vector<MeasuredLayout> kLayouts = {
     {"demo_fp16_zero3", 2, kDemo + kFp16 + stage(3)},
     {"demo_fp16_tp2_sp", 2, kDemo + kFp16 + kSp},
     {"demo_fp16_pp2_zero_bubble", 2, kDemo + kFp16 + pipeline("zero_bubble")},
+    // ZeRO-2 under pp reduces once a step, as ZeRO-3 does: autograd's whole gradients meanwhile.
+    {"tiny_dp2_pp2_zero2", 4, kTiny + pipeline("1f1b") + stage(2)},
+    {"demo_bf16_dp2_pp2_zero_bubble_zero2", 4, kDemo + kBf16 + pipeline("zero_bubble") + stage(2)},
+    {"tiny_pp2_zero_bubble_zero3", 2, kTiny + pipeline("zero_bubble") + stage(3)},
     {"tiny_pp2_zero3", 2, kTiny + pipeline("1f1b") + stage(3)},
     {"tiny_dp2_pp2_zero3", 4, kTiny + pipeline("1f1b") + stage(3)},
     // One micro-batch a step: the stage's gradients appear as its backward goes (4 ranks: the shards too).
@@ -250,6 +254,7 @@ TEST(EstimateMeasuredTable, CrossesEveryCoveredDimension) {
     if (tp && cp) seen.insert("tp × cp");
     if (dp && pp) seen.insert("dp × pp");
     if (pp && sets.count("zero_optimization.stage=3")) seen.insert("pp × ZeRO-3");
+    if (pp && sets.count("zero_optimization.stage=2")) seen.insert("pp × ZeRO-2");
     if (pp && sets.count("zero_optimization.stage=3") && sets.count("bf16.enabled=true")) seen.insert("pp × ZeRO-3 × bf16");
     if (pp && sets.count("zero_optimization.stage=3") && sets.count("gradient_accumulation_steps=1")) seen.insert("pp × ZeRO-3, one micro-batch");
     if (sets.count("parallel.pipeline.schedule=zero_bubble") && sets.count("bf16.enabled=true")) seen.insert("zero_bubble × bf16");
@@ -262,7 +267,7 @@ TEST(EstimateMeasuredTable, CrossesEveryCoveredDimension) {
                                "parallel.pipeline.schedule=interleaved_1f1b", "parallel.pipeline.virtual_stages=2",
                                "parallel.pipeline.schedule=zero_bubble",
                                "tp × pp", "tp × cp", "dp × pp", "pp × ZeRO-3", "pp × ZeRO-3 × bf16", "pp × ZeRO-3, one micro-batch",
-                               "zero_bubble × bf16",
+                               "zero_bubble × bf16", "pp × ZeRO-2",
                                kFreezeTable.front(), modules(3).front(), "model.preset=vlm-ocr", kVlmPlan.front(),
                                kFreezeEncoder.front(), nvme("optimizer").front(), nvme("param").front(),
                                kSmallSubGroups.front()})

@@ -134,14 +134,13 @@ std::string uncovered_layout(const MemoryLayout& l) {
   // hops and dk/dv accumulators (held until a peer's send completes) no term models: on the tiny
   // model pp 2 × cp 2 measures 1-5% over the estimate, more on a rank that runs ahead.
   if (l.pp > 1 && l.cp > 1) parts.push_back(pp + " with cp " + std::to_string(l.cp));
-  // zero_bubble's stores and working set are measured in fp32, bf16 and fp16 without tp, cp or
-  // recomputation at ZeRO stages 0-1: under tp only the row-parallel layers defer, recomputation
-  // rebuilds what the stores keep, and ZeRO 2-3 hold gradients W has not made yet.
+  // zero_bubble's stores and working set are measured in fp32, bf16 and fp16 at every ZeRO stage,
+  // without tp or recomputation: under tp only the row-parallel layers defer, and recomputation
+  // rebuilds what the stores keep.
   if (l.pp > 1 && l.schedule == ScheduleKind::ZeroBubble) {
     std::vector<std::string> under;
     if (l.tp > 1) under.push_back("tp " + std::to_string(l.tp));
     if (l.activation_checkpointing.mode != ActivationCheckpointing::Mode::None) under.push_back("activation checkpointing");
-    if (l.zero_stage > 1) under.push_back("ZeRO stage " + std::to_string(l.zero_stage));
     if (!under.empty()) parts.push_back(pp + " under parallel.pipeline.schedule=zero_bubble with " + joined(under));
   }
   const std::string plan = uncovered_module_plan(l);
@@ -157,7 +156,7 @@ const std::vector<std::string>& covered_layouts() {
       "data parallelism: DDP (ZeRO stage 0) and ZeRO stages 1, 2 and 3 (reshard_after_forward true or false, hybrid shard groups)",
       "tensor parallelism (Megatron-LM's layout, the vocab-parallel head and loss), with or without sequence parallelism",
       "pipeline parallelism under the gpipe, 1f1b and interleaved_1f1b schedules (every stage's own estimate), with DDP, ZeRO stages "
-      "1-3, one micro-batch a step or more; zero_bubble in fp32, bf16 or fp16 with DDP or ZeRO-1, "
+      "1-3, one micro-batch a step or more; zero_bubble in fp32, bf16 or fp16 at every ZeRO stage, "
       "without tp or activation checkpointing",
       "context parallelism, ring or Ulysses attention",
       "tp, pp and cp combined: tp × pp, tp × cp and dp × pp (not pp × cp)",
