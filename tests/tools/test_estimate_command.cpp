@@ -117,7 +117,7 @@ TEST(EstimateCommand, RefusesBadInputNamingIt) {
            {{"--set", "parallel.pp=2", "--set", "parallel.pipeline.schedule=zero_bubble", "--set", "train.activation_checkpointing=full",
              "--gpus", "2", "--gpu-mem", "80GiB"},
             1,
-            "no estimate for pp 2 under parallel.pipeline.schedule=zero_bubble with activation checkpointing"},
+            "no estimate for pp 2 under parallel.pipeline.schedule=zero_bubble with blocks recomputed whole (full, every:N)"},
            {{"--set", "train.freeze=[\"blocks.1.*\"]"}, 1, "no estimate for frozen blocks.1."}}) {
     const ProcessResult r = estimate(c.args);
     EXPECT_EQ(r.exit_code, c.exit_code) << ::testing::PrintToString(c.args) << "\n" << r.output;

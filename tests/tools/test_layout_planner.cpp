@@ -187,13 +187,13 @@ nlohmann::json tiny_config(int64_t global_batch) {
 
 TEST(LayoutPlanner, EveryCandidateIsRankedOrDroppedForAReason) {
   nlohmann::json config = tiny_config(4);
-  config["parallel"] = {{"pipeline", {{"schedule", "zero_bubble"}}}};  // without a formula under recomputation
+  config["parallel"] = {{"pipeline", {{"schedule", "zero_bubble"}}}};  // without a formula under full recomputation
   const Plan plan = plan_layouts(config, "test config", two_ranks(1e12));
   EXPECT_EQ(plan.considered, ((2 + 3) * 4 + 3 + 2 * 3) * 3);
   EXPECT_EQ(plan.global_batch, 4);
-  // pp 2 under zero_bubble with recomputation has no estimate: 3 micro-batches × 2 recomputing modes.
-  EXPECT_EQ(plan.not_covered, 6) << plan.not_covered_example;
-  EXPECT_NE(plan.not_covered_example.find("pp 2 under parallel.pipeline.schedule=zero_bubble with activation checkpointing"), std::string::npos)
+  // pp 2 under zero_bubble with blocks recomputed whole has no estimate: 3 micro-batches under "full".
+  EXPECT_EQ(plan.not_covered, 3) << plan.not_covered_example;
+  EXPECT_NE(plan.not_covered_example.find("pp 2 under parallel.pipeline.schedule=zero_bubble with blocks recomputed whole"), std::string::npos)
       << plan.not_covered_example;
   EXPECT_EQ(plan.invalid, 0) << plan.invalid_example;
   EXPECT_EQ(plan.not_fitting, 0);
