@@ -150,6 +150,8 @@ const std::vector<MeasuredLayout> kLayouts = {
     {"demo_bf16_dp2_pp2_zero_bubble_zero2", 4, kDemo + kBf16 + pipeline("zero_bubble") + stage(2)},
     {"tiny_pp2_zero_bubble_zero3", 2, kTiny + pipeline("zero_bubble") + stage(3)},
     {"demo_llama_bf16_pp2_zero_bubble_selective", 2, kDemo + kLlama + kBf16 + pipeline("zero_bubble") + ac("selective")},
+    // DeepSpeed's cpu_checkpointing: on the CPU build the checkpointed inputs already are in host memory.
+    {"demo_full_cpu_checkpointing", 2, kDemo + stage(1) + ac("full") + Sets{"activation_checkpointing.cpu_checkpointing=true"}},
     {"tiny_pp2_zero3", 2, kTiny + pipeline("1f1b") + stage(3)},
     {"tiny_dp2_pp2_zero3", 4, kTiny + pipeline("1f1b") + stage(3)},
     // One micro-batch a step: the stage's gradients appear as its backward goes (4 ranks: the shards too).

@@ -527,6 +527,11 @@ TEST(MemoryEstimate, LayoutsWithoutFormulasAreRefusedByName) {
                                           "no estimate for pp 2 under parallel.pipeline.schedule=zero_bubble with tp 2"},
                                          {[](MemoryLayout& l) { l.pp = 2, l.cp = 2, l.zero_stage = 1, l.accumulation = 2; },
                                           "no estimate for pp 2 with cp 2"},
+                                         {[](MemoryLayout& l) {
+                                            l.device_is_cpu = false, l.activation_checkpointing = ActivationCheckpointing::parse("full");
+                                            l.activation_checkpointing.store.host_memory = true;
+                                          },
+                                          "no estimate for activation_checkpointing.cpu_checkpointing on a GPU (checkpointed inputs in host memory)"},
                                          {[](MemoryLayout& l) { l.device_is_cpu = false, l.offload_param = "cpu"; },
                                           "no estimate for zero_optimization.offload_param.device=cpu without offload_optimizer on a GPU"},
                                          {[](MemoryLayout& l) { l.model = model_preset("vlm-ocr"), l.dp = l.dp_shard = 1, l.cp = 2; },

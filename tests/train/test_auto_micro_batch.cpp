@@ -89,11 +89,11 @@ TEST(AutoMicroBatch, NumbersGivenAreLeftAlone) {
 }
 
 TEST(AutoMicroBatch, ALayoutWithoutAnEstimateKeepsWhatItDidBefore) {
-  const std::string unmodelled = "activation_checkpointing.cpu_checkpointing=true";
+  const std::string unmodelled = "train.freeze=[\"blocks.0.q_proj.weight\"]";
   const TrainConfig trainer_style = tiny_config({kTrainerStyle[0], kTrainerStyle[1], unmodelled});
   const std::string msg = micro_batch_refusal(trainer_style, 1e12);
   EXPECT_NE(msg.find("train_micro_batch_size_per_gpu \"auto\" is decided by the memory estimate, which has no estimate for "
-                     "activation_checkpointing.cpu_checkpointing"),
+                     "frozen blocks.0.q_proj.weight"),
             std::string::npos)
       << msg;
   const MicroBatchChoice unset = choose_micro_batch(tiny_config({"train_micro_batch_size_per_gpu=auto", unmodelled}), {1e12, "the test"}, true, 1);

@@ -146,6 +146,10 @@ std::string uncovered_layout(const MemoryLayout& l) {
   }
   const std::string plan = uncovered_module_plan(l);
   if (!plan.empty()) parts.push_back(plan);
+  // Checkpointed inputs in host memory: on the CPU build they are already there (measured: no
+  // change); on a GPU they leave the device for pinned host buffers, which no term places yet.
+  if (!l.device_is_cpu && l.activation_checkpointing.store.host_memory)
+    parts.push_back("activation_checkpointing.cpu_checkpointing on a GPU (checkpointed inputs in host memory)");
   // The run itself refuses the parameter shard offloaded without the optimizer on a GPU (parallelize.cpp).
   if (!l.device_is_cpu && l.offload_param != "none" && l.offload_optimizer == "none")
     parts.push_back("zero_optimization.offload_param.device=" + l.offload_param + " without offload_optimizer on a GPU");
