@@ -77,7 +77,7 @@ const std::vector<LayoutKey>& layout_keys() {
       {"zero_optimization.offload_param.fast_init", U::NoEffect}, {"zero_optimization.offload_param.ratio", U::NoEffect},
       // How checkpointed inputs are kept (model/activation_store.h): split over tp (modelled), in
       // host memory (nothing moves on the CPU build; refused on a GPU by the estimate itself:
-      // uncovered_layout) or in one buffer (its slots sized by the first input saved: not modelled yet).
+      // uncovered_layout) or in one buffer (number_checkpoints slots allocated whole: not modelled yet).
       {"activation_checkpointing", U::Modelled}, {"activation_checkpointing.partition_activations", U::Modelled},
       {"activation_checkpointing.cpu_checkpointing", U::Modelled}, {"activation_checkpointing.contiguous_memory_optimization", U::Refused},
       {"activation_checkpointing.number_checkpoints", U::NoEffect}, {"activation_checkpointing.synchronize_checkpoint_boundary", U::NoEffect},
