@@ -147,6 +147,12 @@ TEST(EstimateCommand, PlanAccountsForEveryLayoutAndSaysHowToRunTheBest) {
   EXPECT_NE(table.output.find("layouts considered: "), std::string::npos) << table.output;
   EXPECT_NE(table.output.find("to run it:\n  build/dtrain run --nproc-per-node 2"), std::string::npos) << table.output;
 
+  // A vision-language model is built whole: planned here at the GEMM probe's peak, its parts not timed.
+  const ProcessResult vlm = estimate({"--plan", "--world-size", "2", "--set", "model.preset=vlm-ocr", "--max-micro-batch", "1", "--top", "1"});
+  ASSERT_EQ(vlm.exit_code, 0) << vlm.output;
+  EXPECT_NE(vlm.output.find("compute: at 50% of the peak (a vision-language model's parts are not timed apart)"), std::string::npos)
+      << vlm.output;
+
   for (const auto& [args, says] : std::vector<std::pair<std::vector<std::string>, std::string>>{
            {{"--plan"}, "--plan: give the ranks to plan for"},
            {{"--plan", "--gpus", "2", "--gpu-mem", "80GiB"}, "--gpu-type or --peak-gflops"},

@@ -82,17 +82,24 @@ int run_plan(const PlanFlags& f, const PlanRequest& r) {
   } else if (r.gpu) {
     throw std::invalid_argument("--gpu-type or --peak-gflops: give the GPUs' peak to plan for them (table: " + gpu_list() + ")");
   } else {
-    if (f.efficiency > 0)
+    // A vision-language model is built whole (it has no parts to time apart): its plan keeps the
+    // GEMM peak × efficiency.
+    const bool time_model = !base.model.is_vlm();
+    if (time_model && f.efficiency > 0)
       throw std::invalid_argument(
           "--efficiency: applies to a peak given by --peak-gflops or --gpu-type; without them the plan times the model itself");
     at::set_num_threads(rank_threads(base.threads, r.world_size / r.nodes));
     const MixedPrecision mp = MixedPrecision::make(base.precision, at::kCPU);
     gemm_probe = std::make_shared<GemmPeakProbe>(mp.native_gemm ? mp.compute : at::kFloat, f.probe_seconds);
-    model_probe =
-        std::make_shared<ModelRateProbe>(mp, f.model_probe_seconds, [](const std::string& line) { std::cerr << line << std::endl; });
     o.gemm_flops = [gemm_probe](const MemoryLayout& l) { return (*gemm_probe)(l); };
-    o.model_flops = [model_probe](const std::vector<MemoryLayout>& layouts) { return (*model_probe)(layouts); };
-    o.update_s_per_parameter = time_update_per_parameter(std::min<int64_t>(base.model.parameter_count(), kUpdateProbeParameters));
+    if (time_model) {
+      model_probe =
+          std::make_shared<ModelRateProbe>(mp, f.model_probe_seconds, [](const std::string& line) { std::cerr << line << std::endl; });
+      o.model_flops = [model_probe](const std::vector<MemoryLayout>& layouts) { return (*model_probe)(layouts); };
+      o.update_s_per_parameter = time_update_per_parameter(std::min<int64_t>(base.model.parameter_count(), kUpdateProbeParameters));
+    } else {
+      context.rate_from += " (a vision-language model's parts are not timed apart)";
+    }
     context.peak_from = "the matmul probe at each layout's GEMM shape, " + std::to_string(at::get_num_threads()) + " thread(s) per rank";
   }
 
@@ -105,8 +112,9 @@ int run_plan(const PlanFlags& f, const PlanRequest& r) {
   if (f.inter_gbps > 0) o.links.inter_node.bus_bytes_per_s = f.inter_gbps * 1e9, context.links_from += ", --inter-gbps";
 
   const Plan plan = plan_layouts(user, origin, o);
-  if (gemm_probe) {
+  if (gemm_probe)
     context.peak_from += " (" + std::to_string(gemm_probe->shapes()) + " shapes, best " + fixed(plan.peak_flops / 1e9, 1) + " GFLOP/s)";
+  if (model_probe) {
     context.rate_from = "the model's embedding, a block and its head timed forward and backward at each layout's micro-batch (" +
                         std::to_string(model_probe->shapes()) +
                         " shapes), at whole width under tensor parallelism; the optimizer's update timed, " +
