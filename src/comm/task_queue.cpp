@@ -37,7 +37,7 @@ c10::intrusive_ptr<c10d::Work> TaskQueue::run_here(Task task) {
     idle_.wait(lock, [&] { return queue_.empty() && !busy_; });
     busy_ = true;
   }
-  execute(*work, task);
+  execute(*work, std::move(task));
   finished_one();
   return work;
 }
@@ -53,7 +53,7 @@ void TaskQueue::loop() {
       queue_.pop_front();
       busy_ = true;
     }
-    execute(*next.first, next.second);
+    execute(*next.first, std::move(next.second));
     finished_one();
   }
 }
@@ -72,8 +72,9 @@ void TaskQueue::finished_one() {
 }
 
 // Called with busy_ set, so failure_ has one writer at a time.
-void TaskQueue::execute(Work& work, const Task& task) {
+void TaskQueue::execute(Work& work, Task task) {
   if (!failure_.empty()) {
+    task = nullptr;
     work.complete(std::make_exception_ptr(std::runtime_error("an earlier operation on this group failed: " + failure_)));
     return;
   }
@@ -87,6 +88,7 @@ void TaskQueue::execute(Work& work, const Task& task) {
     error = std::current_exception();
     if (fail_fast_) failure_ = "unknown error";
   }
+  task = nullptr;
   work.complete(error);
 }
 

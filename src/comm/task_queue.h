@@ -33,7 +33,9 @@ class TaskQueue {
  private:
   class Work;
   void loop();
-  void execute(Work& work, const Task& task);
+  // Runs `task` and drops it before completing `work`: what it captured (a collective's send buffer)
+  // is freed before a waiter can go on, not whenever this thread next runs.
+  void execute(Work& work, Task task);
   void finished_one();
 
   const bool fail_fast_;
