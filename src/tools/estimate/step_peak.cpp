@@ -205,7 +205,7 @@ struct Step {
     }
     // ZeRO-2 under pp reduces once a step too (train/step_executor.cpp turns the gradient sync off
     // until the step's last backward): autograd holds the same whole gradients meanwhile (the demo
-    // model at dp 2 × pp 2 measured 5.6-9.2% over without them).
+    // model at dp 2 × pp 2 measured 5.6-9.8% over without them).
     const double existing = gradients_existing(at, done);
     if (existing > 0)
       out.push_back(term("gradients: autograd's, whole, until the reduce-scatter after the step's last backward", MemoryKind::Gradients,

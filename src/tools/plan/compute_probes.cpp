@@ -37,10 +37,11 @@ std::vector<double> ModelRateProbe::operator()(const std::vector<MemoryLayout>& 
   for (const MemoryLayout& l : layouts) best.emplace(l.micro_batch, LayerCosts{});
   shapes_ = best.size();
   LayerCostProbe probe(model, mp_, at::Device(at::kCPU), kProbeSeed);
-  for (auto& [micro_batch, costs] : best) costs = probe.time(micro_batch);  // warm-up
+  for (auto& [micro_batch, costs] : best) probe.time(micro_batch);  // warm-up: the first pass allocates
+  for (auto& [micro_batch, costs] : best) costs = probe.time(micro_batch);
   const auto start = std::chrono::steady_clock::now();
-  for (int round = 0; round < kMinRounds || (round < kMaxRounds && seconds_since(start) < seconds_); ++round)
-    for (auto& [micro_batch, costs] : best) costs = round == 0 ? probe.time(micro_batch) : fastest(costs, probe.time(micro_batch));
+  for (int round = 1; round < kMinRounds || (round < kMaxRounds && seconds_since(start) < seconds_); ++round)
+    for (auto& [micro_batch, costs] : best) costs = fastest(costs, probe.time(micro_batch));
 
   std::map<int64_t, double> rate;
   const int n = model.n_layer;

@@ -1,7 +1,7 @@
 // What the planner times on the CPU build to price a layout's compute (step_cost.h's flops_rate),
 // each shape once however many layouts share it. The GEMM probe (train/matmul_peak.h) at a layout's
 // largest matmul gives the peak MFU is against. The model probe runs the model's own parts
-// (parallel/pipeline/stage_split.h's measure_layer_costs) at a layout's micro-batch: its rate is what
+// (parallel/pipeline/stage_split.h's LayerCostProbe) at a layout's micro-batch: its rate is what
 // the compute sustains, with everything a FLOP count misses and a fixed efficiency cannot see (each
 // operator's fixed cost per micro-batch, the norms and elementwise work, the caches): fewer, larger
 // micro-batches are not always faster, and only timing says where the turn lies.

@@ -87,16 +87,17 @@ Plan plan_layouts(const nlohmann::json& user, const std::string& origin, const P
     }
     plan.ranked.push_back(std::move(planned));
   }
-  std::vector<double> rates;
+  std::vector<double> gemm, rates;
+  std::vector<MemoryLayout> layouts;
   for (const PlannedLayout& p : plan.ranked) {
-    const double gemm = o.gemm_flops(p.layout);
-    plan.peak_flops = std::max(plan.peak_flops, gemm);
-    rates.push_back(gemm * o.efficiency);
+    gemm.push_back(o.gemm_flops(p.layout));
+    plan.peak_flops = std::max(plan.peak_flops, gemm.back());
+    layouts.push_back(p.layout);
   }
   if (o.model_flops) {
-    std::vector<MemoryLayout> layouts;
-    for (const PlannedLayout& p : plan.ranked) layouts.push_back(p.layout);
     rates = o.model_flops(layouts);
+  } else {
+    for (double g : gemm) rates.push_back(g * o.efficiency);
   }
   for (size_t i = 0; i < plan.ranked.size(); ++i) {
     CostTarget target;
