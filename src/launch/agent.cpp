@@ -188,7 +188,9 @@ Agent::Outcome Agent::run_round(JobCoordinator& coord, int round, RoundFailure* 
 
 int Agent::finish_stopped(JobCoordinator& coord, int round) {
   try {
-    coord.report_failure(round, "node " + std::to_string(node_rank_) + "'s agent was stopped by a signal");
+    // A fixed-size job cannot go on without this node, so its other nodes stop rather than restart
+    // and wait for it; an elastic job regroups without it.
+    coord.report_failure(round, "node " + std::to_string(node_rank_) + "'s agent was stopped by a signal", options_.elastic);
   } catch (const std::exception&) {
   }
   const int sig = g_stop_signal.load();

@@ -101,10 +101,18 @@ int run_remote_agents(const std::vector<RemoteAgent>& agents, const RemoteAgents
   int exit_code = 0;
   bool stopping = false;
   Clock::time_point cut_off, drain_until = Clock::time_point::max();
+  // The first host's agent holds the rendezvous store: it is stopped once the others have ended, so
+  // that none of them loses the store while it still reports its stop through it.
+  AgentConnection& store_host = *hosts.front();
+  auto others_ended = [&] {
+    for (size_t i = 1; i < hosts.size(); ++i)
+      if (!hosts[i]->ended()) return false;
+    return true;
+  };
   auto stop_all = [&](const std::string& why) {
     if (stopping) return;
     say(why);
-    for (auto& h : hosts) h->hang_up();
+    for (size_t i = 1; i < hosts.size(); ++i) hosts[i]->hang_up();
     stopping = true;
     cut_off = Clock::now() + std::chrono::milliseconds(static_cast<int64_t>(options.stop_timeout_s * 1000));
   };
@@ -129,6 +137,7 @@ int run_remote_agents(const std::vector<RemoteAgent>& agents, const RemoteAgents
       exit_code = h->exit_code();
       stop_all("host " + h->host() + "'s agent failed (" + h->how_it_ended() + "); stopping the agents on every host");
     }
+    if (stopping && others_ended()) store_host.hang_up();
     if (stopping && Clock::now() > cut_off) {
       say("cutting the connections of the hosts whose agents have not ended after " +
           std::to_string(static_cast<int>(options.stop_timeout_s)) + "s");
