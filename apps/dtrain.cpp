@@ -1,5 +1,6 @@
 // The one dtrain binary: a thin dispatch from the subcommand to the module that owns it.
 #include <c10/util/Exception.h>
+#include <signal.h>
 
 #include <cstring>
 #include <iostream>
@@ -44,6 +45,10 @@ void print_usage(std::ostream& out) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // A write to a peer that died (gloo writes its sockets without MSG_NOSIGNAL) or to a closed output
+  // pipe fails with EPIPE, which the collective or the stream reports, instead of killing the process
+  // without a word; Python does the same for PyTorch jobs. Children get the default back before exec.
+  signal(SIGPIPE, SIG_IGN);
   if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h")) {
     print_usage(argc < 2 ? std::cerr : std::cout);
     return argc < 2 ? 2 : 0;

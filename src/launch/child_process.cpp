@@ -30,6 +30,7 @@ StartedChild start_child(const ChildSpec& spec) {
   if (child.pid < 0) throw std::runtime_error(std::string("fork: ") + strerror(errno));
   if (child.pid == 0) {
     setpgid(0, 0);
+    signal(SIGPIPE, SIG_DFL);  // ignored in dtrain itself, and an ignored signal stays ignored across exec
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (getppid() != parent) _exit(127);
     if (spec.stdin_pipe) dup2(in[0], 0);

@@ -96,6 +96,15 @@ TEST(Launch, KilledWorkerIsReportedWithItsSignal) {
   EXPECT_FALSE(process_with_marker_alive(marker));
 }
 
+// dtrain ignores SIGPIPE; the programs it starts must not inherit that (an ignored signal stays
+// ignored across exec): a shell sent SIGPIPE dies of it.
+TEST(Launch, WorkersGetSigpipeBackAtItsDefault) {
+  auto r = run_process(launch({"--nproc-per-node", "1"}, {"sh", "-c", "kill -PIPE $$; echo still alive"}), 30);
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_TRUE(contains(r.output, "rank 0 failed: signal 13 (SIGPIPE)")) << r.output;
+  EXPECT_FALSE(contains(r.output, "still alive")) << r.output;
+}
+
 TEST(Launch, RestartsTheWholeGroupThenSucceeds) {
   auto r = run_process(launch({"--nproc-per-node", "2", "--max-restarts", "2"},
                               {"sh", "-c",

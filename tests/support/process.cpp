@@ -28,6 +28,9 @@ ProcessResult run_process(const std::vector<std::string>& argv, double timeout_s
   if (pid < 0) throw std::runtime_error("fork failed");
   if (pid == 0) {
     setpgid(0, 0);
+    // As from a login shell, whatever the test runner's own disposition: a runner that ignores
+    // SIGPIPE would pass that on and hide every test of what a process does about it.
+    signal(SIGPIPE, SIG_DFL);
     dup2(fds[1], 1);
     dup2(fds[1], 2);
     close(fds[0]);
