@@ -54,7 +54,7 @@ const std::vector<LayoutKey>& layout_keys() {
       // does not model: uncovered_layout).
       {"parallel.modules", U::Modelled}, {"parallel.fsdp", U::Modelled}, {"parallel.fsdp.sharding_strategy", U::Modelled},
       {"parallel.fsdp.reshard_after_forward", U::Modelled}, {"parallel.fsdp.shard_group_size", U::Modelled},
-      {"parallel.fsdp.param_dtype", U::Refused},
+      {"parallel.fsdp.param_dtype", U::Modelled},
       // ZeRO. DeepSpeed's tuning keys dtrain accepts and does not use change nothing (the offload
       // sections' buffers among them); the model save export happens outside the steps;
       // sub_group_size sizes NVMe offload's buffers; where nvme_path is changes no size.
@@ -77,18 +77,19 @@ const std::vector<LayoutKey>& layout_keys() {
       {"zero_optimization.offload_param.fast_init", U::NoEffect}, {"zero_optimization.offload_param.ratio", U::NoEffect},
       // How checkpointed inputs are kept (model/activation_store.h): split over tp (modelled), in
       // host memory (nothing moves on the CPU build; refused on a GPU by the estimate itself:
-      // uncovered_layout) or in one buffer (number_checkpoints slots allocated whole: not modelled yet).
+      // uncovered_layout) or in one buffer of number_checkpoints slots allocated whole (modelled).
       {"activation_checkpointing", U::Modelled}, {"activation_checkpointing.partition_activations", U::Modelled},
-      {"activation_checkpointing.cpu_checkpointing", U::Modelled}, {"activation_checkpointing.contiguous_memory_optimization", U::Refused},
-      {"activation_checkpointing.number_checkpoints", U::NoEffect}, {"activation_checkpointing.synchronize_checkpoint_boundary", U::NoEffect},
+      {"activation_checkpointing.cpu_checkpointing", U::Modelled}, {"activation_checkpointing.contiguous_memory_optimization", U::Modelled},
+      {"activation_checkpointing.number_checkpoints", U::Modelled}, {"activation_checkpointing.synchronize_checkpoint_boundary", U::NoEffect},
       {"activation_checkpointing.profile", U::NoEffect},
       // Precision: the compute type's bytes. The loss scaler's settings change no size.
       {"bf16", U::Modelled}, {"bf16.enabled", U::Modelled}, {"fp16", U::Modelled}, {"fp16.enabled", U::Modelled},
       {"fp16.loss_scale", U::NoEffect}, {"fp16.initial_scale_power", U::NoEffect}, {"fp16.loss_scale_window", U::NoEffect},
       {"fp16.hysteresis", U::NoEffect}, {"fp16.consecutive_hysteresis", U::NoEffect}, {"fp16.min_loss_scale", U::NoEffect},
       {"fp16.auto_cast", U::NoEffect},
-      // 16-bit gradient accumulation keeps 16-bit wire buffers per bucket: not modelled yet.
-      {"data_types", U::Modelled}, {"data_types.grad_accum_dtype", U::Refused},
+      // 16-bit gradient accumulation: DDP's and ZeRO-1's buckets sent as 16-bit copies (modelled);
+      // ZeRO-2's and 3's send buffers in 16 bits, under the 4-byte terms.
+      {"data_types", U::Modelled}, {"data_types.grad_accum_dtype", U::Modelled},
       // The batch: the micro-batch sizes the activations, the accumulation ZeRO-2's buffers.
       {"train_batch_size", U::Modelled}, {"train_micro_batch_size_per_gpu", U::Modelled}, {"gradient_accumulation_steps", U::Modelled},
       // The optimizer's state per parameter (its type and, for SGD, momentum).
@@ -116,6 +117,7 @@ MemoryLayout estimate_layout(const TrainConfig& c, bool device_is_cpu, int ranks
   l.reshard_after_forward = c.reshard_after_forward;
   l.gather_16bit = c.gather_16bit;
   l.reduce_bucket_elements = c.reduce_bucket_elements;
+  l.grad_accum_16bit = c.grad_accum_16bit;
   l.offload_optimizer = c.offload_optimizer.device;
   l.offload_param = c.offload_param.device;
   l.sub_group_size = c.sub_group_size.value_or(0);

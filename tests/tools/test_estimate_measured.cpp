@@ -48,6 +48,8 @@ Sets ac(const std::string& mode) { return {"train.activation_checkpointing=" + m
 const Sets kTp = {"parallel.tp=2"};
 const Sets kSp = {"parallel.tp=2", "parallel.sequence_parallel=true"};
 const Sets kCp = {"parallel.cp=2"};
+const Sets kContiguous = {"activation_checkpointing.partition_activations=true", "activation_checkpointing.contiguous_memory_optimization=true"};
+const Sets kGradAccum16 = {"data_types.grad_accum_dtype=bf16"};
 const Sets kFreezeTable = {"train.freeze=[\"wte.*\"]"};
 // docs/training.md's per-module plan: the token table frozen, block 0 kept whole, the rest sharded at `stage`.
 Sets modules(int stage) {
@@ -152,6 +154,18 @@ const std::vector<MeasuredLayout> kLayouts = {
     {"demo_llama_bf16_pp2_zero_bubble_selective", 2, kDemo + kLlama + kBf16 + pipeline("zero_bubble") + ac("selective")},
     // DeepSpeed's cpu_checkpointing: on the CPU build the checkpointed inputs already are in host memory.
     {"demo_full_cpu_checkpointing", 2, kDemo + stage(1) + ac("full") + Sets{"activation_checkpointing.cpu_checkpointing=true"}},
+    // DeepSpeed's contiguous_memory_optimization: the pieces in one buffer of number_checkpoints
+    // slots, allocated whole: spare slots (8 for 4 inputs), and a pipeline's last stage, which holds
+    // fewer micro-batches' inputs than the slots the whole model's count gives it.
+    {"tiny_tp2_full_contiguous_spare_slots", 2, kTiny + kTp + ac("full") + kContiguous + Sets{"model.n_layer=4", "activation_checkpointing.number_checkpoints=8"}},
+    {"tiny_pp2_full_contiguous", 2, kTiny + pipeline("1f1b") + ac("full") + kContiguous},
+    // 16-bit gradient accumulation: DDP's and ZeRO-1's buckets sent as 16-bit copies, given back
+    // once copied into the fp32 gradient.
+    {"demo_bf16_ddp_grad_accum_bf16", 2, kDemo + kBf16 + stage(0) + kGradAccum16},
+    {"demo_bf16_zero1_grad_accum_bf16", 2, kDemo + kBf16 + stage(1) + kGradAccum16},
+    // FSDP's param_dtype: gathers in 16 bits, and a tied table larger than a block gathered whole, not in rows.
+    {"demo_bf16_zero3_param_dtype_large_table", 2,
+     kDemo + kBf16 + stage(3) + Sets{"parallel.fsdp.param_dtype=bf16", "model.vocab_size=8192", "train_micro_batch_size_per_gpu=8"}},
     {"tiny_pp2_zero3", 2, kTiny + pipeline("1f1b") + stage(3)},
     {"tiny_dp2_pp2_zero3", 4, kTiny + pipeline("1f1b") + stage(3)},
     // One micro-batch a step: the stage's gradients appear as its backward goes (4 ranks: the shards too).

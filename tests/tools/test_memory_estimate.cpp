@@ -275,6 +275,49 @@ TEST(MemoryEstimate, TinyModelTermByTerm) {
   EXPECT_GT(r.device_bytes(), r.tensor_bytes());  // the runtime comes on top
 }
 
+// contiguous_memory_optimization's buffer holds number_checkpoints slots whatever is held: with a
+// slot per checkpointed input the peak is that of the inputs kept one by one, each spare slot adds
+// one piece (4d/tp bytes a token, partitioned over tp 2), and at the optimizer step, with no input
+// held, the whole buffer is there.
+TEST(StepPeak, TheContiguousCheckpointBufferAddsItsFreeSlots) {
+  MemoryLayout l = layout_of("tiny");
+  l.tp = 2;
+  l.micro_batch = 8;
+  l.activation_checkpointing = ActivationCheckpointing::parse("full");
+  l.activation_checkpointing.store.partition = true;
+  const double separate = estimate_memory(l).most_loaded().tensor_bytes();
+  l.activation_checkpointing.store.contiguous = true;
+  l.activation_checkpointing.store.slots = 2;
+  EXPECT_EQ(estimate_memory(l).most_loaded().tensor_bytes(), separate);
+  l.activation_checkpointing.store.slots = 5;
+  const RankEstimate spare = estimate_memory(l).most_loaded();
+  const double piece = 4.0 * 32 / 2 * 128;
+  EXPECT_EQ(spare.tensor_bytes(), separate + 3 * piece);
+  const std::vector<StepMoment> moments = step_moments(l, parameter_counts(l.model, l.tp), pipeline_stages(l).front());
+  EXPECT_EQ(term_bytes(moments.back().terms, MemoryKind::Activations), 5 * piece) << moments.back().name;
+}
+
+// 16-bit gradient accumulation under DDP: every bucket's bf16 copy (2 bytes a trainable parameter) is
+// alive at backward's end, before the copies go back into the fp32 gradient; during backward, those
+// of the whole buckets computed so far. ZeRO-2 sends no such copies.
+TEST(StepPeak, SixteenBitGradientAccumulationHoldsTheBucketsCopies) {
+  MemoryLayout l = layout_of("tiny", 2, 0, 2);
+  l.grad_accum_16bit = true;
+  const ParameterCounts counts = parameter_counts(l.model, l.tp);
+  std::vector<StepMoment> moments = step_moments(l, counts, pipeline_stages(l).front());
+  const auto at_end = std::find_if(moments.begin(), moments.end(), [](const StepMoment& m) { return m.name.rfind("backward's end", 0) == 0; });
+  ASSERT_NE(at_end, moments.end());
+  EXPECT_EQ(term_bytes(at_end->terms, MemoryKind::Communication), 2.0 * counts.trainable());
+  l.reduce_bucket_elements = counts.head / 3;  // the head's gradients (its final norm: the table is tied) fill three buckets
+  moments = step_moments(l, counts, pipeline_stages(l).front());
+  const auto last_block = std::find_if(moments.begin(), moments.end(), [](const StepMoment& m) { return m.name == "the last block's backward"; });
+  ASSERT_NE(last_block, moments.end());
+  EXPECT_EQ(term_bytes(last_block->terms, MemoryKind::Communication), 2.0 * 3 * l.reduce_bucket_elements);
+  l.zero_stage = 2;
+  moments = step_moments(l, counts, pipeline_stages(l).front());
+  EXPECT_TRUE(std::none_of(moments.begin(), moments.end(), [](const StepMoment& m) { return m.name.rfind("backward's end", 0) == 0; }));
+}
+
 // 16-bit compute whose GEMMs widen their operands (no native GEMM on this device) is refused by name:
 // its blocks' fp32 copies are not modelled.
 TEST(MemoryEstimate, SixteenBitWithoutNativeGemmsIsRefused) {

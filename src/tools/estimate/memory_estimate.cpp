@@ -165,8 +165,10 @@ const std::vector<std::string>& covered_layouts() {
       "without tp",
       "context parallelism, ring or Ulysses attention",
       "tp, pp and cp combined: tp × pp, tp × cp and dp × pp (not pp × cp)",
-      "activation checkpointing: none, full, selective, every:N (checkpointed inputs partitioned over tp)",
-      "precision: fp32, bf16 and fp16 (fp32 master weights, 16-bit working copies) where the device has native 16-bit GEMMs (a CPU: AVX512-BF16 for bf16, AVX512-FP16 for fp16)",
+      "activation checkpointing: none, full, selective, every:N (checkpointed inputs partitioned over tp, or in "
+      "contiguous_memory_optimization's buffer of number_checkpoints slots)",
+      "precision: fp32, bf16 and fp16 (fp32 master weights, 16-bit working copies) where the device has native 16-bit GEMMs (a CPU: AVX512-BF16 for bf16, AVX512-FP16 for fp16), "
+      "with fp32 or 16-bit gradient accumulation (data_types.grad_accum_dtype), ZeRO-3 gathers in 16 bits (parallel.fsdp.param_dtype)",
       "models: GPT-2 and Llama shapes (grouped-query attention, tied or untied embeddings)",
       "optimizers: AdamW, Adam, SGD (with or without momentum)",
       "frozen embeddings (train.freeze, parallel.modules) and parallel.modules' stage-0 modules kept whole inside ZeRO 1-3, without tp or pp",

@@ -32,6 +32,8 @@ struct MemoryLayout {
   bool reshard_after_forward = true;  // ZeRO-3: blocks freed between their forward and backward
   bool gather_16bit = false;          // ZeRO-3: every unit with matmul weights gathered in 16 bits
   int64_t reduce_bucket_elements = 6250000;
+  // data_types.grad_accum_dtype 16-bit: DDP and ZeRO-1 send each bucket as a copy in the compute type.
+  bool grad_accum_16bit = false;
   std::string offload_optimizer = "none", offload_param = "none";  // none | cpu | nvme
   int64_t sub_group_size = 0;  // NVMe offload's sub-group in elements; 0: "auto" (parallel/zero/nvme_sub_groups.h)
 
