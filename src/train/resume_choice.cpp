@@ -5,6 +5,7 @@
 #include "common/number_text.h"
 #include "common/printable.h"
 #include "optim/flat_optimizer.h"
+#include "train/batch_policy.h"
 
 namespace dtrain {
 
@@ -52,9 +53,11 @@ void warn_if_schedule_changed(const TrainConfig& c, const std::string& dir, cons
   std::string rates;
   try {
     const LrSchedule then(saved.at("scheduler"), saved_lr.value(), saved.at("train").at("steps").get<int64_t>());
-    rates = ": at step " + std::to_string(progress.step + 1) + " the learning rate is " +
-            scientific(schedule.lr(progress.step) * progress.lr_scale) + " where the run that saved it would have used " +
-            scientific(then.lr(progress.step) * progress.lr_scale);
+    // The rate the optimizer uses carries the rollbacks' scale and elastic.batch_policy=scale_lr's;
+    // the run that saved it trained at its own batch, without this resume's batch factor.
+    const double scale = progress.lr_scale * progress.batch_lr_scale;
+    rates = ": at step " + std::to_string(progress.step + 1) + " the learning rate is " + scientific(schedule.lr(progress.step) * scale) +
+            " where the run that saved it would have used " + scientific(then.lr(progress.step) * scale / batch_lr_factor(c, saved));
   } catch (const std::exception&) {  // a schedule this version cannot rebuild: the keys say enough
   }
   std::string list;

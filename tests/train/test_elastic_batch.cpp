@@ -10,6 +10,7 @@
 #include <map>
 #include <sstream>
 
+#include "common/number_text.h"
 #include "data/distributed_sampler.h"
 #include "drawn_samples.h"
 #include "support/process.h"
@@ -129,6 +130,12 @@ TEST(ElasticBatch, ScaleLrScalesTheRateTheOptimizerUsesAndFailRefuses) {
     const double factor = i < 3 ? 1.0 : 0.5;
     EXPECT_NEAR(rest.steps[i]["lr"].get<double>(), factor * straight.steps[i]["lr"].get<double>(), 1e-12) << "step " << i + 1;
   }
+  // A longer schedule on top: the warning names the rate the optimizer then uses, the factor included.
+  const TrainingRun longer = train(dir, 2, scaled + Sets{"train.steps=8"});
+  ASSERT_EQ(longer.result.exit_code, 0) << longer.result.output;
+  ASSERT_EQ(longer.steps.size(), 8u);
+  EXPECT_TRUE(contains(longer.result.output, "(train.steps 6 -> 8): at step 7 the learning rate is " + scientific(longer.steps[6]["lr"].get<double>())))
+      << longer.result.output;
 }
 
 // A restart at another world size that the launcher announces: one membership line, before the first
