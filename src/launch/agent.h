@@ -26,6 +26,8 @@ class Agent {
   // Runs the job to its end; returns the agent's exit code (0 when every worker of every node
   // succeeded).
   int run();
+  // This node's rank in the job's last round: the one given, or the one an elastic round assigned.
+  int node_rank() const { return node_rank_; }
 
  private:
   // Regroup: an elastic round ended so that a larger one can include the agents waiting to join.

@@ -104,8 +104,10 @@ int run_command(int argc, char** argv) {
   launch.program = {self_executable(), "train"};
   if (!config_path.empty()) launch.program.insert(launch.program.end(), {"--config", config_path});
   for (const auto& s : sets) launch.program.insert(launch.program.end(), {"--set", s});
-  const int rc = Agent(launch).run();
-  if (rc != 0 || no_sample || launch.node_rank != 0) return rc;
+  Agent agent(launch);
+  const int rc = agent.run();
+  // Node 0 of the last round samples: an elastic job's agents learn their rank from its rounds.
+  if (rc != 0 || no_sample || agent.node_rank() != 0) return rc;
   SamplingOptions options;
   options.seed = config.seed;
   const std::string dir = resolve_checkpoint_dir(config.checkpoint_dir());

@@ -292,5 +292,17 @@ TEST(ElasticMembership, ANodeRankIsRefusedWithARange) {
   EXPECT_TRUE(contains(mesh.output, "never makes a world that is a multiple of 4 (--world-multiple)")) << mesh.output;
 }
 
+// `dtrain run` samples from the final checkpoint on the node that is node 0 of the job's last round,
+// elastic or not: here one agent of 1:2, alone once the last call has passed.
+TEST(ElasticMembership, AnElasticRunPrintsItsSample) {
+  const std::string dir = scratch_dir("elastic_sample");
+  std::vector<std::string> argv{kBin, "run", "--nproc-per-node", "2", "--nnodes", "1:2", "--master-port", std::to_string(free_port()),
+                                "--prompt", "The "};
+  for (const auto& s : job_sets(dir, 4)) argv.insert(argv.end(), {"--set", s});
+  const auto r = run_process(argv, 120, {"OMP_NUM_THREADS=1"});
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(contains(r.output, "sample from " + dir + "/ckpt/step-00000004:\nThe ")) << r.output;
+}
+
 }  // namespace
 }  // namespace dtrain::test
