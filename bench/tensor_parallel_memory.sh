@@ -17,6 +17,9 @@
 # that one block (by the count under dtrain's assumptions), is the activations kept, the quantity
 # the formulas count. ROUNDS rounds run one after
 # another; each cell is the median. Prints a table; raw logs stay in bench/out/tensor_parallel_memory/.
+# A second table makes the same subtraction for dtrain from its counting allocator's peak tensor
+# bytes (metrics.jsonl's "memory" line), exact and the same from run to run, beside its own
+# estimate's peak (the formulas of `dtrain estimate`).
 # Usage: bench/tensor_parallel_memory.sh [STEPS] [ROUNDS]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -67,8 +70,26 @@ def dtrain_rss(layout, micro, r, ac="none"):
             for p in sorted(glob.glob(f"{out}/dtrain_{ac}_{layout}_b{micro}_{r}/rank-*.log"))]
 
 
+def dtrain_memory_line(layout, micro, r, ac):
+    for line in open(f"{out}/dtrain_{ac}_{layout}_b{micro}_{r}/metrics.jsonl"):
+        if '"memory"' in line:
+            return sorted(json.loads(line)["memory"]["ranks"], key=lambda rank: rank["rank"])
+    return None
+
+
+def dtrain_tensors(layout, micro, r, ac="none"):
+    """Per rank, the counting allocator's peak tensor bytes during the steps, MiB."""
+    ranks = dtrain_memory_line(layout, micro, r, ac)
+    return [rank["measured_peak_bytes"] / MiB for rank in ranks] if ranks else None
+
+
+def dtrain_estimated(layout, micro, r, ac="none"):
+    ranks = dtrain_memory_line(layout, micro, r, ac)
+    return [rank["estimated_bytes"] / MiB for rank in ranks] if ranks else None
+
+
 def growth(rss, layout):
-    """Per rank, the peak RSS that micro-batch 8 adds over 2, scaled to all 8 sequences; None without runs."""
+    """Per rank, the peak that micro-batch 8 adds over 2, scaled to all 8 sequences; None without runs."""
     try:
         small = median_per_rank(rss(layout, 2, r) for r in range(1, rounds + 1))
         large = median_per_rank(rss(layout, 8, r) for r in range(1, rounds + 1))
@@ -113,4 +134,23 @@ for layout, label in (("dp", "dp 2 (t = 1)"), ("tp", "tp 2"), ("tp_sp", "tp 2 + 
         print(f"| {label} | {framework} | {cells(small)} | {cells(large)} | {cells(measured)} | "
               f"{cells(recompute) if kept else ''} | {cells(kept)} | {formula:.0f} | {adjusted:.0f} | "
               f"{cells([x / adjusted for x in kept], '{:.2f}') if kept else ''} |")
+
+print()
+print("dtrain's tracked tensor bytes (the counting allocator's peak during the steps; its estimate's peak beside it), MiB")
+print("| layout | peak tensors b=2 | peak tensors b=8 | estimated b=8 | grows with the batch | grows, with full recompute | "
+      "activations kept | under dtrain's assumptions | kept / dtrain's assumptions |")
+print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+for layout, label in (("dp", "dp 2 (t = 1)"), ("tp", "tp 2"), ("tp_sp", "tp 2 + SP")):
+    adjusted = layers * ours[layout] / MiB
+    checkpoints = layers * 4 * sbh / (t if layout == "tp_sp" else 1) / MiB
+    recomputed = adjusted / layers
+    small, large, measured = growth(dtrain_tensors, layout)
+    _, _, recompute = growth(lambda *k: dtrain_tensors(*k, ac="full"), layout)
+    if not measured or not recompute:
+        print(f"| {label} | no run | | | | | | {adjusted:.0f} | |")
+        continue
+    estimated = median_per_rank(dtrain_estimated(layout, 8, r) for r in range(1, rounds + 1))
+    kept = [x - y + checkpoints + recomputed for x, y in zip(measured, recompute)]
+    print(f"| {label} | {cells(small, '{:.1f}')} | {cells(large, '{:.1f}')} | {cells(estimated, '{:.1f}')} | {cells(measured, '{:.1f}')} | "
+          f"{cells(recompute, '{:.1f}')} | {cells(kept, '{:.1f}')} | {adjusted:.0f} | {cells([x / adjusted for x in kept], '{:.3f}')} |")
 PY
