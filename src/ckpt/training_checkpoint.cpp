@@ -3,6 +3,7 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/core/grad_mode.h>
 
+#include <algorithm>
 #include <stdexcept>
 
 #include "ckpt/checkpoint_manager.h"
@@ -114,11 +115,23 @@ struct LocalChunk {
   bool written;
 };
 
+// `local` undefined: a tensor this rank does not write, left out of a copy for saving (writes_parameter).
 void add_pieces(std::vector<LocalChunk>& out, const std::string& tensor, const std::vector<PlacedPiece>& pieces, const at::Tensor& local,
                 bool written) {
   for (const PlacedPiece& p : pieces)
-    if (numel(p.piece) > 0) out.push_back({tensor, p.piece, local.narrow(0, p.local_offset, numel(p.piece)), written});
+    if (numel(p.piece) > 0) out.push_back({tensor, p.piece, local.defined() ? local.narrow(0, p.local_offset, numel(p.piece)) : local, written});
 }
+
+ParamSpec state_spec(const std::string& state, at::ScalarType dtype, const HeldParameter& p) {
+  return {state_key(state, p.spec.name), p.spec.shape, dtype, p.state_placements};
+}
+
+bool holds_piece(const std::vector<PlacedPiece>& pieces) {
+  return std::any_of(pieces.begin(), pieces.end(), [](const PlacedPiece& p) { return numel(p.piece) > 0; });
+}
+
+// Per-parameter state tensors are flat (one dim); scalars 0-d. Undefined: per-parameter, not written here.
+bool per_parameter(const at::Tensor& t) { return !t.defined() || t.dim() != 0; }
 
 // Every piece of the parameters and of `state` this rank holds, in one list for saving and loading alike.
 std::vector<LocalChunk> local_chunks(const TrainingLayout& layout, const std::map<std::string, at::Tensor>& state) {
@@ -127,17 +140,27 @@ std::vector<LocalChunk> local_chunks(const TrainingLayout& layout, const std::ma
     add_pieces(out, model_key(p.spec.name), p.pieces, p.local, writes_piece(p.spec, layout.coords));
     if (!p.trained) continue;
     for (const auto& [name, t] : state)
-      if (t.dim() != 0) {
-        const ParamSpec spec{state_key(name, p.spec.name), p.spec.shape, t.scalar_type(), p.state_placements};
+      if (per_parameter(t)) {
+        const ParamSpec spec = state_spec(name, t.defined() ? t.scalar_type() : p.spec.dtype, p);
         add_pieces(out, spec.name, p.state_pieces, t, writes_piece(spec, layout.coords));
       }
   }
   for (const auto& [name, t] : state)
-    if (t.dim() == 0) out.push_back({scalar_key(name), whole_tensor({}), t, at_origin(layout.coords)});
+    if (!per_parameter(t)) out.push_back({scalar_key(name), whole_tensor({}), t, at_origin(layout.coords)});
   return out;
 }
 
 }  // namespace
+
+bool writes_parameter(const HeldParameter& p, const TrainingLayout& layout) {
+  return holds_piece(p.pieces) && writes_piece(p.spec, layout.coords);
+}
+
+bool writes_state(const std::string& state, at::ScalarType dtype, const TrainingLayout& layout) {
+  return std::any_of(layout.parameters.begin(), layout.parameters.end(), [&](const HeldParameter& p) {
+    return p.trained && holds_piece(p.state_pieces) && writes_piece(state_spec(state, dtype, p), layout.coords);
+  });
+}
 
 void save_training_checkpoint(const std::string& dir, int rank, const TrainingLayout& layout,
                               const std::map<std::string, at::Tensor>& optimizer_state, const TrainerProgress& progress,

@@ -173,9 +173,11 @@ TrainingStateCopy copy_training_state(HostCopies& copies, int rank, const Traini
   copies.begin();
   TrainingStateCopy out{rank, layout, {}, state_entries(optimizer), at::detail::getDefaultCPUGenerator().get_state(),
                         progress, config, to_json(model_config)};
+  // Only what this rank writes: under data parallelism the replicas' copies would go unread.
   for (HeldParameter& p : out.layout.parameters)
-    if (p.local.defined()) p.local = copies.copy(p.local);
-  for (const auto& [name, t] : optimizer.state()) out.optimizer_state[name] = copies.copy(t);
+    p.local = p.local.defined() && writes_parameter(p, layout) ? copies.copy(p.local) : at::Tensor();
+  for (const auto& [name, t] : optimizer.state())
+    out.optimizer_state[name] = t.dim() == 0 || writes_state(name, t.scalar_type(), layout) ? copies.copy(t) : at::Tensor();
   return out;
 }
 

@@ -6,6 +6,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <regex>
 
 #include "ckpt/checkpoint_manager.h"
 #include "ckpt/durable_file.h"
@@ -63,6 +64,13 @@ std::map<int, json> checkpoint_metrics(const std::string& run_dir) {
   return out;
 }
 
+// What a rank's log says its state was copied into for background saves, MiB; -1 when it says nothing.
+double copied_mib(const std::string& run_dir, int rank) {
+  std::smatch m;
+  const std::string log = read_text_file(run_dir + "/rank-" + std::to_string(rank) + ".log");
+  return std::regex_search(log, m, std::regex(R"(this rank's state is copied into ([0-9.]+) MiB)")) ? std::stod(m[1].str()) : -1;
+}
+
 }  // namespace
 
 TEST(AsyncCheckpoints, BackgroundSavesHoldExactlyWhatSavesInTheStepHold) {
@@ -81,6 +89,24 @@ TEST(AsyncCheckpoints, BackgroundSavesHoldExactlyWhatSavesInTheStepHold) {
     EXPECT_GE(line["checkpoint_stall_s"].get<double>(), 0) << line;
     EXPECT_GT(line["checkpoint_write_s"].get<double>(), 0) << line;
   }
+}
+
+// A rank copies for a background save only what it writes: under DDP rank 1 holds the same state as
+// rank 0, which writes it, so it copies the optimizer's scalars alone; under ZeRO-2 each copies its
+// shard of the optimizer's moments (0.13 MiB) and rank 0 the replicated weights too (0.13 MiB). The
+// checkpoints are those of saves in the step either way.
+TEST(AsyncCheckpoints, EachRankCopiesOnlyWhatItWrites) {
+  const TrainingRun ddp = train(scratch_dir("async_copies_ddp"), 2, kEveryTwo + kAsync);
+  ASSERT_EQ(ddp.result.exit_code, 0) << ddp.result.output;
+  EXPECT_GT(copied_mib(ddp.dir, 0), 0.3);  // the tiny model's weights and AdamW's two moments: 0.4 MiB
+  EXPECT_EQ(copied_mib(ddp.dir, 1), 0.0);
+  const Sets zero2 = kEveryTwo + Sets{"zero_optimization.stage=2"};
+  const TrainingRun in_step = train(scratch_dir("async_copies_zero2_reference"), 2, zero2);
+  const TrainingRun background = train(scratch_dir("async_copies_zero2"), 2, zero2 + kAsync, {}, {held_saves({2, 4})});
+  ASSERT_EQ(background.result.exit_code, 0) << background.result.output;
+  EXPECT_EQ(copied_mib(background.dir, 0), 0.3);
+  EXPECT_EQ(copied_mib(background.dir, 1), 0.1);
+  for (int step : {2, 4, 6}) expect_same_checkpoint(ckpt(background.dir, step), ckpt(in_step.dir, step));
 }
 
 // Saves every step, the one of step 2 held back until the save of step 3 waits for it: that save
