@@ -96,11 +96,33 @@ int checkpoints(const std::string& dir) {
   return n;
 }
 
-// Waits until both agents run a world of 4 and that world has committed a checkpoint of its own.
-bool training_at_world_4(const std::string& dir) {
-  if (!wait_for([&] { return agents_saying(dir, "world 4") == 2; }, 180)) return false;
+// Two elastic agents of one job (`dtrain run --nnodes 1:2`, 2 ranks each) and, once they train at
+// world 4, their reports: the agent that hosts the rendezvous store and the other.
+struct TwoAgents {
+  std::future<ProcessResult> first, second;
+  AgentLog store_host, other;
+
+  // Both results once each has ended: the survivor's, when the other was ended by SIGKILL.
+  ProcessResult survivor() {
+    ProcessResult a = first.get(), b = second.get();
+    return a.signal == SIGKILL ? b : a;
+  }
+};
+
+// Starts both on `port` for `steps` steps in `dir` and waits until they run a world of 4 that has
+// committed a checkpoint of its own; returns why not, empty once they do.
+std::string start_two_agents(TwoAgents& job, const std::string& dir, int port, int steps) {
+  job.first = start_agent(port, job_sets(dir, steps));
+  job.second = start_agent(port, job_sets(dir, steps));
+  if (!wait_for([&] { return agents_saying(dir, "world 4") == 2; }, 180)) return "no world 4:\n" + all_logs(dir);
   const int before = checkpoints(dir);
-  return wait_for([&] { return checkpoints(dir) > before; }, 120);
+  if (!wait_for([&] { return checkpoints(dir) > before; }, 120)) return "no checkpoint at world 4:\n" + all_logs(dir);
+  const auto logs = agent_logs(dir);
+  if (logs.size() != 2 || logs[0].hosts_store == logs[1].hosts_store || logs[0].pid <= 0 || logs[1].pid <= 0)
+    return "not two agents, one hosting the store:\n" + all_logs(dir);
+  job.store_host = logs[0].hosts_store ? logs[0] : logs[1];
+  job.other = logs[0].hosts_store ? logs[1] : logs[0];
+  return "";
 }
 
 std::map<int, double> losses(const std::string& dir) {
@@ -129,18 +151,11 @@ constexpr int kSteps = 120;
 // operations in the same order, within the fp32 tolerance of the resume tests (rtol 1e-5).
 TEST(ElasticMembership, ASurvivorContinuesAloneFromTheLastCheckpoint) {
   const std::string dir = scratch_dir("elastic_survivor");
-  const int port = free_port();
-  auto first = start_agent(port, job_sets(dir, kSteps));
-  auto second = start_agent(port, job_sets(dir, kSteps));
-  ASSERT_TRUE(training_at_world_4(dir)) << all_logs(dir);
-  const auto logs = agent_logs(dir);
-  ASSERT_EQ(logs.size(), 2u) << all_logs(dir);
-  const AgentLog& victim = logs[0].hosts_store ? logs[1] : logs[0];
-  ASSERT_GT(victim.pid, 0) << victim.text;
+  TwoAgents job;
+  ASSERT_EQ(start_two_agents(job, dir, free_port(), kSteps), "");
   const int seen_checkpoints = checkpoints(dir);
-  ::kill(victim.pid, SIGKILL);
-  auto r0 = first.get(), r1 = second.get();
-  const ProcessResult& survivor = r0.signal == SIGKILL ? r1 : r0;
+  ::kill(job.other.pid, SIGKILL);
+  const ProcessResult survivor = job.survivor();
   ASSERT_EQ(survivor.exit_code, 0) << survivor.output;
   EXPECT_TRUE(contains(survivor.output, "membership changed: 2 nodes -> 1 node (world 4 -> 2); not counted against --max-restarts"))
       << survivor.output;
@@ -170,22 +185,15 @@ TEST(ElasticMembership, TheStoreHostIsReplacedAndARejoiningNodeMakesTheWorld4Aga
   const int port = free_port();
   // Long enough that the survivor is still training when the third agent, which takes seconds to start, joins.
   constexpr int kLonger = 400;
-  auto first = start_agent(port, job_sets(dir, kLonger));
-  auto second = start_agent(port, job_sets(dir, kLonger));
-  ASSERT_TRUE(training_at_world_4(dir)) << all_logs(dir);
-  const auto logs = agent_logs(dir);
-  ASSERT_EQ(logs.size(), 2u) << all_logs(dir);
-  const AgentLog& host = logs[0].hosts_store ? logs[0] : logs[1];
-  const std::string survivor_verdict = logs[0].hosts_store ? logs[1].verdict_path : logs[0].verdict_path;
-  ASSERT_TRUE(host.hosts_store) << all_logs(dir);
-  ::kill(host.pid, SIGKILL);
+  TwoAgents job;
+  ASSERT_EQ(start_two_agents(job, dir, port, kLonger), "");
+  ::kill(job.store_host.pid, SIGKILL);
   // The survivor, now node 0 of 1, trains at world 2 before the agent comes back.
   ASSERT_TRUE(wait_for([&] { return agents_saying(dir, "node 0 of 1 node, world 2") == 1; }, 120)) << all_logs(dir);
   const int before = checkpoints(dir);
   ASSERT_TRUE(wait_for([&] { return checkpoints(dir) > before; }, 120));
   auto third = start_agent(port, job_sets(dir, kLonger));
-  auto r0 = first.get(), r1 = second.get(), r2 = third.get();
-  const ProcessResult& survivor = r0.signal == SIGKILL ? r1 : r0;
+  const ProcessResult survivor = job.survivor(), r2 = third.get();
   ASSERT_EQ(survivor.exit_code, 0) << survivor.output;
   ASSERT_EQ(r2.exit_code, 0) << r2.output;
   EXPECT_TRUE(contains(survivor.output, "this agent now hosts the rendezvous store")) << survivor.output;
@@ -194,7 +202,7 @@ TEST(ElasticMembership, TheStoreHostIsReplacedAndARejoiningNodeMakesTheWorld4Aga
   EXPECT_TRUE(contains(survivor.output, "membership changed: 1 node -> 2 nodes (world 2 -> 4)")) << survivor.output;
   EXPECT_TRUE(contains(r2.output, "node 1 of 2 nodes, world 4")) << r2.output;
   EXPECT_EQ(losses(dir).size(), size_t(kLonger));
-  const auto verdict = read_json(survivor_verdict);
+  const auto verdict = read_json(job.other.verdict_path);
   EXPECT_EQ(verdict.value("outcome", ""), "succeeded") << verdict.dump();
   ASSERT_EQ(verdict["membership"].size(), 2u) << verdict.dump();
   EXPECT_EQ(verdict["membership"][0]["new_nodes"], 1);
