@@ -540,6 +540,23 @@ TEST(MemoryEstimate, ZeroBubbleHoldsWhatEachIsLeavesToItsW) {
   }
 }
 
+// A micro-batch's I leaves each block's stores as it goes down the stage, so its first block's
+// backward holds those of every block after it (with the blocks recomputed whole, where the saved
+// activations no longer outweigh them, that moment is the stage's peak: measured +36% over without it).
+TEST(StepPeak, ZeroBubbleStoresGrowDownTheStage) {
+  MemoryLayout l = layout_of("tiny");
+  l.model.n_layer = 6;
+  l.pp = 2, l.accumulation = 4, l.micro_batch = 32, l.schedule = ScheduleKind::ZeroBubble;
+  const PipelineStage stage = pipeline_stages(l).front();
+  const std::vector<StepMoment> moments = step_moments(l, stage_parameter_counts(parameter_counts(l.model, 1), l.model, stage), stage);
+  const auto first = std::find_if(moments.begin(), moments.end(), [](const StepMoment& m) { return m.name == "the first block's backward"; });
+  ASSERT_NE(first, moments.end());
+  double stores = -1;
+  for (const MemoryTerm& t : first->terms)
+    if (t.name == "zero_bubble: what this micro-batch's I has left to its W so far") stores = t.bytes;
+  EXPECT_EQ(stores, 2 * 2048 * 512.0);  // blocks 1 and 2 of the stage's three: e·(6d + 2kv + 2f) = 2,048 B/token each
+}
+
 // At pp 2 with two micro-batches stage 0's first backward holds both, before any gradient exists,
 // and its second one and all the stage's gradients: under ZeRO-3 the busiest is whichever is larger.
 // The tiny model's stage 0 (1 block, the embeddings: 21,408 parameters) at 32 sequences: the first,

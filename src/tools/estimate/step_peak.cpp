@@ -530,8 +530,9 @@ std::vector<StepMoment> step_moments(const MemoryLayout& layout, const Parameter
   if (stage.last && s.table_in_rows()) moments.push_back(s.head_row_loop());
   moments.push_back(s.block_backward(L - 1));
   if (layout.sequence_parallel && stage.last) moments.push_back(s.sequence_parallel_head_handoff());
-  // ZeRO-2's gradients grow as backward goes down the blocks; ZeRO-3's send buffer joins from the second-last.
-  if (layout.zero_stage == 2 && L > 1) moments.push_back(s.block_backward(0));
+  // ZeRO-2's gradients grow as backward goes down the blocks, and so do zero_bubble's stores (each
+  // block's I leaves them); ZeRO-3's send buffer joins from the second-last.
+  if ((layout.zero_stage == 2 || s.zero_bubble()) && L > 1) moments.push_back(s.block_backward(0));
   if (layout.zero_stage == 3 && L > 1) moments.push_back(s.block_backward(L - 2));
   if (s.tied_trained() && !s.table_in_rows() && stage.first) moments.push_back(s.embeddings_backward());
   if (layout.model.is_vlm() && !counts.vision_frozen) moments.push_back(s.vision_block_backward());
