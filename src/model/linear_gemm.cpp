@@ -46,7 +46,9 @@ struct LinearFp32 : public torch::autograd::Function<LinearFp32> {
     variable_list grads(has_bias ? 3 : 2);
     if (ctx->needs_input_grad(0)) grads[0] = matmul_nt(g, weight.t());
     const at::Tensor g2 = g.reshape({-1, g.size(-1)});
-    auto weight_grad = [g2, x] { return matmul_nt(g2.t(), x.reshape({-1, x.size(-1)}).t()); };
+    // The input without its autograd history: a deferred gradient (weight_grad_store.h) would otherwise
+    // keep the graph behind it alive until W, down to the leaf it started from and that leaf's gradient.
+    auto weight_grad = [g2, x = x.defined() ? x.detach() : x] { return matmul_nt(g2.t(), x.reshape({-1, x.size(-1)}).t()); };
     if (ctx->needs_input_grad(1)) {
       if (WeightGradStore* store = deferred_weight_grads()) {
         store->defer(ctx->saved_data["weight"].toTensor(), weight_grad);

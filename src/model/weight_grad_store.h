@@ -3,7 +3,8 @@
 // previous stage waits for, and W, the weight gradients nobody waits for, run later to fill the
 // pipeline's bubble. While a DeferWeightGrads guard is alive, the backward of the model's linear
 // layers (linear_fp32, mixed_linear) computes the input and bias gradients at once and leaves each
-// weight-gradient GEMM in the store, holding the layer's input and output gradient until then;
+// weight-gradient GEMM in the store, holding the layer's input (detached: its autograd history would
+// keep the graph behind it alive) and output gradient until then;
 // WeightGradStore::run() computes them in the order backward left them and adds each to its
 // weight's .grad() as autograd's accumulation would, so the gradients are the same bits (see run()).
 //

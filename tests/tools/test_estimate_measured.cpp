@@ -152,6 +152,9 @@ const std::vector<MeasuredLayout> kLayouts = {
     {"demo_bf16_dp2_pp2_zero_bubble_zero2", 4, kDemo + kBf16 + pipeline("zero_bubble") + stage(2)},
     {"tiny_pp2_zero_bubble_zero3", 2, kTiny + pipeline("zero_bubble") + stage(3)},
     {"demo_llama_bf16_pp2_zero_bubble_selective", 2, kDemo + kLlama + kBf16 + pipeline("zero_bubble") + ac("selective")},
+    // Blocks recomputed whole: a stage peaks at its first block's backward, the stores of the blocks after it held.
+    {"tiny_pp2_zero_bubble_full", 2, kTiny + pipeline("zero_bubble") + ac("full") + Sets{"model.n_layer=6"}},
+    {"demo_bf16_pp2_zero_bubble_full", 2, kDemo + kBf16 + pipeline("zero_bubble") + ac("full")},
     // DeepSpeed's cpu_checkpointing: on the CPU build the checkpointed inputs already are in host memory.
     {"demo_full_cpu_checkpointing", 2, kDemo + stage(1) + ac("full") + Sets{"activation_checkpointing.cpu_checkpointing=true"}},
     // DeepSpeed's contiguous_memory_optimization: the pieces in one buffer of number_checkpoints

@@ -135,17 +135,10 @@ std::string uncovered_layout(const MemoryLayout& l) {
   // model pp 2 × cp 2 measures 1-5% over the estimate, more on a rank that runs ahead.
   if (l.pp > 1 && l.cp > 1) parts.push_back(pp + " with cp " + std::to_string(l.cp));
   // zero_bubble's stores and working set are measured in fp32, bf16 and fp16 at every ZeRO stage,
-  // with selective recomputation, without tp: under tp only the row-parallel layers defer (the demo
-  // model's last stage measured 28-32% under the formulas). With blocks recomputed whole the stage
-  // peaks at its first block's backward, stores of the blocks after it held (counted): the tiny model
-  // at 2 and 3 blocks a stage then measures +2.2 to +6.0%, each stored block holding about two more
-  // T·d tensors than its stores, not yet traced to their owner.
-  if (l.pp > 1 && l.schedule == ScheduleKind::ZeroBubble) {
-    std::vector<std::string> under;
-    if (l.tp > 1) under.push_back("tp " + std::to_string(l.tp));
-    if (l.activation_checkpointing.whole_blocks(0, l.model.n_layer) > 0) under.push_back("blocks recomputed whole (full, every:N)");
-    if (!under.empty()) parts.push_back(pp + " under parallel.pipeline.schedule=zero_bubble with " + joined(under));
-  }
+  // under every checkpointing mode, without tp: under tp only the row-parallel layers defer (the demo
+  // model's last stage measured 28-32% under the formulas).
+  if (l.pp > 1 && l.schedule == ScheduleKind::ZeroBubble && l.tp > 1)
+    parts.push_back(pp + " under parallel.pipeline.schedule=zero_bubble with tp " + std::to_string(l.tp));
   const std::string plan = uncovered_module_plan(l);
   if (!plan.empty()) parts.push_back(plan);
   // Checkpointed inputs in host memory: on the CPU build they are already there (measured: no
@@ -163,7 +156,7 @@ const std::vector<std::string>& covered_layouts() {
       "data parallelism: DDP (ZeRO stage 0) and ZeRO stages 1, 2 and 3 (reshard_after_forward true or false, hybrid shard groups)",
       "tensor parallelism (Megatron-LM's layout, the vocab-parallel head and loss), with or without sequence parallelism",
       "pipeline parallelism under the gpipe, 1f1b and interleaved_1f1b schedules (every stage's own estimate), with DDP, ZeRO stages "
-      "1-3, one micro-batch a step or more; zero_bubble in fp32, bf16 or fp16 at every ZeRO stage, with no or selective recomputation, "
+      "1-3, one micro-batch a step or more; zero_bubble in fp32, bf16 or fp16 at every ZeRO stage and activation-checkpointing mode, "
       "without tp",
       "context parallelism, ring or Ulysses attention",
       "tp, pp and cp combined: tp × pp, tp × cp and dp × pp (not pp × cp)",

@@ -45,10 +45,10 @@ struct Step {
   // MLP's normed inputs, the o projection's input and the down projection's (3d + f), its output
   // gradients q's, k's, v's, o's, the MLP's input matrices' (GPT-2 one, Llama's SwiGLU two) and the
   // down projection's (3d + 2·kv + f or 2f); the head's, the final norm's output and the logits'
-  // gradient (d + V). A chunk whose input was received (not the model's first) keeps that input too,
-  // in fp32 as it arrived: the stored inputs' autograd history leads to it (AccumulateGrad holds its
-  // leaf). Measured with the counting allocator's live tensors at the tiny model's peaks, GPT-2 and
-  // Llama, exactly in fp32; in bf16 the tiny and demo models within +0.8% to +3.2%.
+  // gradient (d + V). The stored inputs are detached: no autograd history keeps the graph behind them
+  // (a recomputed block's, or a received input's leaf and its gradient). Measured with the counting
+  // allocator's live tensors at the tiny model's peaks, GPT-2 and Llama, exactly in fp32, with blocks
+  // recomputed whole within -0.8% to +0.6%; in bf16 the tiny and demo models within +0.8% to +3.2%.
   double block_store_per_token() const {
     const double kv = double(l.model.kv_heads()) * l.model.head_dim(), mlp_in = l.model.is_llama() ? 2 : 1;
     return e * ((3 * d + f) + (3 * d + 2 * kv + mlp_in * f));
@@ -56,7 +56,7 @@ struct Step {
   double head_store_per_token() const { return e * (d + V); }
   double stored_bytes_per_token(size_t c) const {
     const PipelineChunk& chunk = stage.chunks[c];
-    return chunk.blocks * block_store_per_token() + (chunk.last ? head_store_per_token() : 0) + (chunk.first ? 0 : 4 * d);
+    return chunk.blocks * block_store_per_token() + (chunk.last ? head_store_per_token() : 0);
   }
   double stored_bytes_per_token(const PipelineMoment& at) const {
     double bytes = 0;
