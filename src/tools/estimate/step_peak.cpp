@@ -248,13 +248,13 @@ struct Step {
     return out;
   }
 
-  // One micro-batch's saved activations on local chunk `c`, per token: its blocks' and, on the model's last chunk, the head's.
   // The stage's index of local chunk `c`'s first block.
   int first_block_of_chunk(size_t c) const {
     int before = 0;
     for (size_t k = 0; k < c; ++k) before += stage.chunks[k].blocks;
     return before;
   }
+  // One micro-batch's saved activations on local chunk `c`, per token: its blocks' and, on the model's last chunk, the head's.
   double chunk_bytes_per_token(size_t c) const {
     const PipelineChunk& chunk = stage.chunks[c];
     const int before = first_block_of_chunk(c);
