@@ -119,7 +119,8 @@ struct LocalChunk {
 void add_pieces(std::vector<LocalChunk>& out, const std::string& tensor, const std::vector<PlacedPiece>& pieces, const at::Tensor& local,
                 bool written) {
   for (const PlacedPiece& p : pieces)
-    if (numel(p.piece) > 0) out.push_back({tensor, p.piece, local.defined() ? local.narrow(0, p.local_offset, numel(p.piece)) : local, written});
+    if (numel(p.piece) > 0)
+      out.push_back({tensor, p.piece, local.defined() ? local.narrow(0, p.local_offset, numel(p.piece)) : local, written});
 }
 
 ParamSpec state_spec(const std::string& state, at::ScalarType dtype, const HeldParameter& p) {

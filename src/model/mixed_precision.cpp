@@ -69,7 +69,9 @@ struct MixedLinear : public torch::autograd::Function<MixedLinear> {
     // A weight gradient is a sum over every token: fp32 keeps what 16 bits would round away.
     const at::Tensor g2 = g.reshape({-1, g.size(-1)});
     // Detached for a deferred gradient, as in linear_fp32.
-    auto weight_grad = [mp, g2, x = x.defined() ? x.detach() : x] { return mp.kept_gradient(gemm_nt(mp, g2.t(), x.reshape({-1, x.size(-1)}).t(), at::kFloat)); };
+    auto weight_grad = [mp, g2, x = x.defined() ? x.detach() : x] {
+      return mp.kept_gradient(gemm_nt(mp, g2.t(), x.reshape({-1, x.size(-1)}).t(), at::kFloat));
+    };
     if (ctx->needs_input_grad(2)) {
       if (WeightGradStore* store = deferred_weight_grads()) {
         store->defer(ctx->saved_data["weight"].toTensor(), weight_grad);
