@@ -123,8 +123,10 @@ void add_pieces(std::vector<LocalChunk>& out, const std::string& tensor, const s
       out.push_back({tensor, p.piece, local.defined() ? local.narrow(0, p.local_offset, numel(p.piece)) : local, written});
 }
 
-ParamSpec state_spec(const std::string& state, at::ScalarType dtype, const HeldParameter& p) {
-  return {state_key(state, p.spec.name), p.spec.shape, dtype, p.state_placements};
+// Whether this rank writes its pieces of `p`'s per-parameter optimizer state: every state tensor is
+// placed alike (p.state_placements), whatever its name and type.
+bool writes_state_of(const HeldParameter& p, const std::vector<MeshCoordinate>& coords) {
+  return writes_piece({p.spec.name, p.spec.shape, p.spec.dtype, p.state_placements}, coords);
 }
 
 bool holds_piece(const std::vector<PlacedPiece>& pieces) {
@@ -141,10 +143,7 @@ std::vector<LocalChunk> local_chunks(const TrainingLayout& layout, const std::ma
     add_pieces(out, model_key(p.spec.name), p.pieces, p.local, writes_piece(p.spec, layout.coords));
     if (!p.trained) continue;
     for (const auto& [name, t] : state)
-      if (per_parameter(t)) {
-        const ParamSpec spec = state_spec(name, t.defined() ? t.scalar_type() : p.spec.dtype, p);
-        add_pieces(out, spec.name, p.state_pieces, t, writes_piece(spec, layout.coords));
-      }
+      if (per_parameter(t)) add_pieces(out, state_key(name, p.spec.name), p.state_pieces, t, writes_state_of(p, layout.coords));
   }
   for (const auto& [name, t] : state)
     if (!per_parameter(t)) out.push_back({scalar_key(name), whole_tensor({}), t, at_origin(layout.coords)});
@@ -157,9 +156,9 @@ bool writes_parameter(const HeldParameter& p, const TrainingLayout& layout) {
   return holds_piece(p.pieces) && writes_piece(p.spec, layout.coords);
 }
 
-bool writes_state(const std::string& state, at::ScalarType dtype, const TrainingLayout& layout) {
+bool writes_optimizer_state(const TrainingLayout& layout) {
   return std::any_of(layout.parameters.begin(), layout.parameters.end(), [&](const HeldParameter& p) {
-    return p.trained && holds_piece(p.state_pieces) && writes_piece(state_spec(state, dtype, p), layout.coords);
+    return p.trained && holds_piece(p.state_pieces) && writes_state_of(p, layout.coords);
   });
 }
 

@@ -61,19 +61,19 @@ struct OptimizerStateEntry {
   bool per_parameter;  // a flat tensor laid out like the trained parameters' pieces; otherwise a scalar
 };
 
+// Whether this rank writes a piece of parameter `p`, and a piece of the optimizer's per-parameter
+// state tensors (flat, over the trained parameters' state pieces, all placed alike): a copy of the
+// state for a later save (train/training_state.h) takes only those. What a rank holds alike with
+// others, one of them writes; an undefined local tensor stands for one this rank does not write.
+bool writes_parameter(const HeldParameter& p, const TrainingLayout& layout);
+bool writes_optimizer_state(const TrainingLayout& layout);
+
 // Every rank: writes the pieces it writes of every parameter and of each state tensor of
 // `optimizer_state` (per-parameter ones flat, in the layout's state pieces; scalars 0-d) into its
 // shard; the rank at coordinate 0 also writes the scalars, rng (`cpu_rng_state`: the CPU generator's
 // state taken with the rest, which a save written later than the step must not read afresh),
 // trainer_state.json (`progress` with config's scheduler) and config.json. Rank 0 then calls
 // write_training_checkpoint_index, once all have written.
-// Whether this rank writes a piece of parameter `p`, and of per-parameter optimizer state `state`
-// (a flat tensor of `dtype` over the trained parameters' state pieces): a copy of the state for a
-// later save (train/training_state.h) takes only those. What a rank holds alike with others, one of
-// them writes; an undefined local tensor stands for one this rank does not write.
-bool writes_parameter(const HeldParameter& p, const TrainingLayout& layout);
-bool writes_state(const std::string& state, at::ScalarType dtype, const TrainingLayout& layout);
-
 void save_training_checkpoint(const std::string& dir, int rank, const TrainingLayout& layout,
                               const std::map<std::string, at::Tensor>& optimizer_state, const TrainerProgress& progress,
                               const nlohmann::json& config, const at::Tensor& cpu_rng_state);

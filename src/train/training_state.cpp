@@ -176,8 +176,8 @@ TrainingStateCopy copy_training_state(HostCopies& copies, int rank, const Traini
   // Only what this rank writes: under data parallelism the replicas' copies would go unread.
   for (HeldParameter& p : out.layout.parameters)
     p.local = p.local.defined() && writes_parameter(p, layout) ? copies.copy(p.local) : at::Tensor();
-  for (const auto& [name, t] : optimizer.state())
-    out.optimizer_state[name] = t.dim() == 0 || writes_state(name, t.scalar_type(), layout) ? copies.copy(t) : at::Tensor();
+  const bool writes_state = writes_optimizer_state(layout);
+  for (const auto& [name, t] : optimizer.state()) out.optimizer_state[name] = t.dim() == 0 || writes_state ? copies.copy(t) : at::Tensor();
   return out;
 }
 
