@@ -115,13 +115,23 @@ def cells(values, fmt="{:.0f}"):
     return "/".join(fmt.format(x) for x in values) if values else ""
 
 
+LAYOUTS = (("dp", "dp 2 (t = 1)"), ("tp", "tp 2"), ("tp_sp", "tp 2 + SP"))
+
+
+def kept_activations(layout, measured, recompute):
+    """Per rank, the activations kept: the growth without checkpointing less the growth with full
+    recompute, plus the blocks' inputs full recompute keeps and the one block it holds again at its
+    peak (one layer of the count under dtrain's assumptions)."""
+    checkpoints = layers * 4 * sbh / (t if layout == "tp_sp" else 1) / MiB
+    recomputed = ours[layout] / MiB
+    return [x - y + checkpoints + recomputed for x, y in zip(measured, recompute)]
+
+
 print("| layout | framework | peak RSS b=2 (MiB) | peak RSS b=8 (MiB) | grows with the batch (MiB) | grows, with full recompute (MiB) | "
       "activations kept (MiB) | Korthikanti et al. (MiB) | under dtrain's assumptions (MiB) | kept / dtrain's assumptions |")
 print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
-for layout, label in (("dp", "dp 2 (t = 1)"), ("tp", "tp 2"), ("tp_sp", "tp 2 + SP")):
+for layout, label in LAYOUTS:
     formula, adjusted = layers * paper[layout] / MiB, layers * ours[layout] / MiB
-    checkpoints = layers * 4 * sbh / (t if layout == "tp_sp" else 1) / MiB  # the blocks' inputs full recompute keeps
-    recomputed = adjusted / layers  # the one block full recompute holds again at its peak
     for framework, rss in (("dtrain", dtrain_rss), ("PyTorch", pytorch_rss)):
         small, large, measured = growth(rss, layout)
         if not measured:
@@ -130,7 +140,7 @@ for layout, label in (("dp", "dp 2 (t = 1)"), ("tp", "tp 2"), ("tp_sp", "tp 2 + 
         kept = None
         if framework == "dtrain":
             _, _, recompute = growth(lambda *k: dtrain_rss(*k, ac="full"), layout)
-            kept = [x - y + checkpoints + recomputed for x, y in zip(measured, recompute)] if recompute else None
+            kept = kept_activations(layout, measured, recompute) if recompute else None
         print(f"| {label} | {framework} | {cells(small)} | {cells(large)} | {cells(measured)} | "
               f"{cells(recompute) if kept else ''} | {cells(kept)} | {formula:.0f} | {adjusted:.0f} | "
               f"{cells([x / adjusted for x in kept], '{:.2f}') if kept else ''} |")
@@ -140,17 +150,15 @@ print("dtrain's tracked tensor bytes (the counting allocator's peak during the s
 print("| layout | peak tensors b=2 | peak tensors b=8 | estimated b=8 | grows with the batch | grows, with full recompute | "
       "activations kept | under dtrain's assumptions | kept / dtrain's assumptions |")
 print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
-for layout, label in (("dp", "dp 2 (t = 1)"), ("tp", "tp 2"), ("tp_sp", "tp 2 + SP")):
+for layout, label in LAYOUTS:
     adjusted = layers * ours[layout] / MiB
-    checkpoints = layers * 4 * sbh / (t if layout == "tp_sp" else 1) / MiB
-    recomputed = adjusted / layers
     small, large, measured = growth(dtrain_tensors, layout)
     _, _, recompute = growth(lambda *k: dtrain_tensors(*k, ac="full"), layout)
     if not measured or not recompute:
         print(f"| {label} | no run | | | | | | {adjusted:.0f} | |")
         continue
     estimated = median_per_rank(dtrain_estimated(layout, 8, r) for r in range(1, rounds + 1))
-    kept = [x - y + checkpoints + recomputed for x, y in zip(measured, recompute)]
+    kept = kept_activations(layout, measured, recompute)
     print(f"| {label} | {cells(small, '{:.1f}')} | {cells(large, '{:.1f}')} | {cells(estimated, '{:.1f}')} | {cells(measured, '{:.1f}')} | "
           f"{cells(recompute, '{:.1f}')} | {cells(kept, '{:.1f}')} | {adjusted:.0f} | {cells([x / adjusted for x in kept], '{:.3f}')} |")
 PY
