@@ -84,6 +84,19 @@ const std::string kBlowUp = "optimizer.params={\"lr\":1e6}";
 
 }  // namespace
 
+// A write to a dead peer's socket or to a closed pipe raises SIGPIPE; a trainer that died of it would
+// end without a word (a pipeline neighbour writing to a killed stage over gloo did). Here the output
+// pipe closes at once: the run trains to its end regardless.
+TEST(Reliability, ATrainerWhoseOutputPipeClosesTrainsToTheEnd) {
+  const std::string dir = scratch_dir("closed_output");
+  std::string command = "set -o pipefail; " + std::string(DTRAIN_BIN) + " train --set train.run_dir=" + dir;
+  for (const auto& s : kBase) command += " --set '" + s + "'";
+  const auto r = run_process({"bash", "-c", command + " | true"}, 120, {"OMP_NUM_THREADS=1"});
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(r.signal, 0);
+  EXPECT_EQ(finished_run(r, dir).steps.size(), 4u);
+}
+
 // lr 1e6 blows the weights up at once; every later step is skipped. The run must stop (not exit 0
 // after saving garbage), name the last good checkpoint, and `keep` must not have pruned it.
 TEST(Divergence, StopsNamingTheLastGoodCheckpointWhichKeepKeeps) {
