@@ -250,12 +250,20 @@ TEST(Activations, GptTwoBlockIsThePapersCountWithoutMasksInFp32) {
 // Llama 1B: d 2048, 8 KV heads of 64 (kv 512), SwiGLU 8192, 32 heads.
 TEST(Activations, LlamaBlockCountsSwiGluAndGroupedKv) {
   MemoryLayout l = layout_of("llama-1b");
-  EXPECT_EQ(block_bytes_per_token(l), 4 * 2048 + 24 * 2048 + 8 * 512 + 16 * 8192 + 4 * 32 + 8);
+  // Whole: both fp32 residuals and both norms' outputs; q, the kernel's output and the o projection's
+  // input; k and v; gate, up, their product and silu(gate).
+  EXPECT_EQ(block_bytes_per_token(l), 16 * 2048 + 12 * 2048 + 8 * 512 + 16 * 8192 + 4 * 32 + 8);
   EXPECT_EQ(selective_block_bytes_per_token(l), block_bytes_per_token(l) - 4 * 32 - 4 * 2048);
   l.compute_bytes = 2;
-  EXPECT_EQ(block_bytes_per_token(l), 4 * 2048 + 12 * 2048 + 4 * 512 + 8 * 8192 + 4 * 32 + 8);
+  EXPECT_EQ(block_bytes_per_token(l), 12 * 2048 + 4 * 2048 + 4 * 512 + 8 * 8192 + 4 * 32 + 8);
   // RoPE's fp32 q and k saved by the checkpoint in place of their 16-bit copies.
   EXPECT_EQ(selective_block_bytes_per_token(l), block_bytes_per_token(l) - 4 * 32 + 2 * (2048 + 512));
+  // Under tp 2 the residuals and norms stay whole; the heads (16, 4 of them KV), q's three tensors
+  // and the MLP halve (the demo model's Llama measured 3.0% over when the split part held a residual).
+  l.compute_bytes = 4, l.tp = 2;
+  EXPECT_EQ(block_bytes_per_token(l), 16 * 2048 + 12 * 2048 / 2 + 8 * 256 + 16 * 4096 + 4 * 16 + 8);
+  l.sequence_parallel = true;
+  EXPECT_EQ(block_bytes_per_token(l), (16 * 2048 + 8) / 2 + 12 * 2048 / 2 + 8 * 256 + 16 * 4096 + 4 * 16);
 }
 
 // The tiny model on one rank, fp32, 8 sequences of 16 tokens (T = 128): its peak is when the head's

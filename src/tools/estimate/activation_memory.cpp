@@ -33,8 +33,12 @@ double block_bytes_per_token(const MemoryLayout& l) {
   const double cp_output = l.cp > 1 ? w.e * w.d / w.tp : 0;
   // The residual stream's fp32 tensors, the norms' outputs and statistics: whole on each tp rank
   // (1/tp under sp); q, k, v, attention's output and the MLP's: split by heads and features.
+  // Llama keeps both fp32 residuals (each an RMSNorm's input); of its queries, q as the kernel reads
+  // it and the kernel's output: ATen's fp32 kernel writes [B, H, T, hd], so the o projection's input
+  // is a third copy (3 · 4 bytes per d/tp), dtrain's 16-bit kernel writes the o projection's layout
+  // (2 · 2): 4e - 4 either way.
   if (l.model.is_llama())
-    return cp_output + w.whole * (4 * w.d + 2 * w.e * w.d + 2 * 4) + 4 * w.e * w.d / w.tp + 2 * w.e * w.kv + 4 * w.e * w.f + 4 * w.a;
+    return cp_output + w.whole * (2 * 4 * w.d + 2 * w.e * w.d + 2 * 4) + (4 * w.e - 4) * w.d / w.tp + 2 * w.e * w.kv + 4 * w.e * w.f + 4 * w.a;
   return cp_output + w.whole * (2 * 4 * w.d + 2 * w.e * w.d + 4 * 4) + 2 * w.e * w.d / w.tp + 2 * w.e * w.kv + 2 * w.e * w.f + 4 * w.a;
 }
 
