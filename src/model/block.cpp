@@ -70,8 +70,9 @@ at::Tensor BlockImpl::attention(const at::Tensor& x, const at::Tensor& cos, cons
   auto k = qkv[1].view({B, T, KV, head_dim_}).transpose(1, 2);  // [B, KV, T, hd]
   auto v = qkv[2].view({B, T, KV, head_dim_}).transpose(1, 2);  // [B, KV, T, hd]
   if (cos.defined()) {  // in fp32, like the tables
-    q = apply_rope(q.to(at::kFloat), cos, sin);
-    k = apply_rope(k.to(at::kFloat), cos, sin);
+    const at::Tensor c = cos.narrow(0, 0, T), s = sin.narrow(0, 0, T);
+    q = apply_rope(q.to(at::kFloat), c, s);
+    k = apply_rope(k.to(at::kFloat), c, s);
   }
   // A flash-attention kernel: it skips the blocks the causal mask hides, never materialises the T×T
   // scores, and serves grouped-query heads (KV < H) without copying k and v per query head. 16-bit

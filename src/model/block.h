@@ -18,8 +18,9 @@ namespace dtrain {
 class BlockImpl : public torch::nn::Module {
  public:
   explicit BlockImpl(const TransformerConfig& c);
-  // x [batch, T, d_model] → the same shape. cos and sin [T, head_dim/2] are RoPE's tables for
-  // Llama, undefined tensors for GPT-2.
+  // x [batch, T, d_model] → the same shape. cos and sin [≥ T', head_dim/2] are RoPE's tables for
+  // Llama (their first T' rows serve attention's T' tokens, which under sequence parallelism are
+  // more than x's), undefined tensors for GPT-2.
   at::Tensor forward(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin);
   // Recompute QKᵀ, softmax and ·V in backward instead of keeping what they save.
   void recompute_attention_core(bool on) { recompute_attention_core_ = on; }

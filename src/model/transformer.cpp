@@ -180,12 +180,12 @@ void TransformerImpl::refresh_working_copy() {
   for (auto& layer : matmul_layers()) layer->refresh_working_copy();
 }
 
-void TransformerImpl::prepare_rope(int64_t T, const at::Device& device) {
-  if (!c_.is_llama() || (rope_cos_.defined() && rope_cos_.size(0) == T && rope_cos_.device() == device)) return;
+void TransformerImpl::prepare_rope(const at::Device& device) {
+  if (!c_.is_llama() || (rope_cos_.defined() && rope_cos_.device() == device)) return;
   const int64_t half = c_.head_dim() / 2;
   auto opts = at::TensorOptions().dtype(at::kDouble).device(device);
   auto inv_freq = at::pow(c_.rope_theta, -at::arange(0, half, opts) / double(half));
-  const at::Tensor positions = positions_.defined() ? positions_.to(opts) : at::arange(0, T, opts);
+  const at::Tensor positions = positions_.defined() ? positions_.to(opts) : at::arange(0, c_.seq_len, opts);
   auto angles = at::outer(positions, inv_freq);  // [T, half]
   rope_cos_ = angles.cos().to(at::kFloat);
   rope_sin_ = angles.sin().to(at::kFloat);
@@ -232,16 +232,15 @@ at::Tensor TransformerImpl::run_chunk(size_t k, const at::Tensor& input, const a
     TORCH_CHECK(input.dim() == 3 && input.size(2) == c_.d_model, "a chunk without the embedding takes hidden states [batch, T, ",
                 c_.d_model, "], got ", input.sizes());
   }
-  int64_t T = input.size(1);
+  const int64_t T = input.size(1);
   TORCH_CHECK(T <= c_.seq_len, "sequence of ", T, " tokens is longer than model.seq_len ", c_.seq_len);
   if (positions_.defined()) {
     if (positions_.device() != input.device()) positions_ = positions_.to(input.device());
     // Hidden states are this rank's part already (or, under sequence parallelism, this tp rank's part of it).
     TORCH_CHECK(!embed || T == c_.seq_len, "a model computing ", positions_.size(0),
                 " tokens of each sequence (context parallelism) takes whole sequences of model.seq_len ", c_.seq_len, " tokens, got ", T);
-    T = positions_.size(0);
   }
-  prepare_rope(T, input.device());
+  prepare_rope(input.device());
   const int first = llm_first_part_;
   at::Tensor x = input;
   if (embed) {

@@ -124,8 +124,10 @@ class TransformerImpl : public torch::nn::Module {
   void set_sequence_shard(at::Tensor positions);
 
  private:
-  // RoPE's tables for the T tokens of the sequence this model computes.
-  void prepare_rope(int64_t T, const at::Device& device);
+  // RoPE's tables for the tokens of the sequence this model computes: its positions, or all
+  // model.seq_len, of which a shorter sequence reads the first rows. Not from the input's length: a
+  // chunk taking hidden states under sequence parallelism holds a shard of the tokens attention sees.
+  void prepare_rope(const at::Device& device);
   // Runs `run` as part `index` of the forward pass, between the part hooks.
   at::Tensor run_part(int index, const std::function<at::Tensor()>& run);
   // A chunk, with the image tokens that replace the placeholders (a vision-language model's).
@@ -145,7 +147,7 @@ class TransformerImpl : public torch::nn::Module {
   Norm ln_f{nullptr};
   Linear lm_head{nullptr};  // untied head
   Linear head_{nullptr};    // the head used: lm_head, or a layer over wte's weight (not registered)
-  at::Tensor rope_cos_, rope_sin_;  // built lazily for the sequence length in use
+  at::Tensor rope_cos_, rope_sin_;  // built lazily, on the device in use
   at::Tensor positions_;             // of this model's tokens in the whole sequence; undefined: all
   ActivationCheckpointing ac_;
   std::shared_ptr<Group> activation_partition_group_;

@@ -222,6 +222,8 @@ const std::vector<Row> kRows = {
     // Point-to-point messages over Gloo as across nodes, rather than shared memory.
     {"llama_pp2_gloo", 2, kPp2 + Sets{"dist.backend=gloo"}, "llama_pp", kFp32Reordered, "backend gloo"},
     {"llama_pp2_dp2_zero1", 4, kPp2 + Sets{"zero_optimization.stage=1"}, "llama_pp", kFp32Reordered, "ZeRO stage 1"},
+    // A later stage takes this tp rank's part of the sequence; RoPE turns the whole of it that attention sees.
+    {"llama_pp2_tp2_sp", 4, kPp2 + Sets{"parallel.tp=2", "parallel.sequence_parallel=true"}, "llama_pp", kFp32Reordered, "sequence parallel"},
     {"llama_pp2_tp2_zero3", 8, kPp2 + Sets{"parallel.tp=2", "zero_optimization.stage=3", "parallel.pipeline.schedule=zero_bubble"}, "llama_pp",
      kFp32Reordered, "ZeRO stage 3"},
 
