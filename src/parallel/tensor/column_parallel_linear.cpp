@@ -40,9 +40,13 @@ struct SequenceGather {
     stacked = at::empty(sizes, in.options());
     handle = all_gather_async(g, in, stacked, label);
   }
+  // The sequence in order; the gathered buffer is given back at once (a backward holding it to its
+  // end kept a second copy of the whole input through the weight-gradient GEMMs).
   at::Tensor wait() {
     handle.wait();
-    return at::cat(stacked.chunk(n, 0), 1);
+    const at::Tensor whole = at::cat(stacked.chunk(n, 0), 1);
+    stacked = at::Tensor();
+    return whole;
   }
 };
 
@@ -107,6 +111,7 @@ struct ColumnParallelFunction : public torch::autograd::Function<ColumnParallelF
       sizes[1] /= group.size();
       gx_out = at::empty(sizes, gx.options());
       reduce = reduce_scatter_async(group, stacked, gx_out, ReduceOp::Sum, label);
+      gx = at::Tensor();  // the reduction reads its reordered copy
     } else {
       gx_out = gx.contiguous();
       reduce = all_reduce_async(group, gx_out, ReduceOp::Sum, label);
