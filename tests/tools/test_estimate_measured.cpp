@@ -182,6 +182,13 @@ const std::vector<MeasuredLayout> kLayouts = {
     // Llama's two fp32 residuals whole on each tp rank: stage 0 measured 5.9% over while one was counted as split.
     {"demo_llama_bf16_tp2", 2, kDemo + kLlama + kBf16 + kTp},
     {"demo_llama_bf16_tp2_pp2", 4, kDemo + kLlama + kBf16 + kTp + pipeline("1f1b")},
+    // Under sp a stage hands on the rank's part of the sequence (6.8% over when counted whole, with
+    // the last stage's peak inside the head's sequence-parallel backward).
+    {"demo_tp2_sp_pp2", 4, kDemo + kSp + pipeline("1f1b")},
+    // zero_bubble under tp: only the row-parallel layers defer.
+    {"tiny_tp2_pp2_zero_bubble", 4, kTiny + kTp + pipeline("zero_bubble")},
+    {"demo_llama_bf16_tp2_pp2_zero_bubble", 4, kDemo + kLlama + kBf16 + kTp + pipeline("zero_bubble")},
+    {"demo_tp2_sp_pp2_zero_bubble", 4, kDemo + kSp + pipeline("zero_bubble")},
     {"tiny_tp2_cp2", 4, kTiny + kTp + kCp},
     {"tiny_freeze_table_ddp", 2, kTiny + stage(0) + kFreezeTable},
     {"tiny_llama_freeze_table_zero2", 2, kTiny + kLlama + stage(2) + kFreezeTable},

@@ -38,7 +38,8 @@ double block_bytes_per_token(const MemoryLayout& l) {
   // is a third copy (3 · 4 bytes per d/tp), dtrain's 16-bit kernel writes the o projection's layout
   // (2 · 2): 4e - 4 either way.
   if (l.model.is_llama())
-    return cp_output + w.whole * (2 * 4 * w.d + 2 * w.e * w.d + 2 * 4) + (4 * w.e - 4) * w.d / w.tp + 2 * w.e * w.kv + 4 * w.e * w.f + 4 * w.a;
+    return cp_output + w.whole * (2 * 4 * w.d + 2 * w.e * w.d + 2 * 4) + (4 * w.e - 4) * w.d / w.tp + 2 * w.e * w.kv + 4 * w.e * w.f +
+           4 * w.a;
   return cp_output + w.whole * (2 * 4 * w.d + 2 * w.e * w.d + 4 * 4) + 2 * w.e * w.d / w.tp + 2 * w.e * w.kv + 2 * w.e * w.f + 4 * w.a;
 }
 
@@ -61,11 +62,16 @@ double checkpointed_block_bytes_per_token(const MemoryLayout& l) {
   return 4.0 * l.model.d_model * widths(l).whole / (partitioned ? l.tp : 1);
 }
 
-double head_bytes_per_token(const MemoryLayout& l) {
+double final_norm_bytes_per_token(const MemoryLayout& l) {
   const Widths w = widths(l);
   // LayerNorm keeps mean and rstd, RMSNorm rstd.
   const double statistics = l.model.is_llama() ? 1 : 2;
-  const double norm = w.whole * (4 * w.d + w.e * w.d + 4 * statistics);
+  return w.whole * (4 * w.d + w.e * w.d + 4 * statistics);
+}
+
+double head_bytes_per_token(const MemoryLayout& l) {
+  const Widths w = widths(l);
+  const double norm = final_norm_bytes_per_token(l);
   // The loss keeps one fp32 value per token; the vocab-parallel cross-entropy instead its fp32
   // softmax over the rank's slice, and per token the target's column (int64), whether this rank
   // holds it (bool) and its weight in the mean (fp32): 13 bytes.

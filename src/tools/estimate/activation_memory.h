@@ -35,6 +35,8 @@ double checkpointed_block_bytes_per_token(const MemoryLayout& layout);
 // The final norm's and the loss's: the norm's input (fp32) and output, the log-softmax over the
 // vocabulary in the compute type, the norm's statistics and one value per token of the loss.
 double head_bytes_per_token(const MemoryLayout& layout);
+// The final norm's share of it, which outlives the loss's backward: its input, output and statistics.
+double final_norm_bytes_per_token(const MemoryLayout& layout);
 // The vocabulary rows one tensor-parallel rank holds: ceil(V/tp).
 double vocab_slice(const MemoryLayout& layout);
 // The gradient of the logits the loss hands the head, per token: e·V; under tp the vocab-parallel

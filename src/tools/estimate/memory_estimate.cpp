@@ -134,11 +134,6 @@ std::string uncovered_layout(const MemoryLayout& l) {
   // hops and dk/dv accumulators (held until a peer's send completes) no term models: on the tiny
   // model pp 2 × cp 2 measures 1-5% over the estimate, more on a rank that runs ahead.
   if (l.pp > 1 && l.cp > 1) parts.push_back(pp + " with cp " + std::to_string(l.cp));
-  // zero_bubble's stores and working set are measured in fp32, bf16 and fp16 at every ZeRO stage,
-  // under every checkpointing mode, without tp: under tp only the row-parallel layers defer (the demo
-  // model's last stage measured 28-32% under the formulas).
-  if (l.pp > 1 && l.schedule == ScheduleKind::ZeroBubble && l.tp > 1)
-    parts.push_back(pp + " under parallel.pipeline.schedule=zero_bubble with tp " + std::to_string(l.tp));
   const std::string plan = uncovered_module_plan(l);
   if (!plan.empty()) parts.push_back(plan);
   // Checkpointed inputs in host memory: on the CPU build they are already there (measured: no

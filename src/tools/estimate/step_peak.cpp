@@ -37,9 +37,11 @@ struct Step {
   // Checkpointing counts blocks over the whole model: a stage's block i is its chunks' i-th.
   bool whole_block(int i) const { return l.activation_checkpointing.whole_block(stage.model_block(i)); }
   bool selective() const { return l.activation_checkpointing.attention_core(); }
+  // The share of a micro-batch's tokens the residual stream holds on a rank: 1/tp under sequence parallelism.
+  double sp_share() const { return l.sequence_parallel ? 1.0 / l.tp : 1.0; }
   bool zero_bubble() const { return stage.pipelined() && l.schedule == ScheduleKind::ZeroBubble; }
 
-  // zero_bubble (fp32 or bf16, no tp): what a micro-batch's I leaves to its W per token. Each linear
+  // zero_bubble (fp32 or bf16): what a micro-batch's I leaves to its W per token. Each linear
   // layer's deferred weight-gradient GEMM (model/weight_grad_store.h) holds the layer's input and
   // output gradient, in the compute type (e bytes): a block's inputs are the attention's and the
   // MLP's normed inputs, the o projection's input and the down projection's (3d + f), its output
@@ -49,11 +51,16 @@ struct Step {
   // (a recomputed block's, or a received input's leaf and its gradient). Measured with the counting
   // allocator's live tensors at the tiny model's peaks, GPT-2 and Llama, exactly in fp32, with blocks
   // recomputed whole within -0.8% to +0.6%; in bf16 the tiny and demo models within +0.8% to +3.2%.
+  // Under tp only the row-parallel layers defer (the column-parallel ones compute their weight
+  // gradients behind their input gradient's reduction: parallel/tensor/column_parallel_linear.cpp),
+  // and the vocab-parallel head nothing: the o and down projections' inputs (d/tp + f) and output
+  // gradients (2d, whole also under sp, gathered for the GEMM).
   double block_store_per_token() const {
+    if (l.tp > 1) return e * (2 * d + d / l.tp + f);
     const double kv = double(l.model.kv_heads()) * l.model.head_dim(), mlp_in = l.model.is_llama() ? 2 : 1;
     return e * ((3 * d + f) + (3 * d + 2 * kv + mlp_in * f));
   }
-  double head_store_per_token() const { return e * (d + V); }
+  double head_store_per_token() const { return l.tp > 1 ? 0 : e * (d + V); }
   double stored_bytes_per_token(size_t c) const {
     const PipelineChunk& chunk = stage.chunks[c];
     return chunk.blocks * block_store_per_token() + (chunk.last ? head_store_per_token() : 0);
@@ -93,7 +100,10 @@ struct Step {
   // The final norm's and the loss's saved tensors per token. A frozen tied head needs no gradient of
   // its weight, so autograd keeps no copy of its input, the final norm's output (e·d; measured with
   // the counting allocator).
-  double head_per_token() const { return head_bytes_per_token(l) - (tied() && c.table_frozen ? e * d : 0); }
+  double frozen_head_input() const { return tied() && c.table_frozen ? e * d : 0; }
+  double head_per_token() const { return head_bytes_per_token(l) - frozen_head_input(); }
+  // What of them the head's own backward still holds once the loss's backward has run.
+  double final_norm_per_token() const { return final_norm_bytes_per_token(l) - frozen_head_input(); }
 
   // The saved activations of blocks [0, blocks) and the micro-batch: each block's go after its backward.
   // `recomputing`: the last of them is being recomputed. `done`: the stage's parameters whose backward
@@ -116,7 +126,7 @@ struct Step {
                          MemoryKind::Activations, kept * per_token * T,
                          blocks_text(kept) + " × " + plain(per_token) + " B/token × " + tokens()));
     }
-    const double input = 4.0 * d * (l.sequence_parallel ? 1.0 / l.tp : 1.0), piece = checkpointed_block_bytes_per_token(l);
+    const double input = 4.0 * d * sp_share(), piece = checkpointed_block_bytes_per_token(l);
     if (piece == input) partitioned = 0;
     if (whole > partitioned)
       out.push_back(term("activations: recomputed blocks' inputs", MemoryKind::Activations, (whole - partitioned) * input * T,
@@ -217,9 +227,11 @@ struct Step {
       out.push_back(term("zero_bubble: what the I of micro-batches waiting for their W leaves (linear layers' inputs and output gradients)",
                          MemoryKind::Activations, stored * T, formula + " × " + tokens()));
     }
+    // Under sequence parallelism a stage hands on this tp rank's part of the sequence.
     if (at.buffers > 0)
       out.push_back(term("pipeline boundary buffers: sends held to the step's end, receives posted at its start", MemoryKind::Communication,
-                         at.buffers * 4 * T * d, std::to_string(at.buffers) + " × 4·T·d"));
+                         at.buffers * 4 * T * d * sp_share(),
+                         std::to_string(at.buffers) + " × 4·T·d" + (l.sequence_parallel ? " / tp" : "")));
     // ZeRO-3 under pp (fully_sharded_parameters.h's hold_whole): the schedule runs each part once per
     // micro-batch in its own order, so every unit of the stage is gathered once for the step and held
     // until its gradients are reduce-scattered after the step's last backward; meanwhile autograd
@@ -345,7 +357,7 @@ struct Step {
   // gradient does not read it).
   StepMoment head_row_loop() const {
     StepMoment m{"the head's backward, a block of the table's rows at a time", saved_blocks(L, 0)};
-    const double norm = head_per_token() - (e * V + 4);
+    const double norm = final_norm_per_token();
     m.terms.push_back(term("activations: final norm", MemoryKind::Activations, norm * T, plain(norm) + " B/token × " + tokens()));
     m.terms.push_back(logits_gradient());
     const double rows = row_block_bytes() / 4 / d;
@@ -388,9 +400,8 @@ struct Step {
       formula = "4·T·d + 8·T·f";
     }
     // Under sequence parallelism the gradient flowing in is the rank's share of the tokens.
-    const double whole = l.sequence_parallel ? 1.0 / l.tp : 1.0;
     if (l.tp > 1) formula += " (f = d_ff/tp" + std::string(l.sequence_parallel ? ", T·d over tp)" : ")");
-    return term("backward: a block's gradient working set", MemoryKind::Activations, 4 * T * d * whole + per_f * T * f + weight, formula);
+    return term("backward: a block's gradient working set", MemoryKind::Activations, 4 * T * d * sp_share() + per_f * T * f + weight, formula);
   }
 
   // Block `i`'s backward, blocks [0, i] still holding their activations. DDP and ZeRO-1 add each
@@ -459,20 +470,19 @@ struct Step {
     return m;
   }
 
-  // Under sequence parallelism the last block's backward begins beside the head's, whose buffers
-  // are full-sequence and still alive (the counting allocator's live allocations at this peak on the
-  // demo model): the head's column-parallel backward re-gathered its input (e·T·d) and computed the
-  // full input gradient (4·T·d) whose reduce-scatter is still in flight behind the weight-gradient
-  // GEMMs, with the logits' gradient it came from; the block's row-parallel down projection has
-  // all-gathered the gradient flowing in (4·T·d) from the rank's shard (4·T·d/tp). A rank that runs
-  // ahead of its peer holds one more full-sequence buffer until the collective completes.
-  StepMoment sequence_parallel_head_handoff() const {
-    StepMoment m{"the last block's backward begins (sequence-parallel gathers in flight)", saved_blocks(L, double(c.head))};
-    for (auto& t : tied_gradient_held()) m.terms.push_back(std::move(t));
-    const double logits = logits_gradient_bytes_per_token(l);
-    m.terms.push_back(term("backward: the logits' gradient, held until the head's reduce-scatter completes", MemoryKind::Activations,
-                           logits * T, plain(logits) + " B/token × " + tokens()));
-    m.terms.push_back(term("sequence parallelism: the head's re-gathered input and full input gradient, the block's gathered gradient",
+  // Under sequence parallelism the head's column-parallel backward works on the whole sequence
+  // (parallel/tensor/column_parallel_linear.cpp; the counting allocator's live allocations at this
+  // peak on the demo model, fp32 and bf16, with and without pp): its input being gathered again for
+  // the weight gradient (e·T·d), the full input gradient (4·T·d) beside its copy reordered for the
+  // reduce-scatter (4·T·d) and the rank's share that receives it (4·T·d/tp), with the logits'
+  // gradient it came from and the final norm's saved tensors; the loss's are gone.
+  StepMoment sequence_parallel_head_backward() const {
+    StepMoment m{"the head's backward (sequence-parallel: its input gathered again, its gradient reordered for the reduce-scatter)",
+                 saved_blocks(L, 0)};
+    const double norm = final_norm_per_token();
+    m.terms.push_back(term("activations: final norm", MemoryKind::Activations, norm * T, plain(norm) + " B/token × " + tokens()));
+    m.terms.push_back(logits_gradient());
+    m.terms.push_back(term("sequence parallelism: the head's input gathered again, its full input gradient and the reordered copy",
                            MemoryKind::Communication, (e + 4 + 4) * T * d + 4 * T * d / l.tp, "(e + 8)·T·d + 4·T·d/tp"));
     return m;
   }
@@ -529,7 +539,7 @@ std::vector<StepMoment> step_moments(const MemoryLayout& layout, const Parameter
   if (stage.last) moments.push_back(s.head_backward());
   if (stage.last && s.table_in_rows()) moments.push_back(s.head_row_loop());
   moments.push_back(s.block_backward(L - 1));
-  if (layout.sequence_parallel && stage.last) moments.push_back(s.sequence_parallel_head_handoff());
+  if (layout.sequence_parallel && stage.last) moments.push_back(s.sequence_parallel_head_backward());
   // ZeRO-2's gradients grow as backward goes down the blocks, and so do zero_bubble's stores (each
   // block's I leaves them); ZeRO-3's send buffer joins from the second-last.
   if ((layout.zero_stage == 2 || s.zero_bubble()) && L > 1) moments.push_back(s.block_backward(0));
