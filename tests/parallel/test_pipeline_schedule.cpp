@@ -151,6 +151,80 @@ TEST(PipelineSchedule, PeakInFlightIsMForGPipePpMinusRankFor1F1BAndPpForZeroBubb
     }
 }
 
+// The receives a rank has posted and not yet read when each of its computes starts, posting as the
+// runner does (receives_posted_through); fails the test if a receive would be posted after its place
+// in the list or after the compute that reads it.
+int most_receives_waiting(const std::vector<PipelineAction>& actions) {
+  std::vector<const PipelineAction*> waiting;
+  size_t posted = 0;
+  int most = 0;
+  for (size_t i = 0; i < actions.size(); ++i) {
+    const PipelineAction& a = actions[i];
+    for (const size_t through = receives_posted_through(actions, i); posted < through; ++posted)
+      if (actions[posted].kind == Kind::RecvActivation || actions[posted].kind == Kind::RecvGradient) waiting.push_back(&actions[posted]);
+    if (a.kind == Kind::RecvActivation || a.kind == Kind::RecvGradient) {
+      EXPECT_GT(posted, i) << describe(a) << " posted after its place";
+    }
+    if (!a.is_compute()) continue;
+    most = std::max(most, int(waiting.size()));
+    const Kind reads = a.kind == Kind::Forward ? Kind::RecvActivation : Kind::RecvGradient;
+    const auto read = [&](const PipelineAction* r) { return r->kind == reads && r->micro_batch == a.micro_batch && r->chunk == a.chunk; };
+    waiting.erase(std::remove_if(waiting.begin(), waiting.end(), read), waiting.end());
+  }
+  EXPECT_TRUE(waiting.empty()) << waiting.size() << " receive(s) never read";
+  return most;
+}
+
+// A rank's receive buffers do not grow with the micro-batches of a step: posted a compute ahead, at
+// most two wait at once (one being read, one for the next compute), three under interleaved 1F1B
+// (whose middle ranks read an activation and a gradient from the same neighbour back to back), where
+// posting all of them at the step's start held 2m on a middle rank.
+TEST(PipelineSchedule, ReceivesPostedAComputeAheadWaitTwoAtMostWhateverTheMicroBatches) {
+  for (const auto& [kind, name] : kScheduleNames)
+    for (int pp = 2; pp <= 8; ++pp)
+      for (int v = 1; v <= 2; ++v)
+        for (int m = 1; m <= 32; ++m) {
+          if (!accepted(kind, pp, v, m)) continue;
+          const PipelineSchedule s = make_schedule(kind, pp, v, m);
+          const int most = kind == ScheduleKind::Interleaved1F1B ? 3 : 2;
+          for (int r = 0; r < pp; ++r)
+            ASSERT_LE(most_receives_waiting(s.actions[size_t(r)]), most) << name << " pp " << pp << " v " << v << " m " << m << " rank " << r;
+        }
+}
+
+// The sends `rank` holds at once, each from its action until the compute sends_delivered_by names.
+int most_sends_held(const PipelineSchedule& s, int rank) {
+  const std::vector<PipelineAction>& actions = s.actions[size_t(rank)];
+  const std::vector<size_t> delivered_by = sends_delivered_by(s, rank);
+  int held = 0, most = 0;
+  for (size_t i = 0; i < actions.size(); ++i) {
+    held -= int(std::count(delivered_by.begin(), delivered_by.end(), i));
+    if (actions[i].is_send()) most = std::max(most, ++held);
+  }
+  return most;
+}
+
+// Nor do its sends: each is let go once a later message from its peer shows the peer read it, so
+// a rank holds no more sends at 32 micro-batches than at 2·pp, where holding each to the step's end
+// held m (and 2m on a middle rank). GPipe runs every forward first, and holds them all until its
+// backwards begin.
+TEST(PipelineSchedule, SendsAreLetGoOnceThePeerHasReadThemWhateverTheMicroBatches) {
+  for (const auto& [kind, name] : kScheduleNames) {
+    if (kind == ScheduleKind::GPipe) continue;
+    for (int pp = 2; pp <= 8; ++pp)
+      for (int v = 1; v <= 2; ++v) {
+        if (!accepted(kind, pp, v, 32)) continue;
+        const PipelineSchedule many = make_schedule(kind, pp, v, 32);
+        for (int r = 0; r < pp; ++r) {
+          int few = 0;
+          for (int m = 1; m <= 2 * pp; ++m)
+            if (accepted(kind, pp, v, m)) few = std::max(few, most_sends_held(make_schedule(kind, pp, v, m), r));
+          ASSERT_LE(most_sends_held(many, r), few) << name << " pp " << pp << " v " << v << " rank " << r;
+        }
+      }
+  }
+}
+
 TEST(PipelineSchedule, InterleavedHoldsMegatronsWarmUpPlusOneAndWeighsChunksByTheirBytes) {
   const PipelineSchedule s = make_schedule(ScheduleKind::Interleaved1F1B, 4, 2, 8);
   // Megatron's warm-up on rank r: (4 - r - 1)·2 + (2 - 1)·4 forwards, then one more before a backward.

@@ -427,11 +427,13 @@ TEST(PipelineStages, InFlightMicroBatchesFollowTheSchedule) {
   EXPECT_EQ(first.total + last.total, whole.total + whole.table);  // the tied table twice
 }
 
-// 1F1B's first stage at its first backward on the tiny GPT-2 in fp32, 4 micro-batches of 32
+// 1F1B's first stage at its third backward on the tiny GPT-2 in fp32, 4 micro-batches of 32
 // sequences (T = 512), DDP: its one block and the embeddings (16 bytes of state per parameter), its
 // block's activations for the micro-batch it runs and for the other one in flight, the outputs it
-// sent for both and all four gradient buffers posted at the step's start (6 × 4·T·d), the step's
-// tokens and targets, and the block's gradient working set. The counting allocator measures it within 0.1%.
+// sent for both (each alive until its backward has run) and the gradient it reads beside the next
+// one, posted a compute ahead (4 × 4·T·d; 6 while every receive was posted at the step's start and
+// every send held to its end), the step's tokens and targets, and the block's gradient working set.
+// The counting allocator measures it within 8 bytes.
 TEST(MemoryEstimate, PipelineStageTermByTerm) {
   MemoryLayout l = layout_of("tiny");
   l.pp = 2, l.accumulation = 4, l.micro_batch = 32;
@@ -442,7 +444,7 @@ TEST(MemoryEstimate, PipelineStageTermByTerm) {
   EXPECT_EQ(first.peak_moment, "the last block's backward");
   const double T = 512, d = 32, f = 128;
   const double states = 16.0 * (12704 + 8704), block = 2072 * T;
-  const double boundary = 6 * 4 * T * d, tokens = 4 * 16 * T, working_set = 4 * T * d + 4 * T * f + 4 * f * d;
+  const double boundary = 4 * 4 * T * d, tokens = 4 * 16 * T, working_set = 4 * T * d + 4 * T * f + 4 * f * d;
   EXPECT_EQ(first.tensor_bytes(), states + 2 * block + boundary + tokens + working_set);
   EXPECT_EQ(e.of_stage(1).stage, 1);
   EXPECT_EQ(e.of_stage(1).peak_moment, "the head's backward begins");
@@ -451,8 +453,9 @@ TEST(MemoryEstimate, PipelineStageTermByTerm) {
 // Interleaved 1F1B at pp 2 with 2 chunks per rank, 4 micro-batches, the tiny GPT-2 with 4 blocks (one
 // a chunk): rank 0 holds chunks 0 and 2. Its schedule runs F(0,0) F(1,0) F(0,2) F(1,2) F(2,0), then
 // B(0,2), F(3,0): five (micro-batch, chunk) pairs of one block each are held at its second backward,
-// when 16 boundary buffers are alive (the 12 receives of the step, 2 of them consumed as chunk 2's
-// inputs and 1 by B(0,2)'s gradient; the 6 activations and the gradient sent so far). The counting
+// when 8 boundary buffers are alive: the sends the schedule does not yet show read (or whose output a
+// backward still starts from) and the receives posted a compute ahead and not yet read (16 while
+// every receive was posted at the step's start and every send held to its end). The counting
 // allocator measures it within 8 bytes.
 TEST(MemoryEstimate, InterleavedStageCountsPairsAndBuffersFromTheSchedule) {
   MemoryLayout l = layout_of("tiny");
@@ -469,7 +472,7 @@ TEST(MemoryEstimate, InterleavedStageCountsPairsAndBuffersFromTheSchedule) {
   ASSERT_TRUE(e.covered()) << e.no_estimate;
   const double T = 512, d = 32, f = 128;
   const double states = 16.0 * (2 * 12704 + 8704), pairs = 5 * 2072 * T;
-  const double boundary = 16 * 4 * T * d, tokens = 4 * 16 * T, working_set = 4 * T * d + 4 * T * f + 4 * f * d;
+  const double boundary = 8 * 4 * T * d, tokens = 4 * 16 * T, working_set = 4 * T * d + 4 * T * f + 4 * f * d;
   EXPECT_EQ(e.of_stage(0).tensor_bytes(), states + pairs + boundary + tokens + working_set);
 }
 
@@ -550,8 +553,9 @@ TEST(MemoryEstimate, ZeroBubbleHoldsWhatEachIsLeavesToItsW) {
 }
 
 // Under sequence parallelism a stage hands on its tp rank's half of the sequence: the tiny model's
-// 1F1B boundary tensors at pp 2, 4 micro-batches of 32 × 16 tokens (stage 0: three activations sent
-// and three gradients received; stage 1 three activations posted), each 4·T·d/2 = 32 KiB. On the
+// 1F1B boundary tensors at pp 2, 4 micro-batches of 32 × 16 tokens (stage 0 at its busiest: two
+// activations sent, the gradient it reads and the next; stage 1: the activation it reads and the
+// next), each 4·T·d/2 = 32 KiB. On the
 // demo model (d 192, V 256) the last stage peaks in the head's sequence-parallel backward, the final
 // norm's tensors still saved: its input and output (fp32) and LayerNorm's two statistics on the
 // rank's 512 of 8 × 128 tokens.
@@ -563,8 +567,8 @@ TEST(MemoryEstimate, SequenceParallelStagesHandOnTheirShareOfTheSequence) {
   auto boundary = [](const RankEstimate& r) {
     return bytes_of(r.terms, [](const MemoryTerm& t) { return t.name.rfind("pipeline boundary buffers", 0) == 0; });
   };
-  EXPECT_EQ(boundary(e.of_stage(0)), 6 * 4 * 512 * 32 / 2.0);
-  EXPECT_EQ(boundary(e.of_stage(1)), 3 * 4 * 512 * 32 / 2.0);
+  EXPECT_EQ(boundary(e.of_stage(0)), 4 * 4 * 512 * 32 / 2.0);
+  EXPECT_EQ(boundary(e.of_stage(1)), 2 * 4 * 512 * 32 / 2.0);
   l.model = model_preset("demo"), l.micro_batch = 8;
   const RankEstimate last = estimate_memory(l).of_stage(1);
   EXPECT_EQ(last.peak_moment.rfind("the head's backward (sequence-parallel", 0), 0u) << last.peak_moment;

@@ -19,15 +19,13 @@ std::string what(const char* kind, int mb, int chunk) {
 PipelineRunner::PipelineRunner(Transformer& model, const PipelineStages& stages, std::vector<int64_t> boundary, at::TensorOptions options,
                                ChromeTrace* trace)
     : model_(model), stages_(stages), boundary_(std::move(boundary)), options_(options), me_(stages.coord()),
-      last_(int(stages.chunks.size()) - 1), trace_(trace) {}
+      last_(int(stages.chunks.size()) - 1), delivered_by_(sends_delivered_by(stages.schedule, me_)), trace_(trace) {}
 
-void PipelineRunner::post_receives() {
-  for (const PipelineAction& a : stages_.schedule.actions[size_t(me_)]) {
-    if (a.kind != Kind::RecvActivation && a.kind != Kind::RecvGradient) continue;
-    at::Tensor buffer = at::empty(boundary_, options_);
-    const std::string label = what(a.kind == Kind::RecvActivation ? "activation" : "gradient", a.micro_batch, a.chunk);
-    receives_[{int(a.kind), {a.micro_batch, a.chunk}}] = {buffer, recv_async(*stages_.pp, buffer, a.peer, label)};
-  }
+void PipelineRunner::post_receive(const PipelineAction& a) {
+  if (a.kind != Kind::RecvActivation && a.kind != Kind::RecvGradient) return;
+  at::Tensor buffer = at::empty(boundary_, options_);
+  const std::string label = what(a.kind == Kind::RecvActivation ? "activation" : "gradient", a.micro_batch, a.chunk);
+  receives_[{int(a.kind), {a.micro_batch, a.chunk}}] = {buffer, recv_async(*stages_.pp, buffer, a.peer, label)};
 }
 
 void PipelineRunner::arrived(Kind kind, int mb, int chunk) {
@@ -79,17 +77,30 @@ void PipelineRunner::backward(int mb, int chunk, double loss_factor) {
   s.output = at::Tensor();  // its graph is spent; the input's gradient waits for its send
 }
 
-void PipelineRunner::send(const at::Tensor& t, int peer, const std::string& label) {
+void PipelineRunner::send(size_t i, const at::Tensor& t, int peer, const std::string& label) {
   at::Tensor payload = t.detach().contiguous();
-  sends_.emplace_back(payload, send_async(*stages_.pp, payload, peer, label));
+  sends_[i] = {payload, send_async(*stages_.pp, payload, peer, label)};
 }
 
-void PipelineRunner::compute(const PipelineAction& a, const std::vector<MicroBatch>& batches, const LossFunction& loss,
+void PipelineRunner::release_sends(size_t i) {
+  for (auto it = sends_.begin(); it != sends_.end();) {
+    if (delivered_by_[it->first] != i) {
+      ++it;
+      continue;
+    }
+    it->second.second.wait();  // done already: the message just read was sent after the peer read this one
+    it = sends_.erase(it);
+  }
+}
+
+void PipelineRunner::compute(size_t i, const std::vector<MicroBatch>& batches, const LossFunction& loss,
                              const std::vector<double>& loss_factors, at::Tensor& loss_sum) {
+  const PipelineAction& a = stages_.schedule.actions[size_t(me_)][i];
   const double loss_factor = loss_factors[size_t(a.micro_batch)];
   // What the action receives is waited for first, so that its slice in the trace is its compute alone.
   if (a.kind == Kind::Forward) arrived(Kind::RecvActivation, a.micro_batch, a.chunk);
   if (a.kind == Kind::Backward || a.kind == Kind::BackwardInput) arrived(Kind::RecvGradient, a.micro_batch, a.chunk);
+  release_sends(i);
   TraceSlice slice(trace_, action_kind_name(a.kind), "compute", {{"mb", a.micro_batch}, {"chunk", a.chunk}});
   const Key key{a.micro_batch, a.chunk};
   switch (a.kind) {
@@ -122,34 +133,36 @@ double PipelineRunner::train(const std::vector<MicroBatch>& batches, const LossF
                              const StepHooks& hooks) {
   TORCH_CHECK(int(batches.size()) == stages_.schedule.micro_batches, "the pipeline schedule runs ", stages_.schedule.micro_batches,
               " micro-batches per step, given ", batches.size());
-  post_receives();
   const std::vector<PipelineAction>& actions = stages_.schedule.actions[size_t(me_)];
   const PipelineAction* last_compute = nullptr;
   for (const PipelineAction& a : actions)
     if (a.is_compute()) last_compute = &a;
   at::Tensor loss_sum = at::zeros({}, options_.dtype(at::kDouble));
   bool first = true;
-  for (const PipelineAction& a : actions) {
+  size_t posted = 0;  // actions[0, posted) have had their receives posted
+  for (size_t i = 0; i < actions.size(); ++i) {
+    const PipelineAction& a = actions[i];
+    for (const size_t through = receives_posted_through(actions, i); posted < through; ++posted) post_receive(actions[posted]);
     if (a.is_compute()) {
       if (&a == last_compute && a.kind == Kind::Backward && hooks.before_last_backward) hooks.before_last_backward();
-      compute(a, batches, loss, loss_factors, loss_sum);
+      compute(i, batches, loss, loss_factors, loss_sum);
       if (first && hooks.after_first_compute) hooks.after_first_compute();
       first = false;
       continue;
     }
     switch (a.kind) {
       case Kind::SendActivation:
-        send(slots_.at({a.micro_batch, a.chunk}).output, a.peer, what("activation", a.micro_batch, a.chunk + 1));
+        send(i, slots_.at({a.micro_batch, a.chunk}).output, a.peer, what("activation", a.micro_batch, a.chunk + 1));
         break;
       case Kind::SendGradient:
-        send(slots_.at({a.micro_batch, a.chunk}).input.grad(), a.peer, what("gradient", a.micro_batch, a.chunk - 1));
+        send(i, slots_.at({a.micro_batch, a.chunk}).input.grad(), a.peer, what("gradient", a.micro_batch, a.chunk - 1));
         slots_.erase({a.micro_batch, a.chunk});
         break;
       default:
-        break;  // receives: posted at the start, waited where the compute needs them
+        break;  // receives: posted a compute ahead, waited where the compute needs them
     }
   }
-  for (auto& [payload, handle] : sends_) handle.wait();
+  for (auto& [i, sent] : sends_) sent.second.wait();
   sends_.clear();
   slots_.clear();
   TORCH_CHECK(receives_.empty() && deferred_.empty(), "pipeline stage ", me_, ": ", receives_.size(), " receive(s) and ", deferred_.size(),

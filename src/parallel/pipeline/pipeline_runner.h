@@ -1,8 +1,10 @@
 // Runs this rank's part of a pipeline schedule (pipeline_schedule.h) over one step's micro-batches:
 // the forward and backward passes of its chunks, with activations and their gradients moving between
-// stages by point-to-point messages. Every receive of the step is posted at its start, in the order
-// the schedule gives each channel, so a transfer lands while the rank computes; sends go out
-// asynchronously as soon as what they carry is computed, and are waited at the end of the step.
+// stages by point-to-point messages. Receives are posted in the order the schedule gives each channel,
+// one compute ahead of the compute that reads them (receives_posted_through), so a transfer lands
+// while the rank computes and a step holds a few boundary buffers, not one per micro-batch; sends go
+// out asynchronously as soon as what they carry is computed, and are let go where the schedule shows
+// the peer has read them (sends_delivered_by), the rest at the end of the step.
 // Message shapes come from the config (the boundary shape), never from a message. Under zero_bubble
 // a backward is split: I computes the input gradient the previous stage waits for, leaving the
 // linear layers' weight-gradient GEMMs in a store (model/weight_grad_store.h) that W runs later.
@@ -59,15 +61,17 @@ class PipelineRunner {
   };
   using Key = std::pair<int, int>;  // (micro-batch, chunk)
 
-  void post_receives();
+  void post_receive(const PipelineAction& a);                  // if `a` is a receive
   void arrived(PipelineAction::Kind kind, int mb, int chunk);  // waits for a receive, if this rank posted it
   at::Tensor received(PipelineAction::Kind kind, int mb, int chunk);
   at::Tensor chunk_input(const std::vector<MicroBatch>& batches, int mb, int chunk);
   void forward(const std::vector<MicroBatch>& batches, const LossFunction& loss, int mb, int chunk, at::Tensor& loss_sum);
   void backward(int mb, int chunk, double loss_factor);
-  void compute(const PipelineAction& a, const std::vector<MicroBatch>& batches, const LossFunction& loss,
-               const std::vector<double>& loss_factors, at::Tensor& loss_sum);
-  void send(const at::Tensor& t, int peer, const std::string& label);
+  // actions[i] of this rank's list, a compute.
+  void compute(size_t i, const std::vector<MicroBatch>& batches, const LossFunction& loss, const std::vector<double>& loss_factors,
+               at::Tensor& loss_sum);
+  void send(size_t i, const at::Tensor& t, int peer, const std::string& label);  // actions[i], a send
+  void release_sends(size_t i);  // waits for and drops the sends delivered by the compute actions[i]
   bool local(int chunk) const { return chunk >= 0 && chunk < int(stages_.chunks.size()) && stages_.schedule.rank_of(chunk) == me_; }
 
   Transformer& model_;
@@ -77,7 +81,8 @@ class PipelineRunner {
   int me_ = 0, last_ = 0;
   std::map<Key, Slot> slots_;
   std::map<std::pair<int, Key>, std::pair<at::Tensor, CommHandle>> receives_;  // (kind, key) -> buffer, its receive
-  std::vector<std::pair<at::Tensor, CommHandle>> sends_;
+  std::vector<size_t> delivered_by_;                           // sends_delivered_by, per action index
+  std::map<size_t, std::pair<at::Tensor, CommHandle>> sends_;  // by action index: payload, its send
   std::map<Key, WeightGradStore> deferred_;  // zero_bubble: each I's weight gradients, until its W
   ChromeTrace* trace_;
 };

@@ -217,6 +217,43 @@ PipelineSchedule make_schedule(ScheduleKind kind, int pp, int virtual_stages, in
   return s;
 }
 
+size_t receives_posted_through(const std::vector<PipelineAction>& actions, size_t i) {
+  size_t next = i + 1;
+  while (next < actions.size() && !actions[next].is_compute()) ++next;
+  return next;
+}
+
+namespace {
+
+// The index of the compute on `actions` that reads receive `r` (its forward for an activation, its
+// backward or input-gradient pass for a gradient).
+size_t reader_of(const std::vector<PipelineAction>& actions, const PipelineAction& r) {
+  for (size_t i = 0; i < actions.size(); ++i) {
+    const PipelineAction& a = actions[i];
+    if (a.micro_batch != r.micro_batch || a.chunk != r.chunk) continue;
+    if (r.kind == Kind::RecvActivation ? a.kind == Kind::Forward : a.kind == Kind::Backward || a.kind == Kind::BackwardInput) return i;
+  }
+  throw std::logic_error("pipeline schedule: nothing reads " + describe(r));
+}
+
+}  // namespace
+
+std::vector<size_t> sends_delivered_by(const PipelineSchedule& s, int rank) {
+  const std::vector<PipelineAction>& mine = s.actions[size_t(rank)];
+  std::vector<size_t> out(mine.size(), mine.size());
+  for (size_t i = 0; i < mine.size(); ++i) {
+    if (!mine[i].is_send()) continue;
+    const std::vector<PipelineAction>& peer = s.actions[size_t(mine[i].peer)];
+    for (size_t j = reader_of(peer, receive_of(mine[i], rank)) + 1; j < peer.size(); ++j) {
+      if (peer[j].is_send() && peer[j].peer == rank) {
+        out[i] = reader_of(mine, receive_of(peer[j], mine[i].peer));
+        break;
+      }
+    }
+  }
+  return out;
+}
+
 int in_flight_limit(const PipelineSchedule& s, int rank) {
   const int m = s.micro_batches;
   switch (s.kind) {

@@ -62,6 +62,20 @@ PipelineSchedule make_schedule(ScheduleKind kind, int pp, int virtual_stages, in
 // min(m, pp) on every rank (ZB-H1 keeps a micro-batch until its W: its pp in flight on every rank
 // are 1F1B's peak, that of rank 0).
 int in_flight_limit(const PipelineSchedule& schedule, int rank);
+// How far ahead a rank posts its receives: on reaching `actions[i]`, every receive listed before the
+// first compute after i (the list's end after the last) is posted. A transfer then lands while the
+// rank computes the action before the one that reads it, and only the next compute's receives wait in
+// buffers beside those being read, whatever the number of micro-batches; a receive is never posted
+// after its place in the list, so the list's order still runs to its end under blocking sends. The
+// index of that compute, or actions.size().
+size_t receives_posted_through(const std::vector<PipelineAction>& actions, size_t i);
+// Where `rank` can let go of each of its sends: at the compute that reads the first message its peer
+// sent after the compute that read this send (messages between two ranks are read in order, so by
+// then the peer has it), or at the list's end if no such message follows. Per index of the rank's
+// actions: for a send, the index of that compute, or actions.size(); for any other action,
+// actions.size(). Pure, like the schedule: the runner waits for (and drops) a send there, and the
+// memory estimate counts its buffer until there.
+std::vector<size_t> sends_delivered_by(const PipelineSchedule& schedule, int rank);
 
 // Per rank, the peak over its action list of the sum of `chunk_weight[c]` over the (micro-batch,
 // chunk c) pairs whose forward has run and whose activations are not yet released: by B, or under

@@ -1,6 +1,5 @@
 #include "tools/estimate/pipeline_stage.h"
 
-#include <algorithm>
 #include <stdexcept>
 
 #include "parallel/pipeline/pipeline_schedule.h"
@@ -11,12 +10,14 @@ namespace {
 
 using Kind = PipelineAction::Kind;
 
-// Walks `rank`'s actions as the runner (pipeline_runner.h) keeps their tensors: every receive is
-// posted at the step's start and its buffer lives until the compute that consumes it (a received
-// activation then lives on as the chunk's saved input, counted with the activations); every send
-// is held until the step's end; a micro-batch's activations on a chunk live from its forward to its
-// backward, under zero_bubble to its I, which leaves the micro-batch's weight-gradient store to its W
-// (counted apart, step_peak.cpp).
+// Walks `rank`'s actions as the runner (pipeline_runner.h) keeps their tensors: a receive is posted
+// a compute ahead (receives_posted_through) and its buffer lives until the compute that consumes it
+// (a received activation then lives on as the chunk's saved input, counted with the activations);
+// a send is held until the compute the schedule shows it delivered by (sends_delivered_by), before
+// that compute runs, and an activation's, which is the chunk's output, at least through the backward
+// that starts from it (the counting allocator's live tensors at the demo model's stage 0); a
+// micro-batch's activations on a chunk live from its forward to its backward, under zero_bubble to
+// its I, which leaves the micro-batch's weight-gradient store to its W (counted apart, step_peak.cpp).
 std::vector<PipelineMoment> backward_moments(const PipelineSchedule& s, int rank) {
   const int v = s.virtual_stages;
   const auto local = [&](int chunk) { return chunk / s.pp; };
@@ -26,10 +27,27 @@ std::vector<PipelineMoment> backward_moments(const PipelineSchedule& s, int rank
   now.stored.assign(size_t(v), 0);
   now.backwards_done.assign(size_t(v), 0);
   const std::vector<PipelineAction>& actions = s.actions[size_t(rank)];
-  now.buffers = int(std::count_if(actions.begin(), actions.end(),
-                                  [](const PipelineAction& a) { return a.kind == Kind::RecvActivation || a.kind == Kind::RecvGradient; }));
-  for (const PipelineAction& a : actions) {
+  // Per action index, the sends whose buffers go before that compute runs and after its moment.
+  std::vector<int> freed_before(actions.size() + 1, 0), freed_after(actions.size() + 1, 0);
+  const std::vector<size_t> delivered_by = sends_delivered_by(s, rank);
+  for (size_t j = 0; j < actions.size(); ++j) {
+    if (!actions[j].is_send()) continue;
+    size_t backward = 0;
+    if (actions[j].kind == Kind::SendActivation)
+      for (size_t k = j; k < actions.size(); ++k)
+        if ((actions[k].kind == Kind::Backward || actions[k].kind == Kind::BackwardInput) && actions[k].micro_batch == actions[j].micro_batch &&
+            actions[k].chunk == actions[j].chunk)
+          backward = k;
+    if (backward >= delivered_by[j]) ++freed_after[backward];
+    else ++freed_before[delivered_by[j]];
+  }
+  size_t posted = 0;
+  for (size_t i = 0; i < actions.size(); ++i) {
+    const PipelineAction& a = actions[i];
     const size_t c = size_t(local(a.chunk));
+    for (const size_t through = receives_posted_through(actions, i); posted < through; ++posted)
+      if (actions[posted].kind == Kind::RecvActivation || actions[posted].kind == Kind::RecvGradient) ++now.buffers;
+    now.buffers -= freed_before[i];
     switch (a.kind) {
       case Kind::Forward:
         ++now.held[c];
@@ -43,6 +61,7 @@ std::vector<PipelineMoment> backward_moments(const PipelineSchedule& s, int rank
         ++now.backwards_done[c];
         if (a.kind == Kind::BackwardInput) ++now.stored[c];
         if (a.chunk < s.chunks() - 1 && s.rank_of(a.chunk + 1) != rank) --now.buffers;
+        now.buffers -= freed_after[i];
         break;
       case Kind::BackwardWeight: --now.stored[c]; break;
       case Kind::SendActivation:

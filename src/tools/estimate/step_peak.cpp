@@ -229,7 +229,7 @@ struct Step {
     }
     // Under sequence parallelism a stage hands on this tp rank's part of the sequence.
     if (at.buffers > 0)
-      out.push_back(term("pipeline boundary buffers: sends held to the step's end, receives posted at its start", MemoryKind::Communication,
+      out.push_back(term("pipeline boundary buffers: sends until the peer has read them, receives posted a compute ahead", MemoryKind::Communication,
                          at.buffers * 4 * T * d * sp_share(),
                          std::to_string(at.buffers) + " × 4·T·d" + (l.sequence_parallel ? " / tp" : "")));
     // ZeRO-3 under pp (fully_sharded_parameters.h's hold_whole): the schedule runs each part once per
