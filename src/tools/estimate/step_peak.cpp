@@ -399,9 +399,14 @@ struct Step {
       weight = 0;
       formula = "4·T·d + 8·T·f";
     }
-    // Under sequence parallelism the gradient flowing in is the rank's share of the tokens.
-    if (l.tp > 1) formula += " (f = d_ff/tp" + std::string(l.sequence_parallel ? ", T·d over tp)" : ")");
-    return term("backward: a block's gradient working set", MemoryKind::Activations, 4 * T * d * sp_share() + per_f * T * f + weight, formula);
+    // Under sequence parallelism the gradient flowing in is the rank's share of the tokens, which the
+    // down projection's backward gathers whole (4·T·d): still alive beside GPT-2's MLP gradients (the
+    // counting allocator's live tensors at the tiny and demo models' first stage at tp 2 + sp, +4.8%
+    // and +2.1% without it), given back before Llama's SwiGLU ones (-5.1% and -1.7% with it).
+    const double gathered = l.sequence_parallel && !l.model.is_llama() ? 4 * T * d : 0;
+    if (l.tp > 1) formula += " (f = d_ff/tp" + std::string(l.sequence_parallel ? ", T·d over tp)" : ")") + (gathered > 0 ? " + 4·T·d gathered" : "");
+    return term("backward: a block's gradient working set", MemoryKind::Activations,
+                4 * T * d * sp_share() + per_f * T * f + weight + gathered, formula);
   }
 
   // Block `i`'s backward, blocks [0, i] still holding their activations. DDP and ZeRO-1 add each
