@@ -30,16 +30,22 @@ std::vector<PipelineMoment> backward_moments(const PipelineSchedule& s, int rank
   // Per action index, the sends whose buffers go before that compute runs and after its moment.
   std::vector<int> freed_before(actions.size() + 1, 0), freed_after(actions.size() + 1, 0);
   const std::vector<size_t> delivered_by = sends_delivered_by(s, rank);
+  // The backward that starts from an activation send's output (0 for a gradient send).
+  auto backward_from = [&](size_t j) {
+    const PipelineAction& sent = actions[j];
+    for (size_t k = j; sent.kind == Kind::SendActivation && k < actions.size(); ++k) {
+      const PipelineAction& b = actions[k];
+      if ((b.kind == Kind::Backward || b.kind == Kind::BackwardInput) && b.micro_batch == sent.micro_batch && b.chunk == sent.chunk) return k;
+    }
+    return size_t(0);
+  };
   for (size_t j = 0; j < actions.size(); ++j) {
     if (!actions[j].is_send()) continue;
-    size_t backward = 0;
-    if (actions[j].kind == Kind::SendActivation)
-      for (size_t k = j; k < actions.size(); ++k)
-        if ((actions[k].kind == Kind::Backward || actions[k].kind == Kind::BackwardInput) && actions[k].micro_batch == actions[j].micro_batch &&
-            actions[k].chunk == actions[j].chunk)
-          backward = k;
-    if (backward >= delivered_by[j]) ++freed_after[backward];
-    else ++freed_before[delivered_by[j]];
+    if (const size_t backward = backward_from(j); backward >= delivered_by[j]) {
+      ++freed_after[backward];
+    } else {
+      ++freed_before[delivered_by[j]];
+    }
   }
   size_t posted = 0;
   for (size_t i = 0; i < actions.size(); ++i) {

@@ -229,8 +229,8 @@ struct Step {
     }
     // Under sequence parallelism a stage hands on this tp rank's part of the sequence.
     if (at.buffers > 0)
-      out.push_back(term("pipeline boundary buffers: sends until the peer has read them, receives posted a compute ahead", MemoryKind::Communication,
-                         at.buffers * 4 * T * d * sp_share(),
+      out.push_back(term("pipeline boundary buffers: sends until the peer has read them, receives posted a compute ahead",
+                         MemoryKind::Communication, at.buffers * 4 * T * d * sp_share(),
                          std::to_string(at.buffers) + " × 4·T·d" + (l.sequence_parallel ? " / tp" : "")));
     // ZeRO-3 under pp (fully_sharded_parameters.h's hold_whole): the schedule runs each part once per
     // micro-batch in its own order, so every unit of the stage is gathered once for the step and held
@@ -404,7 +404,8 @@ struct Step {
     // counting allocator's live tensors at the tiny and demo models' first stage at tp 2 + sp, +4.8%
     // and +2.1% without it), given back before Llama's SwiGLU ones (-5.1% and -1.7% with it).
     const double gathered = l.sequence_parallel && !l.model.is_llama() ? 4 * T * d : 0;
-    if (l.tp > 1) formula += " (f = d_ff/tp" + std::string(l.sequence_parallel ? ", T·d over tp)" : ")") + (gathered > 0 ? " + 4·T·d gathered" : "");
+    if (l.tp > 1) formula += " (f = d_ff/tp" + std::string(l.sequence_parallel ? ", T·d over tp)" : ")");
+    if (gathered > 0) formula += " + 4·T·d gathered";
     return term("backward: a block's gradient working set", MemoryKind::Activations,
                 4 * T * d * sp_share() + per_f * T * f + weight + gathered, formula);
   }
