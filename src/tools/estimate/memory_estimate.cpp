@@ -152,7 +152,7 @@ const std::vector<std::string>& covered_layouts() {
       "tensor parallelism (Megatron-LM's layout, the vocab-parallel head and loss), with or without sequence parallelism",
       "pipeline parallelism under the gpipe, 1f1b and interleaved_1f1b schedules (every stage's own estimate), with DDP, ZeRO stages "
       "1-3, one micro-batch a step or more; zero_bubble in fp32, bf16 or fp16 at every ZeRO stage and activation-checkpointing mode, "
-      "without tp",
+      "with or without tp",
       "context parallelism, ring or Ulysses attention",
       "tp, pp and cp combined: tp × pp, tp × cp and dp × pp (not pp × cp)",
       "activation checkpointing: none, full, selective, every:N (checkpointed inputs partitioned over tp, or in "
