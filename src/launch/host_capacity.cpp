@@ -69,7 +69,8 @@ bool admit_on_this_host(const std::string& command, const RanksOnHost& job) {
     std::cerr << command << ": error: this host cannot run the job as asked:\n  " << indent_lines(verdict.error) << std::endl;
     return false;
   }
-  if (!verdict.warning.empty()) std::cerr << command << ": warning: " << verdict.warning << std::endl;
+  std::istringstream warnings(verdict.warning);
+  for (std::string line; std::getline(warnings, line);) std::cerr << command << ": warning: " << line << std::endl;
   return true;
 }
 
@@ -94,11 +95,20 @@ CapacityVerdict check_host_capacity(const RanksOnHost& job, const HostResources&
            (fit > 0 ? "use --nproc-per-node " + std::to_string(fit) + " or fewer here, more nodes (--nnodes), or a smaller model"
                     : "not even one rank fits: use a smaller model, or ZeRO (zero_optimization.stage) over more nodes"));
   }
+  if (!verdict.error.empty()) return verdict;
+  auto warn = [&](const std::string& why) { verdict.warning += (verdict.warning.empty() ? "" : "\n") + why; };
   const int64_t threads = int64_t(job.ranks) * job.threads_per_rank;
-  if (verdict.error.empty() && threads > host.cores)
-    verdict.warning = plural(job.ranks, "rank") + " × " + plural(job.threads_per_rank, "thread") + " = " +
-                      plural(threads, "thread") + " on " + cores + ": they take turns on the cores and every step "
-                      "waits for the slowest rank";
+  if (threads > host.cores)
+    warn(plural(job.ranks, "rank") + " × " + plural(job.threads_per_rank, "thread") + " = " + plural(threads, "thread") + " on " + cores +
+         ": they take turns on the cores and every step waits for the slowest rank");
+  const double estimated = job.estimated_peak_per_rank * job.ranks;
+  if (job.estimated_peak_per_rank > 0 && host.available_bytes >= 0 && estimated > double(host.available_bytes)) {
+    const int64_t fit = int64_t(double(host.available_bytes) / job.estimated_peak_per_rank);
+    warn("the memory estimate puts each rank's peak at " + byte_words(job.estimated_peak_per_rank) + " (`dtrain estimate` shows every term): " +
+         plural(job.ranks, "rank") + (job.ranks == 1 ? " needs" : " need") + " about " + byte_words(estimated) + ", more than the " + byte_words(host.available_bytes) +
+         " this host has available (MemAvailable), so the run may be killed for memory" +
+         (fit > 0 ? "; --nproc-per-node " + std::to_string(fit) + " or fewer fits" : ""));
+  }
   return verdict;
 }
 

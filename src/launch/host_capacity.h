@@ -28,15 +28,18 @@ struct RanksOnHost {
   std::string threads_from = "OMP_NUM_THREADS";  // the setting that gave them, as the fix names it
   double bytes_per_rank = 0;          // the least memory each rank needs; 0 when unknown
   std::string bytes_per_rank_how;     // how that was estimated, for the message
+  double estimated_peak_per_rank = 0;  // the memory estimate's peak of the most loaded rank; 0 when none
 };
 
 struct CapacityVerdict {
   std::string error;    // what cannot run, with the numbers and the fix; empty when it can
-  std::string warning;  // it runs, but ranks × threads exceed the cores: slower than it could be
+  std::string warning;  // it runs, but slower than it could be or at risk: one line per reason
 };
 
 // Refuses more than kMaxRanksPerCore ranks per core, more threads per rank than cores, and ranks that
-// together need more memory than is available; warns when ranks × threads exceed the cores.
+// together need more memory than is available; warns when ranks × threads exceed the cores, and when
+// the ranks' estimated peaks together exceed the available memory (the floor is what refuses: the
+// estimate is close, not a bound, so a run it puts just over may still fit).
 CapacityVerdict check_host_capacity(const RanksOnHost& job, const HostResources& host);
 
 // The threads part alone, for a rank that checks its own setting: empty when `threads` fit the cores.

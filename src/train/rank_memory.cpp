@@ -6,6 +6,8 @@
 #include "common/byte_words.h"
 #include "launch/host_capacity.h"
 #include "optim/flat_optimizer.h"
+#include "tools/estimate/memory_estimate.h"
+#include "train/estimate_layout.h"
 
 namespace dtrain {
 double optimizer_state_bytes(const nlohmann::json& spec) {
@@ -35,6 +37,12 @@ RankMemory rank_memory_floor(const TrainConfig& c, bool state_on_gpu) {
   if (c.zero_stage > 0) how << " (ZeRO stage " << c.zero_stage << " over " << c.dp << " ranks)";
   m.how = how.str() + ", and " + m.how;
   return m;
+}
+
+double estimated_rank_peak_on_host(const TrainConfig& c, bool state_on_gpu, int ranks_per_node) {
+  if (state_on_gpu) return 0;
+  const MemoryEstimate estimate = estimate_memory(estimate_layout(c, /*device_is_cpu=*/true, ranks_per_node));
+  return estimate.covered() ? estimate.most_loaded().device_bytes() : 0;
 }
 
 }  // namespace dtrain

@@ -25,6 +25,11 @@ struct RankMemory {
 // could never have fit.
 RankMemory rank_memory_floor(const TrainConfig& c, bool state_on_gpu);
 
+// The memory estimate's peak for the most loaded of `ranks_per_node` ranks (tools/estimate, the
+// process and LibTorch included), where the ranks keep everything in host memory (the CPU build) and
+// the estimate covers the layout; 0 otherwise. The launcher warns with it; the floor refuses.
+double estimated_rank_peak_on_host(const TrainConfig& c, bool state_on_gpu, int ranks_per_node);
+
 // Bytes of optimizer state per parameter: the flat state the optimizer `spec` (the config's
 // optimizer section) keeps, as it would keep it (AdamW: 8; SGD with momentum: 4).
 double optimizer_state_bytes(const nlohmann::json& spec);

@@ -97,6 +97,7 @@ int run_command(int argc, char** argv) {
   const RankMemory memory = rank_memory_floor(config, torch::cuda::is_available());
   job.bytes_per_rank = memory.bytes;
   job.bytes_per_rank_how = memory.how;
+  job.estimated_peak_per_rank = estimated_rank_peak_on_host(config, torch::cuda::is_available(), launch.nproc_per_node);
   if (!admit_on_this_host("dtrain run", job)) return 1;
   if (hosts.how.stop_on_stdin_eof) hang_up_when_stdin_ends();
   launch.run_dir = config.run_dir;

@@ -61,6 +61,24 @@ TEST(HostCapacity, RanksThatNeedMoreMemoryThanIsAvailableAreRefusedWithTheNumber
   EXPECT_EQ(check_host_capacity(ranks(2, 1, 100 * kGiB), unknown_memory).error, "");
 }
 
+// The floor fits and the estimate does not: a warning with the numbers, never a refusal (the
+// estimate is close, not a bound); an estimate that fits says nothing.
+TEST(HostCapacity, RanksWhoseEstimatedPeaksExceedTheMemoryAreWarnedAbout) {
+  RanksOnHost job = ranks(2, 1, 1 * kGiB);
+  job.estimated_peak_per_rank = 16 * kGiB;
+  const CapacityVerdict v = check_host_capacity(job, kSmallHost);
+  EXPECT_EQ(v.error, "");
+  EXPECT_EQ(v.warning,
+            "the memory estimate puts each rank's peak at 16 GiB (`dtrain estimate` shows every term): 2 ranks need about 32 GiB, "
+            "more than the 24 GiB this host has available (MemAvailable), so the run may be killed for memory; --nproc-per-node 1 or "
+            "fewer fits");
+  job.estimated_peak_per_rank = 8 * kGiB;
+  EXPECT_EQ(check_host_capacity(job, kSmallHost).warning, "");
+  job.ranks = 4, job.estimated_peak_per_rank = 16 * kGiB;  // and the threads' warning on its own line
+  EXPECT_TRUE(contains(check_host_capacity(job, kSmallHost).warning, "on 2 usable cores: they take turns on the cores and every step waits "
+                                                                    "for the slowest rank\nthe memory estimate puts each rank's peak"));
+}
+
 TEST(HostCapacity, EveryReasonIsNamed) {
   const CapacityVerdict v = check_host_capacity(ranks(4096, 1, 64 << 20), kSmallHost);
   EXPECT_TRUE(contains(v.error, "--nproc-per-node 4096 is more ranks")) << v.error;
@@ -147,6 +165,21 @@ TEST(HostCapacity, AModelTooLargeForTheMemoryIsRefusedBeforeAnyRankStarts) {
   EXPECT_TRUE(contains(r.output, "parameters × 16 bytes for weights, gradients and optimizer state")) << r.output;
   EXPECT_TRUE(contains(r.output, "available (MemAvailable)")) << r.output;
   EXPECT_FALSE(fs::exists(run_dir));
+}
+
+// `dtrain run` gives the launcher its estimate: a tiny model whose micro-batch of 4096 sequences of
+// 2048 tokens needs tens of GiB of activations is warned about before any rank starts (the state's
+// floor fits). The rank then stops on its own (the built-in corpus holds too few sequences for such a
+// batch); the address-space limit keeps a build that got further from filling the machine.
+TEST(HostCapacity, ARunWhoseEstimateExceedsTheMemoryIsWarnedAboutBeforeAnyRankStarts) {
+  const std::string run_dir = scratch_dir("estimate_too_large") + "/run";
+  std::vector<std::string> run = tiny_run(run_dir, {"model.seq_len=2048", "train_micro_batch_size_per_gpu=4096", "train_batch_size=auto"});
+  std::string command = "ulimit -v 8000000 && exec";
+  for (const auto& arg : run) command += " '" + arg + "'";
+  auto r = run_process({"sh", "-c", command}, 120);
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(contains(r.output, "dtrain run: warning: the memory estimate puts each rank's peak at ")) << r.output;
+  EXPECT_TRUE(contains(r.output, "so the run may be killed for memory")) << r.output;
 }
 
 // The repro's milder form: more ranks than cores ran without a word.
