@@ -104,8 +104,9 @@ CapacityVerdict check_host_capacity(const RanksOnHost& job, const HostResources&
   const double estimated = job.estimated_peak_per_rank * job.ranks;
   if (job.estimated_peak_per_rank > 0 && host.available_bytes >= 0 && estimated > double(host.available_bytes)) {
     const int64_t fit = int64_t(double(host.available_bytes) / job.estimated_peak_per_rank);
-    warn("the memory estimate puts each rank's peak at " + byte_words(job.estimated_peak_per_rank) + " (`dtrain estimate` shows every term): " +
-         plural(job.ranks, "rank") + (job.ranks == 1 ? " needs" : " need") + " about " + byte_words(estimated) + ", more than the " + byte_words(host.available_bytes) +
+    warn("the memory estimate puts each rank's peak at " + byte_words(job.estimated_peak_per_rank) +
+         " (`dtrain estimate` shows every term): " + plural(job.ranks, "rank") + (job.ranks == 1 ? " needs" : " need") + " about " +
+         byte_words(estimated) + ", more than the " + byte_words(host.available_bytes) +
          " this host has available (MemAvailable), so the run may be killed for memory" +
          (fit > 0 ? "; --nproc-per-node " + std::to_string(fit) + " or fewer fits" : ""));
   }

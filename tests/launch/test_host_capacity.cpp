@@ -151,15 +151,18 @@ TEST(HostCapacity, MoreThreadsThanCoresAreRefusedBeforeTheRunStarts) {
   EXPECT_TRUE(contains(checked.output, "dtrain config: error: train.threads=" + threads + " is more threads per rank")) << checked.output;
 }
 
-// A model whose ranks need more memory than the host has is refused before any rank starts. The
-// address-space limit only keeps a build without the check from filling the machine: there the
-// rank's first allocation fails at once.
+// `argv` under an address-space limit of 8 GB, which keeps a run whose memory check fails to stop it
+// from filling the machine: there its first large allocation fails at once.
+ProcessResult run_within_8gb_of_address_space(const std::vector<std::string>& argv, double timeout_s) {
+  std::string command = "ulimit -v 8000000 && exec";
+  for (const auto& arg : argv) command += " '" + arg + "'";
+  return run_process({"sh", "-c", command}, timeout_s);
+}
+
+// A model whose ranks need more memory than the host has is refused before any rank starts.
 TEST(HostCapacity, AModelTooLargeForTheMemoryIsRefusedBeforeAnyRankStarts) {
   const std::string run_dir = scratch_dir("too_large_model") + "/run";
-  std::vector<std::string> run = tiny_run(run_dir, {"model.d_model=65536", "model.n_head=1"});
-  std::string command = "ulimit -v 8000000 && exec";
-  for (const auto& arg : run) command += " '" + arg + "'";
-  auto r = run_process({"sh", "-c", command}, 60);
+  auto r = run_within_8gb_of_address_space(tiny_run(run_dir, {"model.d_model=65536", "model.n_head=1"}), 60);
   EXPECT_EQ(r.exit_code, 1) << r.output;
   EXPECT_TRUE(contains(r.output, "dtrain run: error: this host cannot run the job as asked:\n  1 rank needs at least ")) << r.output;
   EXPECT_TRUE(contains(r.output, "parameters × 16 bytes for weights, gradients and optimizer state")) << r.output;
@@ -170,13 +173,11 @@ TEST(HostCapacity, AModelTooLargeForTheMemoryIsRefusedBeforeAnyRankStarts) {
 // `dtrain run` gives the launcher its estimate: a tiny model whose micro-batch of 4096 sequences of
 // 2048 tokens needs tens of GiB of activations is warned about before any rank starts (the state's
 // floor fits). The rank then stops on its own (the built-in corpus holds too few sequences for such a
-// batch); the address-space limit keeps a build that got further from filling the machine.
+// batch).
 TEST(HostCapacity, ARunWhoseEstimateExceedsTheMemoryIsWarnedAboutBeforeAnyRankStarts) {
   const std::string run_dir = scratch_dir("estimate_too_large") + "/run";
-  std::vector<std::string> run = tiny_run(run_dir, {"model.seq_len=2048", "train_micro_batch_size_per_gpu=4096", "train_batch_size=auto"});
-  std::string command = "ulimit -v 8000000 && exec";
-  for (const auto& arg : run) command += " '" + arg + "'";
-  auto r = run_process({"sh", "-c", command}, 120);
+  auto r = run_within_8gb_of_address_space(
+      tiny_run(run_dir, {"model.seq_len=2048", "train_micro_batch_size_per_gpu=4096", "train_batch_size=auto"}), 120);
   EXPECT_NE(r.exit_code, 0) << r.output;
   EXPECT_TRUE(contains(r.output, "dtrain run: warning: the memory estimate puts each rank's peak at ")) << r.output;
   EXPECT_TRUE(contains(r.output, "so the run may be killed for memory")) << r.output;
