@@ -2,9 +2,10 @@
 and the closed form. Standard library only.
 
 From RUN_DIR/trace.json: each rank's compute slices ("F", "B", "I", "W", args mb and chunk) and its
-point-to-point receives. A slice that consumes a receive opens before the executor waits for it,
-so its duration includes that wait (the receive's blocked_us); the wait is taken off the slice's
-front here, leaving the pure compute. Steps are told apart by the loss all-reduce each rank runs
+point-to-point receives. The executor waits for the receive an action consumes before it opens the
+action's slice, so its slices are pure compute; traces of earlier executors opened the slice first,
+so the part of a receive's wait (its blocked_us, ending where the receive ends) that lies inside the
+slice is taken off the slice's front, and nothing is taken where the two do not overlap. Steps are told apart by the loss all-reduce each rank runs
 after its passes. Per step, the pipeline's window runs from the first compute start on any rank to
 the last compute end on any rank (the simulator's makespan); a rank's idle time is the window less
 its compute, and the bubble is the idle time of all ranks over pp x window (the simulator's
@@ -12,7 +13,7 @@ definition). The first --skip steps are left out (warm-up).
 
 The simulator is `dtrain pipeline show` with this trace's mean compute costs (per chunk, F, B and,
 under zero_bubble, W; I = B - W), the closed form the formula it prints; beside it what
-`dtrain pipeline show --trace` gives, whose means take the slices as they are, waits included. The run's metrics.jsonl,
+`dtrain pipeline show --trace` gives, whose means take the slices as they are. The run's metrics.jsonl,
 when it is beside the trace, gives each step's wall time, so the share of the step outside the
 pipeline's window (the tied-embedding and loss all-reduces, the gradient norm, the optimizer) is
 shown too. The schedule, pp, virtual stages and micro-batches are read from the trace.
@@ -60,14 +61,17 @@ def split_steps(events):
 
 
 def pure_compute(s, rank, receives):
-    """(start, duration) of a slice's compute, its wait for the receive it consumes taken off."""
+    """(start, duration) of a slice's compute: the part of the wait for the receive it consumes that
+    lies inside the slice taken off its front."""
     mb, chunk = s["args"]["mb"], s["args"]["chunk"]
     kind = {"F": "activation", "B": "gradient", "I": "gradient"}.get(s["name"])
     waited = 0.0
     if kind:
         posted = [r for r in receives.get((rank, f"{kind} of micro-batch {mb}, chunk {chunk}"), []) if r["ts"] <= s["ts"]]
         if posted:
-            waited = min(posted[-1]["args"].get("blocked_us", 0.0), s["dur"])
+            wait_end = posted[-1]["ts"] + posted[-1]["dur"]
+            wait_start = wait_end - posted[-1]["args"].get("blocked_us", 0.0)
+            waited = max(0.0, min(wait_end, s["ts"] + s["dur"]) - max(wait_start, s["ts"]))
     return s["ts"] + waited, s["dur"] - waited
 
 
@@ -159,7 +163,7 @@ def main():
         print(json.dumps(row))
         return
     print(f"{schedule}: pp {pp}, {v} virtual stage(s), {m} micro-batches; {len(bubbles)} step(s) after {a.skip} skipped")
-    print("mean compute per chunk and micro-batch (ms, receive waits taken off): " +
+    print("mean compute per chunk and micro-batch (ms, any receive wait inside a slice taken off): " +
           ", ".join(f"{k} {x / 1e3:.1f}" for k, x in sorted(r["costs"].items())))
     print("| step | pipeline window (s) | idle per rank (s) | bubble measured |")
     print("|---:|---:|---|---:|")
