@@ -18,7 +18,16 @@ bool flash_attention_serves(const at::Tensor& q, const at::Tensor& k, const at::
 struct FlashOutput {
   at::Tensor out, lse;  // out in q's dtype; lse fp32 [B,H,Tq]
 };
-FlashOutput flash_attention_forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, bool causal);
+// Which kernel computes the forward: ours, ATen's CPU flash kernel, or the faster of the two for the
+// tensors. ATen's packs its blocks for AMX where the CPU has AMX for the dtype (ATen's
+// cpublas::could_pack) and there runs the forward 1.4-2x as fast as ours (docs/benchmarks.md,
+// "Attention kernel"); elsewhere ours is as fast or faster. Its backward is about twice as slow as
+// ours at T 256 on both CPUs measured and within 5% of it at T 2048 with AMX, so the backward is ours,
+// reading ATen's out and log-sum-exp where its forward ran. ATen's kernel takes grouped-query heads
+// only with k and v copied per query head, so Fastest keeps ours there.
+enum class FlashForward { Fastest, Ours, ATen };
+FlashOutput flash_attention_forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, bool causal,
+                                    FlashForward kernel = FlashForward::Fastest);
 
 struct FlashGradients {
   at::Tensor dq, dk, dv;  // dk, dv shaped like k, v: summed over the query heads that share them

@@ -1,4 +1,5 @@
 #include <ATen/Parallel.h>
+#include <ATen/native/CPUBlas.h>
 #include <ATen/record_function.h>
 
 #include <cmath>
@@ -87,9 +88,16 @@ FlashOutput forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& 
 
 }  // namespace
 
-FlashOutput flash_attention_forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, bool causal) {
+FlashOutput flash_attention_forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, bool causal, FlashForward kernel) {
   RECORD_FUNCTION("dtrain::flash_attention_forward", std::vector<c10::IValue>{});
   TORCH_CHECK(flash_attention_serves(q, k, v), "flash_attention_forward: no kernel for q ", q.sizes(), " ", q.dtype(), " on ", q.device());
+  const bool same_heads = q.size(1) == k.size(1);
+  TORCH_CHECK(kernel != FlashForward::ATen || same_heads, "flash_attention_forward: ATen's kernel takes as many key/value heads as query heads, got ",
+              k.size(1), " for ", q.size(1));
+  if (kernel == FlashForward::ATen || (kernel == FlashForward::Fastest && same_heads && at::native::cpublas::could_pack(q.scalar_type()))) {
+    auto [out, lse] = at::_scaled_dot_product_flash_attention_for_cpu(q, k, v, 0.0, causal);
+    return {out, lse};
+  }
   if (q.scalar_type() == at::kBFloat16) return forward<at::BFloat16>(q, k, v, causal);
   return forward<at::Half>(q, k, v, causal);
 }
