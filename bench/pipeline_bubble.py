@@ -5,8 +5,8 @@ From RUN_DIR/trace.json: each rank's compute slices ("F", "B", "I", "W", args mb
 point-to-point receives. The executor waits for the receive an action consumes before it opens the
 action's slice, so its slices are pure compute; traces of earlier executors opened the slice first,
 so the part of a receive's wait (its blocked_us, ending where the receive ends) that lies inside the
-slice is taken off the slice's front, and nothing is taken where the two do not overlap. Steps are told apart by the loss all-reduce each rank runs
-after its passes. Per step, the pipeline's window runs from the first compute start on any rank to
+slice is taken off the slice's front, and nothing is taken where the two do not overlap. Steps are
+told apart by the loss all-reduce each rank runs after its passes. Per step, the pipeline's window runs from the first compute start on any rank to
 the last compute end on any rank (the simulator's makespan); a rank's idle time is the window less
 its compute, and the bubble is the idle time of all ranks over pp x window (the simulator's
 definition). The first --skip steps are left out (warm-up).
