@@ -16,7 +16,9 @@ under zero_bubble, W; I = B - W), the closed form the formula it prints; beside 
 `dtrain pipeline show --trace` gives, whose means take the slices as they are. The run's metrics.jsonl,
 when it is beside the trace, gives each step's wall time, so the share of the step outside the
 pipeline's window (the tied-embedding and loss all-reduces, the gradient norm, the optimizer) is
-shown too. The schedule, pp, virtual stages and micro-batches are read from the trace.
+shown too, and so is how a rank spends the time between its compute slices: blocked on the receive
+the next action consumes, or otherwise in the executor (posting receives, handing sends over). The
+schedule, pp, virtual stages and micro-batches are read from the trace.
 Usage: python3 bench/pipeline_bubble.py RUN_DIR/trace.json [--skip 1] [--dtrain build/dtrain] [--table-row]"""
 import argparse
 import json
@@ -75,6 +77,32 @@ def pure_compute(s, rank, receives):
     return s["ts"] + waited, s["dur"] - waited
 
 
+def receive_wait_within(s, rank, receives, lo, hi):
+    """How much of [lo, hi] the rank spent blocked on the receive slice `s` consumes."""
+    kind = {"F": "activation", "B": "gradient", "I": "gradient"}.get(s["name"])
+    if not kind:
+        return 0.0
+    label = f"{kind} of micro-batch {s['args']['mb']}, chunk {s['args']['chunk']}"
+    posted = [r for r in receives.get((rank, label), []) if r["ts"] <= s["ts"]]
+    if not posted:
+        return 0.0
+    wait_end = posted[-1]["ts"] + posted[-1]["dur"]
+    wait_start = wait_end - posted[-1]["args"].get("blocked_us", 0.0)
+    return max(0.0, min(wait_end, hi) - max(wait_start, lo))
+
+
+def between_actions(step, rank, receives):
+    """(time blocked on a receive, other time, gaps) between a rank's consecutive compute slices in
+    one step: what the executor spends outside compute that is not waiting for data."""
+    waited = other = 0.0
+    for a, b in zip(step, step[1:]):
+        lo, hi = a["ts"] + a["dur"], b["ts"]
+        w = receive_wait_within(b, rank, receives, lo, hi)
+        waited += w
+        other += max(0.0, hi - lo - w)
+    return waited, other, max(0, len(step) - 1)
+
+
 def shape(steps):
     """(schedule, pp, virtual stages, micro-batches) from the slices."""
     pp = len(steps)
@@ -100,10 +128,13 @@ def measure(path, skip):
     n = min(len(v) for v in steps.values())
     result = {"steps": [], "costs": {}}
     costs = {}
+    waited = other = gaps = 0.0
     for k in range(skip, n):
         spans, busy = [], {}
         for rank, per_step in steps.items():
             busy[rank] = 0.0
+            w, o, g = between_actions(per_step[k], rank, receives)
+            waited, other, gaps = waited + w, other + o, gaps + g
             for s in per_step[k]:
                 start, dur = pure_compute(s, rank, receives)
                 spans.append((start, start + dur))
@@ -114,6 +145,10 @@ def measure(path, skip):
                                 "bubble": 1 - sum(busy.values()) / (len(busy) * window)})
     # Per chunk: a slice is one micro-batch through one chunk.
     result["costs"] = {name: statistics.mean(v) for name, v in costs.items()}
+    rank_steps = max(1, (n - skip) * len(steps))
+    result["between_actions"] = {"receive_wait_ms_per_rank_step": waited / rank_steps / 1e3,
+                                 "other_ms_per_rank_step": other / rank_steps / 1e3,
+                                 "other_us_per_action": other / gaps if gaps else 0.0}
     result["shape"] = shape(steps)
     metrics = os.path.join(os.path.dirname(path), "metrics.jsonl")
     if os.path.exists(metrics):
@@ -158,7 +193,8 @@ def main():
     row = {"schedule": schedule, "pp": pp, "virtual_stages": v, "micro_batches": m, "measured": measured,
            "measured_min": min(bubbles), "measured_max": max(bubbles), "simulated": simulated, "simulated_raw_slices": raw, "closed_form": closed,
            "formula": formula, "costs_ms": {k: x / 1e3 for k, x in r["costs"].items()},
-           "outside_window": statistics.median(outside) if outside else None, "steps": len(bubbles)}
+           "outside_window": statistics.median(outside) if outside else None, "steps": len(bubbles),
+           "between_actions": r["between_actions"]}
     if a.table_row:
         print(json.dumps(row))
         return
@@ -176,6 +212,9 @@ def main():
     print("|---:|---:|---:|---:|---:|")
     print(f"| {100 * measured:.1f}% ({100 * min(bubbles):.1f}-{100 * max(bubbles):.1f}%) | {100 * simulated:.1f}% | {100 * raw:.1f}% | "
           f"{'n/a' if closed != closed else f'{100 * closed:.1f}%'} {formula} | {measured / simulated:.2f} |")
+    b = r["between_actions"]
+    print(f"between a rank's compute slices, per rank and step: {b['receive_wait_ms_per_rank_step']:.1f} ms blocked on a "
+          f"receive, {b['other_ms_per_rank_step']:.1f} ms in the executor otherwise ({b['other_us_per_action']:.0f} us per action)")
     if outside:
         print(f"outside the pipeline's window (all-reduces, grad norm, optimizer): {100 * statistics.median(outside):.1f}% of the step (median)")
 
