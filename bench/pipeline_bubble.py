@@ -207,11 +207,11 @@ def main():
         idle = "/".join(f"{(s['window_us'] - b) / 1e6:.2f}" for _, b in sorted(s["busy_us"].items()))
         print(f"| {k} | {s['window_us'] / 1e6:.2f} | {idle} | {100 * s['bubble']:.1f}% |")
     print()
-    print("| bubble measured (median, min-max) | simulated (dtrain pipeline show, these costs) | simulated from the raw slices "
-          "(pipeline show --trace) | closed form | measured / simulated |")
+    print("| bubble measured (median, min-max) | simulated, mean costs | simulated, each chunk's costs (pipeline show --trace) "
+          "| closed form | measured / simulated (each chunk's) |")
     print("|---:|---:|---:|---:|---:|")
     print(f"| {100 * measured:.1f}% ({100 * min(bubbles):.1f}-{100 * max(bubbles):.1f}%) | {100 * simulated:.1f}% | {100 * raw:.1f}% | "
-          f"{'n/a' if closed != closed else f'{100 * closed:.1f}%'} {formula} | {measured / simulated:.2f} |")
+          f"{'n/a' if closed != closed else f'{100 * closed:.1f}%'} {formula} | {measured / raw:.2f} |")
     b = r["between_actions"]
     print(f"between a rank's compute slices, per rank and step: {b['receive_wait_ms_per_rank_step']:.1f} ms blocked on a "
           f"receive, {b['other_ms_per_rank_step']:.1f} ms in the executor otherwise ({b['other_us_per_action']:.0f} us per action)")

@@ -126,18 +126,6 @@ int pipeline_command(int argc, char** argv) {
     o.schedule = from_config.schedule;
   }
   const auto kind = schedule_kind(o.schedule);
-  PipelineCosts costs;
-  std::string cost_source = "the defaults", unit = "time unit(s)";
-  if (!o.trace.empty()) {
-    const TraceCosts traced = trace_costs(o.trace);
-    costs = traced.costs;
-    cost_source = printable(o.trace) + ": " + traced.how;
-    unit = "us";
-  }
-  if (!o.costs.empty()) {
-    costs = parse_costs(o.costs, costs);
-    cost_source = o.trace.empty() ? "--costs" : cost_source + ", then --costs";
-  }
   PipelineSchedule schedule;
   try {
     schedule = make_schedule(*kind, o.pp, o.virtual_stages, o.micro_batches);
@@ -145,12 +133,34 @@ int pipeline_command(int argc, char** argv) {
     throw std::invalid_argument("--pp " + std::to_string(o.pp) + " --virtual-stages " + std::to_string(o.virtual_stages) +
                                 " --micro-batches " + std::to_string(o.micro_batches) + ": " + e.what());
   }
+  PipelineCosts costs;
+  std::vector<PipelineCosts> per_chunk;  // a trace's own, where it has one per chunk of this schedule
+  std::string cost_source = "the defaults", unit = "time unit(s)";
+  if (!o.trace.empty()) {
+    const TraceCosts traced = trace_costs(o.trace);
+    costs = traced.costs;
+    cost_source = printable(o.trace) + ": " + traced.how;
+    unit = "us";
+    if (int(traced.chunks.size()) == schedule.chunks())
+      per_chunk = traced.chunks;
+    else
+      cost_source += "; every chunk at the means (the trace's slices give " + std::to_string(traced.chunks.size()) +
+                     " chunk(s) their own, the schedule has " + std::to_string(schedule.chunks()) + ")";
+  }
+  if (!o.costs.empty()) {
+    costs = parse_costs(o.costs, costs);
+    for (PipelineCosts& c : per_chunk) c = parse_costs(o.costs, c);
+    cost_source = o.trace.empty() ? "--costs" : cost_source + ", then --costs";
+  }
   const std::vector<int64_t> bytes = o.config.empty() ? std::vector<int64_t>{} : peak_in_flight(schedule, from_config.bytes);
 
-  const PipelineTimeline timeline = simulate_pipeline(schedule, costs);
+  const PipelineTimeline timeline = per_chunk.empty() ? simulate_pipeline(schedule, costs) : simulate_pipeline(schedule, per_chunk);
   const GanttChart chart = gantt_chart(timeline);
+  std::string chunk_costs;
+  for (size_t c = 0; c < per_chunk.size(); ++c) chunk_costs += (c ? "; " : "") + std::to_string(c) + ": " + costs_text(per_chunk[c], *kind);
   std::cout << o.schedule << ": pp " << o.pp << ", " << o.micro_batches << " micro-batches, " << o.virtual_stages
             << " chunk(s) per rank; costs " << costs_text(costs, *kind) << " (" << cost_source << ")\n"
+            << (per_chunk.empty() ? "" : "simulated with each chunk's own costs: " + chunk_costs + "\n")
             << (o.config.empty() ? "" : printable(o.config) + ": " + from_config.split + "\n")
             << "one column = " << plain(chart.column_time) << " " << unit << "\n\n";
   for (int r = 0; r < o.pp; ++r) std::cout << "rank " << r << (r < 10 ? "  " : " ") << chart.rows[r] << "\n";

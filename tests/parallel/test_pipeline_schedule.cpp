@@ -296,6 +296,24 @@ TEST(PipelineSimulator, CommunicationCostDelaysEveryCrossRankDependency) {
   EXPECT_DOUBLE_EQ(t.ranks[0][1].start, 4);
 }
 
+TEST(PipelineSimulator, EachChunkRunsAtItsOwnCosts) {
+  PipelineCosts first, last;  // the last chunk (the head's) twice as slow
+  first.forward = 1, first.backward = 2, first.weight = 1;
+  last.forward = 3, last.backward = 5, last.weight = 2;
+  // GPipe pp 2, m 1 runs one action at a time: F 1 + F 3 + B 5 + B 2 = 11; rank 0 computes 3 of it, rank 1 8.
+  const PipelineTimeline t = simulate_pipeline(make_schedule(ScheduleKind::GPipe, 2, 1, 1), std::vector<PipelineCosts>{first, last});
+  EXPECT_DOUBLE_EQ(t.makespan, 11);
+  EXPECT_DOUBLE_EQ(t.busy[0], 3);
+  EXPECT_DOUBLE_EQ(t.busy[1], 8);
+  EXPECT_DOUBLE_EQ(t.bubble_fraction, 0.5);
+  // Equal costs per chunk time a schedule exactly as one cost for all.
+  for (ScheduleKind kind : {ScheduleKind::OneFOneB, ScheduleKind::ZeroBubble}) {
+    const PipelineSchedule s = make_schedule(kind, 4, 1, 8);
+    EXPECT_DOUBLE_EQ(simulate_pipeline(s, std::vector<PipelineCosts>(4, first)).makespan, simulate_pipeline(s, first).makespan);
+  }
+  EXPECT_THROW(simulate_pipeline(make_schedule(ScheduleKind::GPipe, 2, 1, 1), std::vector<PipelineCosts>{first}), std::invalid_argument);
+}
+
 TEST(PipelineSimulator, CostsOutsideTheirRangeAreRefusedByName) {
   PipelineCosts costs;
   costs.weight = 2;

@@ -40,6 +40,24 @@ TEST(PipelineShow, ATracesMeanComputeSlicesBecomeTheCosts) {
   EXPECT_TRUE(test::contains(r.output, "bubble 33.3% simulated, 33.3% by (p-1)/(m+p-1); step 9000 us")) << r.output;
 }
 
+TEST(PipelineShow, ATraceWithEveryChunksSlicesIsSimulatedAtEachChunksOwnCosts) {
+  const std::string path = test::scratch_dir("pipeline_show_chunk_trace") + "/trace.json";
+  std::ofstream(path) << R"({"traceEvents": [
+    {"ph": "X", "cat": "compute", "name": "F", "dur": 1000, "args": {"mb": 0, "chunk": 0}},
+    {"ph": "X", "cat": "compute", "name": "B", "dur": 2000, "args": {"mb": 0, "chunk": 0}},
+    {"ph": "X", "cat": "compute", "name": "F", "dur": 3000, "args": {"mb": 0, "chunk": 1}},
+    {"ph": "X", "cat": "compute", "name": "B", "dur": 5000, "args": {"mb": 0, "chunk": 1}}]})";
+  // 1F1B pp 2, m 4: rank 1 is the bottleneck, 4 · (3000 + 5000) after rank 0's first F and before
+  // its last B: 35000, of which the ranks compute 12000 and 32000, so 26000 of 70000 idle (37.1%).
+  // At the means (F 2000, B 3500) every rank would idle (p-1)/(m+p-1) = 20%, as the closed form says.
+  const auto r = pipeline_show({"--pp", "2", "--micro-batches", "4", "--schedule", "1f1b", "--trace", path});
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(test::contains(r.output, "simulated with each chunk's own costs: 0: F 1000, B 2000, comm 0; 1: F 3000, B 5000, comm 0")) << r.output;
+  EXPECT_TRUE(test::contains(r.output, "bubble 37.1% simulated, 20.0% by (p-1)/(m+p-1); step 35000 us")) << r.output;
+  const auto other = pipeline_show({"--pp", "4", "--micro-batches", "4", "--trace", path});
+  EXPECT_TRUE(test::contains(other.output, "every chunk at the means (the trace's slices give 2 chunk(s) their own, the schedule has 4)")) << other.output;
+}
+
 TEST(PipelineShow, BadInputIsRefusedNamingTheFlag) {
   EXPECT_TRUE(test::contains(pipeline_show({"--schedule", "2f2b"}).output, "--schedule '2f2b' is not one of gpipe, 1f1b, interleaved_1f1b, zero_bubble"));
   EXPECT_TRUE(test::contains(pipeline_show({"--costs", "F=1,X=2"}).output, "--costs: unknown action 'X'"));

@@ -83,7 +83,14 @@ size_t message_index(const PipelineAction& a, int micro_batches, int chunks) {
 }  // namespace
 
 PipelineTimeline simulate_pipeline(const PipelineSchedule& s, const PipelineCosts& costs) {
+  return simulate_pipeline(s, std::vector<PipelineCosts>(size_t(s.chunks()), costs));
+}
+
+PipelineTimeline simulate_pipeline(const PipelineSchedule& s, const std::vector<PipelineCosts>& per_chunk) {
   const int chunks = s.chunks();
+  if (int(per_chunk.size()) != chunks)
+    throw std::invalid_argument("pipeline costs for " + std::to_string(per_chunk.size()) + " chunk(s), the schedule has " +
+                                std::to_string(chunks));
   EndTimes end(s.micro_batches, chunks);
   // When each message was sent: a rank posts a send when it reaches it in its list.
   std::vector<double> sent(size_t(2) * s.micro_batches * chunks, std::numeric_limits<double>::quiet_NaN());
@@ -106,7 +113,7 @@ PipelineTimeline simulate_pipeline(const PipelineSchedule& s, const PipelineCost
         if (a.kind == Kind::RecvActivation || a.kind == Kind::RecvGradient) {  // the executor waits here for the data
           const double at = sent[message_index(a, s.micro_batches, chunks)];
           if (std::isnan(at)) break;
-          free_at[r] = std::max(free_at[r], at + costs.comm);
+          free_at[r] = std::max(free_at[r], at + per_chunk[size_t(a.chunk)].comm);
           continue;
         }
         double start = free_at[r];
@@ -116,10 +123,10 @@ PipelineTimeline simulate_pipeline(const PipelineSchedule& s, const PipelineCost
             ready = false;
             break;
           }
-          start = std::max(start, end.at(d.kind, a.micro_batch, d.chunk) + (s.rank_of(d.chunk) == r ? 0 : costs.comm));
+          start = std::max(start, end.at(d.kind, a.micro_batch, d.chunk) + (s.rank_of(d.chunk) == r ? 0 : per_chunk[size_t(a.chunk)].comm));
         }
         if (!ready) break;
-        const double cost = costs.of(a.kind);
+        const double cost = per_chunk[size_t(a.chunk)].of(a.kind);
         end.at(a.kind, a.micro_batch, a.chunk) = free_at[r] = start + cost;
         t.ranks[r].push_back({a, start, start + cost});
         t.busy[r] += cost;

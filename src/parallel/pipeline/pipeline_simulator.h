@@ -38,6 +38,11 @@ struct PipelineTimeline {
 // Throws std::invalid_argument when a compute action waits on one that never runs (a schedule the
 // checker refuses), naming it.
 PipelineTimeline simulate_pipeline(const PipelineSchedule& schedule, const PipelineCosts& costs = {});
+// The same with each chunk's own costs (per_chunk[c] for chunk c, one per chunk of the schedule), as
+// a run's trace measures them: the chunk with the head, or with a large embedding, costs more than
+// the others, and the ranks that wait for it idle longer than mean costs say. Throws
+// std::invalid_argument when per_chunk does not hold one entry per chunk.
+PipelineTimeline simulate_pipeline(const PipelineSchedule& schedule, const std::vector<PipelineCosts>& per_chunk);
 
 // The analytic bubble fraction for costs without communication: gpipe and 1f1b (p-1)/(m+p-1), and
 // interleaved_1f1b (p-1)/(v·m+p-1), whatever F and B cost; zero_bubble (ZB-H1) (p-1)/(3m+p-1), idling
