@@ -62,23 +62,9 @@ def split_steps(events):
     return steps, receives
 
 
-def pure_compute(s, rank, receives):
-    """(start, duration) of a slice's compute: the part of the wait for the receive it consumes that
-    lies inside the slice taken off its front."""
-    mb, chunk = s["args"]["mb"], s["args"]["chunk"]
-    kind = {"F": "activation", "B": "gradient", "I": "gradient"}.get(s["name"])
-    waited = 0.0
-    if kind:
-        posted = [r for r in receives.get((rank, f"{kind} of micro-batch {mb}, chunk {chunk}"), []) if r["ts"] <= s["ts"]]
-        if posted:
-            wait_end = posted[-1]["ts"] + posted[-1]["dur"]
-            wait_start = wait_end - posted[-1]["args"].get("blocked_us", 0.0)
-            waited = max(0.0, min(wait_end, s["ts"] + s["dur"]) - max(wait_start, s["ts"]))
-    return s["ts"] + waited, s["dur"] - waited
-
-
 def receive_wait_within(s, rank, receives, lo, hi):
-    """How much of [lo, hi] the rank spent blocked on the receive slice `s` consumes."""
+    """How much of [lo, hi] the rank spent blocked on the receive slice `s` consumes (its blocked_us,
+    ending where the receive's slice ends)."""
     kind = {"F": "activation", "B": "gradient", "I": "gradient"}.get(s["name"])
     if not kind:
         return 0.0
@@ -89,6 +75,13 @@ def receive_wait_within(s, rank, receives, lo, hi):
     wait_end = posted[-1]["ts"] + posted[-1]["dur"]
     wait_start = wait_end - posted[-1]["args"].get("blocked_us", 0.0)
     return max(0.0, min(wait_end, hi) - max(wait_start, lo))
+
+
+def pure_compute(s, rank, receives):
+    """(start, duration) of a slice's compute: the part of the wait for the receive it consumes that
+    lies inside the slice taken off its front."""
+    waited = receive_wait_within(s, rank, receives, s["ts"], s["ts"] + s["dur"])
+    return s["ts"] + waited, s["dur"] - waited
 
 
 def between_actions(step, rank, receives):
