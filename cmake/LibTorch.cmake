@@ -38,7 +38,10 @@ target_include_directories(dtrain_torch SYSTEM INTERFACE "${GLOO_INCLUDE_DIR}")
 if(DTRAIN_CUDA)
   list(APPEND CMAKE_PREFIX_PATH "${DTRAIN_TORCH_DIR}/share/cmake")
   find_package(Torch REQUIRED)
-  target_link_libraries(dtrain_torch INTERFACE ${TORCH_LIBRARIES})
+  # The CUDA wheel's libtorch.so exports a copy of std::filesystem that crashes when called
+  # (remove_all jumps to a null pointer). Naming libstdc++ first puts it ahead of libtorch.so in the
+  # executables' lookup order, so every std:: symbol binds to the C++ library's own.
+  target_link_libraries(dtrain_torch INTERFACE stdc++ ${TORCH_LIBRARIES})
   # For code that reads CUDA-only APIs (the caching allocator's statistics, train/tensor_memory.cpp).
   target_compile_definitions(dtrain_torch INTERFACE DTRAIN_CUDA)
 else()

@@ -82,6 +82,12 @@ void check_peer(const Group& g, const char* op, int peer) {
                                 ", this one is " + std::to_string(g.rank()) + ")");
 }
 
+// Gloo moves a point-to-point op's bytes with the host's socket calls, which cannot read or write
+// device memory (writev fails with "Bad address"); its collectives stage device tensors through the
+// host themselves, its sends and receives do not. Ranks that share a GPU talk over Gloo, so there a
+// device tensor travels through a host copy. NCCL reads device memory.
+bool staged_through_host(const Group& g, const at::Tensor& t) { return !t.device().is_cpu() && g.backend_name() != "nccl"; }
+
 c10d::ReduceOp backend_op(ReduceOp op) {
   switch (op) {
     case ReduceOp::Sum:
@@ -187,8 +193,10 @@ CommHandle reduce_scatter_start(Group& g, const at::Tensor& in, at::Tensor out, 
         c10d::ReduceScatterOptions o;
         o.reduceOp = backend_op(op);
         o.asyncOp = async;
+        // Both flat: Gloo on device tensors checks dim 0 of the output against dim 0 of the input.
         at::Tensor flat_out = out.view({-1});
-        return g.backend()._reduce_scatter_base(flat_out, const_cast<at::Tensor&>(in), o);
+        at::Tensor flat_in = in.view({-1});
+        return g.backend()._reduce_scatter_base(flat_out, flat_in, o);
       },
       std::move(finish));
 }
@@ -271,21 +279,32 @@ void broadcast(Group& g, const std::vector<at::Tensor>& tensors, int root, const
 CommHandle send_async(Group& g, const at::Tensor& t, int dst, const std::string& label) {
   check_tensor(g, "send", t);
   check_peer(g, "send", dst);
+  const at::Tensor wire = staged_through_host(g, t) ? t.to(at::kCPU) : t;
   // Point-to-point ops involve two ranks, so they are recorded but not numbered: the group's
   // sequence must stay identical on every member.
-  return start(g, "send->" + std::to_string(dst), t, label, false, [&] {
-    std::vector<at::Tensor> v{t};
-    return g.backend().send(v, dst, 0);
-  });
+  return start(
+      g, "send->" + std::to_string(dst), t, label, false,
+      [&] {
+        std::vector<at::Tensor> v{wire};
+        return g.backend().send(v, dst, 0);
+      },
+      [wire] {});  // the host copy lives until the send is done
 }
 
 CommHandle recv_async(Group& g, at::Tensor t, int src, const std::string& label) {
   check_tensor(g, "recv", t);
   check_peer(g, "recv", src);
-  return start(g, "recv<-" + std::to_string(src), t, label, false, [&] {
-    std::vector<at::Tensor> v{t};
-    return g.backend().recv(v, src, 0);
-  });
+  const bool staged = staged_through_host(g, t);
+  at::Tensor wire = staged ? at::empty(t.sizes(), t.options().device(at::kCPU)) : t;
+  std::function<void()> finish;
+  if (staged) finish = [t, wire]() mutable { t.copy_(wire); };
+  return start(
+      g, "recv<-" + std::to_string(src), t, label, false,
+      [&] {
+        std::vector<at::Tensor> v{wire};
+        return g.backend().recv(v, src, 0);
+      },
+      std::move(finish));
 }
 
 void send(Group& g, const at::Tensor& t, int dst, const std::string& label) { send_async(g, t, dst, label).wait(); }

@@ -5,6 +5,9 @@
 // range; a failure names the step or the parameter and element, and both values.
 #pragma once
 #include <gtest/gtest.h>
+#ifdef DTRAIN_CUDA
+#include <torch/cuda.h>
+#endif
 
 #include <cmath>
 #include <iomanip>
@@ -40,6 +43,15 @@ constexpr double kLr = 0.002;  // optimizer.params.lr in kBase
 // Both runs do the same operations in the same order.
 inline const Bounds kBitForBit = {{}, {}, {}, "the same operations in the same order"};
 
+// Whether the runs compute on a GPU: a CUDA build on a machine that has one.
+inline bool runs_on_gpu() {
+#ifdef DTRAIN_CUDA
+  return torch::cuda::is_available();
+#else
+  return false;
+#endif
+}
+
 // fp32 sums in another order (a batch on one rank against pieces summed by an all-reduce, a
 // reduce-scatter or accumulation). Loss and gradient norm: rtol 1e-5; the norm is compared because
 // AdamW is blind to a gradient's scale, so a missing 1/dp or a bucket reduced twice shows in the norm
@@ -72,6 +84,17 @@ inline const Bounds kBf16Reordered = {{0, 1e-3}, {0, 1e-2}, {0.25 * kLr, 1.0 / 2
 inline const Bounds kFp16Reordered = {{0, 1e-4}, {0, 1e-3}, {0.2 * kLr, 1.0 / 1024},
                                       "fp16 roundings of activations and partial sums after fp32 sums in another order"};
 
+// Bit for bit is the CPU build's promise: there the shared-memory backend sums in rank order and the
+// kernels are deterministic. Ranks that share a GPU talk over Gloo, whose rings sum a reduce-scatter's
+// chunks in another order than an all-reduce's, and some CUDA kernels add with atomics (index_add_,
+// scatter_add_, embedding backward), so two runs of one program can differ in the last bits. On a GPU
+// such a comparison is held to fp32 sums in another order.
+inline const Bounds& attainable(const Bounds& b) {
+  const auto exact = [](const Tolerance& t) { return t.atol == 0 && t.rtol == 0; };
+  const bool bit_for_bit = exact(b.loss) && exact(b.grad_norm) && exact(b.parameters_per_step);
+  return bit_for_bit && runs_on_gpu() ? kFp32Reordered : b;
+}
+
 namespace detail {
 
 inline std::string exact(double v) {
@@ -99,6 +122,11 @@ inline void expect_lines(const std::vector<nlohmann::json>& got, const std::vect
       if (!expected[i].contains(key)) continue;
       if (!got[i].contains(key)) {
         ADD_FAILURE() << at << ": missing";
+        continue;
+      }
+      // A value that is not a number is a non-finite one: metrics.jsonl writes NaN and infinity as null.
+      if (!got[i][key].is_number() || !expected[i][key].is_number()) {
+        ADD_FAILURE() << at << ": got " << got[i][key].dump() << ", expected " << expected[i][key].dump() << " (null: not finite)";
         continue;
       }
       expect_value(got[i][key].get<double>(), expected[i][key].get<double>(), tolerance, at, why);
@@ -151,7 +179,8 @@ inline void expect_parameters(const std::map<std::string, at::Tensor>& got, cons
 
 // `got` trained like `expected` within `b`: both ran, logged the same steps, and ended with the same
 // parameters. `what` names the comparison in every failure.
-inline void expect_equivalent(const TrainingRun& got, const TrainingRun& expected, const Bounds& b, const std::string& what) {
+inline void expect_equivalent(const TrainingRun& got, const TrainingRun& expected, const Bounds& bounds, const std::string& what) {
+  const Bounds& b = attainable(bounds);
   if (got.result.exit_code != 0 || expected.result.exit_code != 0) {
     ADD_FAILURE() << what << ": a run failed:\n" << (got.result.exit_code != 0 ? got.result.output : expected.result.output);
     return;
@@ -174,9 +203,11 @@ inline void expect_same_training(const TrainingRun& got, const TrainingRun& expe
   expect_equivalent(got, expected, kFp32Reordered, got.dir + " against " + expected.dir);
 }
 
-// Every parameter equal bit for bit, and none on one side only.
+// Every parameter equal bit for bit, and none on one side only; on a GPU (attainable) within fp32
+// reordering of the at most 10 steps these comparisons train.
 inline void expect_same_parameters(const std::map<std::string, at::Tensor>& got, const std::map<std::string, at::Tensor>& expected) {
-  expect_parameters(got, expected, kBitForBit.parameters_per_step);
+  const Tolerance per_step = attainable(kBitForBit).parameters_per_step;
+  expect_parameters(got, expected, {per_step.atol * 10, per_step.rtol});
 }
 
 }  // namespace dtrain::test
