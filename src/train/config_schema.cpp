@@ -40,7 +40,7 @@ const nlohmann::json& config_defaults() {
                          "max_grid": null, "merge": null, "image_token_id": null, "end_token_id": null}},
     "data": {"source": "builtin", "tokenizer": "", "val_fraction": 0.05, "shuffle": true, "shuffle_order": "auto",
              "max_image_tokens": 256, "max_image_pixels": 16777216, "skip_bad_samples": false, "ocr_random_lines": 0},
-    "train": {"steps": 300, "stop_at_step": 0, "seed": 1234, "deterministic": false, "trace": false, "resume": "auto", "start_over": false, "freeze": [], "run_dir": "",
+    "train": {"steps": 300, "stop_at_step": 0, "seed": 1234, "deterministic": false, "trace": false, "profile_steps": [], "resume": "auto", "start_over": false, "freeze": [], "run_dir": "",
               "threads": 0, "activation_checkpointing": "none", "eval_every": 100, "eval_samples": 64, "spike_factor": 5.0, "spike_window": 50,
               "skip_spikes": false, "divergence_steps": 10, "on_divergence": "stop", "rollback_lr_factor": 0.5,
               "max_rollbacks": 3, "peak_flops": 0.0, "memory_budget": "auto", "inject_failure": []},

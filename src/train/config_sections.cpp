@@ -77,6 +77,17 @@ void check_unused_deepspeed_keys(const Reader& r) {
 // needs partition_activations, and number_checkpoints slots, one per input checkpointed in a forward
 // pass. dtrain knows that count, so a null number_checkpoints is the count, and a smaller one, which
 // DeepSpeed would find out as an index error mid-step, is refused here.
+void resolve_profile_steps(const Reader& r, TrainConfig& c) {
+  const nlohmann::json& steps = r.at("train.profile_steps");
+  if (steps.is_array() && steps.empty()) return;
+  const auto step = [&](size_t i) { return steps[i].is_number_integer() ? steps[i].get<int64_t>() : int64_t(0); };
+  if (!steps.is_array() || steps.size() != 2 || step(0) < 1 || step(1) < step(0) || step(1) > c.steps)
+    fail(r.origin(), "'train.profile_steps' must be [] or [first, last], two steps with 1 <= first <= last <= train.steps (" +
+                         std::to_string(c.steps) + "), got " + printable_json(steps));
+  c.profile_first = step(0);
+  c.profile_last = step(1);
+}
+
 void resolve_activation_store(const Reader& r, TrainConfig& c) {
   const std::string key = "activation_checkpointing.";
   ActivationStoreOptions& s = c.activation_checkpointing.store;

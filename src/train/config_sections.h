@@ -23,6 +23,8 @@ void resolve_stage3_keys(const Reader& r, TrainConfig& c);
 // activation_checkpointing.* into c.activation_checkpointing.store; after the model and
 // train.activation_checkpointing, whose checkpointed blocks the buffer's slots default to.
 void resolve_activation_store(const Reader& r, TrainConfig& c);
+// train.profile_steps: [] (off) or [first, last], steps of this run (1 <= first <= last <= train.steps).
+void resolve_profile_steps(const Reader& r, TrainConfig& c);
 // The mesh's dims for c.world_size ranks: parallel.dp ("auto": what the other dims leave of the
 // world) as dp_shard, parallel.tp (which must divide the world size), parallel.pp and
 // parallel.sequence_parallel.

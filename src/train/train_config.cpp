@@ -71,6 +71,7 @@ TrainConfig resolve_config(const json& user, int world_size, const std::string& 
   c.seed = uint64_t(r.integer("train.seed", 0));
   c.deterministic = r.boolean("train.deterministic");
   c.trace = r.boolean("train.trace");
+  resolve_profile_steps(r, c);
   c.resume = r.text("train.resume");
   if (c.resume.empty()) fail(origin, "'train.resume' must be \"auto\", \"never\" or a checkpoint's path, got \"\"");
   // "ckpt/step-00000020/", as a shell completes it, is that step: without the slash its parent is the

@@ -89,6 +89,8 @@ struct TrainConfig {
   uint64_t seed = 0;
   bool deterministic = false;
   bool trace = false;  // train.trace: trace.json in the run directory (train/run_trace.h)
+  // train.profile_steps [first, last]: LibTorch's profiler over those steps (train/operator_profile.h); 0, 0: off
+  int64_t profile_first = 0, profile_last = 0;
   std::string resume;  // auto | never | PATH, on a job's first start (a restart continues what the job wrote)
   bool start_over = false;  // train.start_over: remove what an earlier run left in the way instead of refusing
   std::vector<std::string> freeze;

@@ -33,6 +33,7 @@
 #include "train/resume_choice.h"
 #include "train/run_dataset.h"
 #include "train/run_directories.h"
+#include "train/operator_profile.h"
 #include "train/run_trace.h"
 #include "train/run_mesh.h"
 #include "train/stability_guard.h"
@@ -93,6 +94,7 @@ class Trainer {
   ParallelPlan plan_;
   std::unique_ptr<StepExecutor> executor_;
   std::unique_ptr<RunTrace> trace_;  // train.trace
+  std::unique_ptr<OperatorProfile> profile_;  // train.profile_steps
   std::unique_ptr<LrSchedule> schedule_;
   std::unique_ptr<StabilityGuard> guard_;
   std::unique_ptr<CheckpointManager> checkpoints_;
@@ -328,6 +330,9 @@ int Trainer::train() {
   // After the resume, which may change the accumulation to keep the checkpoint's global batch.
   if (c_.trace) trace_ = std::make_unique<RunTrace>(*world_);
   executor_ = make_step_executor(model_, plan_, *stream_, c_, world_->device(), trace_ ? trace_->trace() : nullptr);
+  if (c_.profile_first > 0)
+    profile_ = std::make_unique<OperatorProfile>(c_.profile_first, c_.profile_last,
+                                                 c_.run_dir + "/profile-rank-" + std::to_string(world_->rank()) + ".json", world_->device());
 
   report_->measure_peak(*world_);
   if (progress_.step >= c_.steps) {
@@ -344,7 +349,10 @@ int Trainer::train() {
   while (progress_.step < c_.steps) {
     const int64_t step = progress_.step;
     memory_->step_begins();
+    if (profile_) profile_->step_begins(step + 1);
     train_step(step);
+    if (profile_)
+      if (const std::string line = profile_->step_ends(step + 1); !line.empty()) log_.info(line);
     memory_->step_ends();
     crash_point("step", step + 1);
     saves_->poll();

@@ -114,3 +114,29 @@ TEST(Trace, ARunWithoutTheKeyWritesNoTrace) {
   EXPECT_TRUE(std::filesystem::exists(run.dir + "/metrics.jsonl"));
   EXPECT_FALSE(std::filesystem::exists(run.dir + "/trace.json"));
 }
+
+// train.profile_steps: LibTorch's profiler over the chosen steps (train/operator_profile.h), one
+// trace per rank, holding the operators the steps ran: the model's matrix products among them.
+TEST(OperatorProfile, TheChosenStepsOfEachRankAreWrittenAsLibTorchsTrace) {
+  const TrainingRun run = train(scratch_dir("operator_profile"), 2, {"train.steps=3", "train.profile_steps=[2, 3]"});
+  ASSERT_EQ(run.result.exit_code, 0) << run.result.output;
+  EXPECT_NE(run.result.output.find("profile: steps 2..3"), std::string::npos) << run.result.output;
+  for (int rank = 0; rank < 2; ++rank) {
+    const std::string path = run.dir + "/profile-rank-" + std::to_string(rank) + ".json";
+    ASSERT_TRUE(std::filesystem::exists(path)) << path;
+    EXPECT_FALSE(std::filesystem::exists(path + ".partial"));
+    std::set<std::string> operators;
+    const json profile = json::parse(read_text_file(path));
+    for (const json& e : profile.at("traceEvents"))
+      if (e.value("cat", "") == "cpu_op") operators.insert(e["name"].get<std::string>());
+    EXPECT_TRUE(operators.count("aten::mm") || operators.count("aten::addmm") || operators.count("aten::matmul")) << path;
+  }
+}
+
+TEST(OperatorProfile, StepsOutsideTheRunAreRefusedByName) {
+  for (const std::string& steps : {"[3, 2]", "[0, 1]", "[2, 9]", "[2]"}) {
+    const TrainingRun run = train(scratch_dir("operator_profile_refused"), 1, {"train.steps=3", "train.profile_steps=" + steps});
+    EXPECT_NE(run.result.exit_code, 0) << steps;
+    EXPECT_NE(run.result.output.find("'train.profile_steps' must be [] or [first, last]"), std::string::npos) << run.result.output;
+  }
+}
