@@ -7,7 +7,9 @@ causal mask, softmax in fp32, ·v) in place of F.scaled_dot_product_attention; B
 model (inside DDP) through torch.compile; BENCH_SHARDING=zero1 (DDP with ZeroRedundancyOptimizer),
 fsdp_grad_op (FSDP2 fully_shard per block and at the root with reshard_after_forward=False: ZeRO-2's
 sharding) or fsdp_full (fully_shard: ZeRO-3) instead of DDP, or ds_zero1, ds_zero2, ds_zero3 (DeepSpeed's
-engine at that ZeRO stage, on its CPU accelerator over Gloo, with the same AdamW and clipping). Started rank by rank with torchrun's env variables
+engine at that ZeRO stage, on its CPU accelerator over Gloo, with the same AdamW and clipping). BENCH_DEVICE=cuda
+trains on the GPU (DDP over NCCL; autocast on CUDA; BENCH_FUSED_ADAMW=1 takes the fused AdamW kernel);
+BENCH_SHAPE=layers,heads,d_model,seq_len replaces the bench model's 6,6,384,256. Started rank by rank with torchrun's env variables
 (bench/train.sh does it). Prints one JSON line from rank 0: tokens_per_s (global), step_s, and every
 rank's peak RSS in MiB."""
 import json
@@ -32,7 +34,7 @@ def attention_core(q, k, v):
         return F.scaled_dot_product_attention(q, k, v, is_causal=True)
     T = q.shape[-2]
     scores = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(q.shape[-1]))
-    causal = torch.ones(T, T, dtype=torch.bool).tril()
+    causal = torch.ones(T, T, dtype=torch.bool, device=q.device).tril()
     weights = scores.float().masked_fill(~causal, float("-inf")).softmax(-1)
     return weights.to(v.dtype) @ v
 
@@ -91,7 +93,7 @@ class Embeddings(nn.Module):
         self.wpe = nn.Embedding(seq, d)
 
     def forward(self, idx):
-        return self.wte(idx) + self.wpe(torch.arange(idx.shape[1]))
+        return self.wte(idx) + self.wpe(torch.arange(idx.shape[1], device=idx.device))
 
 
 class GPT(nn.Module):
@@ -122,6 +124,12 @@ def start_timing():
     if os.environ.get("BENCH_SAY_TIMING"):
         print("timing from here", file=sys.stderr, flush=True)
     return time.perf_counter()
+
+
+def synchronize(device):
+    """The GPU's queued work ends before a clock is read."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
 
 
 def peak_rss_mib():
@@ -170,21 +178,25 @@ def train_deepspeed(model, stage, rank, world, micro, steps, warmup, seq, vocab)
 def main():
     rank, world = int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1))
     torch.set_num_threads(int(os.environ.get("BENCH_THREADS", 1)))
-    layers, heads, d, seq, vocab = 6, 6, 384, 256, 256
+    layers, heads, d, seq = (int(v) for v in os.environ.get("BENCH_SHAPE", "6,6,384,256").split(","))
+    vocab = 256
+    device = torch.device(os.environ.get("BENCH_DEVICE", "cpu"))
+    if device.type == "cuda":
+        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", 0)))
     micro, steps = int(os.environ.get("BENCH_MICRO", 8)), int(os.environ.get("BENCH_STEPS", 20))
     warmup = int(os.environ.get("BENCH_WARMUP", 3))
     bf16 = os.environ.get("BENCH_PRECISION", "fp32") == "bf16"
     torch.manual_seed(0)
-    model = GPT(layers, heads, d, seq, vocab)
+    model = GPT(layers, heads, d, seq, vocab).to(device)
     sharding = os.environ.get("BENCH_SHARDING", "ddp")
     if sharding.startswith("ds_zero"):
         return train_deepspeed(model, int(sharding[-1]), rank, world, micro, steps, warmup, seq, vocab)
     if world > 1:
-        dist.init_process_group("gloo", rank=rank, world_size=world)
+        dist.init_process_group("nccl" if device.type == "cuda" else "gloo", rank=rank, world_size=world)
         if sharding.startswith("fsdp"):
             from torch.distributed.device_mesh import init_device_mesh
             from torch.distributed.fsdp import fully_shard
-            mesh = init_device_mesh("cpu", (world,))
+            mesh = init_device_mesh(device.type, (world,))
             reshard = sharding == "fsdp_full"
             for b in model.blocks:
                 fully_shard(b, mesh=mesh, reshard_after_forward=reshard)
@@ -200,18 +212,21 @@ def main():
         from torch.distributed.optim import ZeroRedundancyOptimizer
         opt = ZeroRedundancyOptimizer(groups, optimizer_class=torch.optim.AdamW, lr=3e-4, betas=(0.9, 0.95), eps=1e-8)
     else:
-        opt = torch.optim.AdamW(groups, lr=3e-4, betas=(0.9, 0.95), eps=1e-8)
+        fused = os.environ.get("BENCH_FUSED_ADAMW") == "1" or None
+        opt = torch.optim.AdamW(groups, lr=3e-4, betas=(0.9, 0.95), eps=1e-8, fused=fused)
     gen = torch.Generator().manual_seed(rank)
     for step in range(warmup + steps):
         if step == warmup:
+            synchronize(device)
             t0 = start_timing()
-        tokens = torch.randint(0, vocab, (micro, seq + 1), generator=gen)
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+        tokens = torch.randint(0, vocab, (micro, seq + 1), generator=gen).to(device)
+        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16):
             loss = model(tokens[:, :-1], tokens[:, 1:])
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
+    synchronize(device)
     report(rank, world, steps * micro * seq * world, time.perf_counter() - t0, steps, loss)
     if world > 1:
         # Without it a rank may abort at exit ("terminate called without an active exception") while
