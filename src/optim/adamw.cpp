@@ -15,17 +15,71 @@ namespace {
 // 4 MiB (fp32) keeps the per-chunk overhead negligible.
 constexpr int64_t kDenomChunk = 1 << 20;
 
-// Contiguous fp32 on the CPU: what the fused pass runs on. Anything else (a CUDA run, another
-// dtype) takes ATen's operations, which run on every device.
+// Contiguous fp32: what the fused pass (on the CPU) and the multi-tensor kernel (elsewhere) run on.
+// Anything else (another dtype, a strided view) takes ATen's operations, which run on every device.
+bool contiguous_fp32(const at::Tensor& t) { return t.scalar_type() == at::kFloat && t.is_contiguous(); }
+
 bool fusable(std::initializer_list<at::Tensor> tensors) {
   for (const auto& t : tensors)
-    if (!t.is_cpu() || t.scalar_type() != at::kFloat || !t.is_contiguous()) return false;
+    if (!t.is_cpu() || !contiguous_fp32(t)) return false;
   return true;
+}
+
+bool multi_tensor(const std::vector<StatePiece>& pieces, const std::vector<at::Tensor>& state) {
+  if (pieces.empty() || pieces[0].params.is_cpu()) return false;
+  const at::Device device = pieces[0].params.device();
+  for (const at::Tensor& t : state)
+    if (t.device() != device || !contiguous_fp32(t)) return false;
+  for (const StatePiece& p : pieces)
+    if (p.params.device() != device || p.grads.device() != device || !contiguous_fp32(p.params) || !contiguous_fp32(p.grads)) return false;
+  return true;
+}
+
+// The spans of [0, n) outside `decay` (sorted, disjoint).
+Spans undecayed(const Spans& decay, int64_t n) {
+  Spans out;
+  int64_t next = 0;
+  for (const Span& s : decay) {
+    if (s.offset > next) out.push_back({next, s.offset - next});
+    next = std::max(next, s.offset + s.numel);
+  }
+  if (next < n) out.push_back({next, n - next});
+  return out;
 }
 }  // namespace
 
+void adamw_multi_tensor(const AdamWOptions& options, const std::vector<StatePiece>& pieces, const std::vector<at::Tensor>& state,
+                        int64_t step, double lr, const GradUse& use) {
+  at::NoGradGuard no_grad;
+  std::vector<at::Tensor> params[2], grads[2], m[2], v[2];  // [0]: decayed, [1]: not
+  for (const StatePiece& p : pieces) {
+    const int64_t n = p.params.numel();
+    if (use.scale != 1) p.grads.mul_(use.scale);
+    const Spans groups[2] = {options.weight_decay != 0 ? p.decay : Spans{}, options.weight_decay != 0 ? undecayed(p.decay, n) : Spans{{0, n}}};
+    for (int g = 0; g < 2; ++g)
+      for (const Span& s : groups[g]) {
+        if (s.numel == 0) continue;
+        params[g].push_back(p.params.narrow(0, s.offset, s.numel));
+        grads[g].push_back(p.grads.narrow(0, s.offset, s.numel));
+        m[g].push_back(state[0].narrow(0, p.state_offset + s.offset, s.numel));
+        v[g].push_back(state[1].narrow(0, p.state_offset + s.offset, s.numel));
+      }
+  }
+  for (int g = 0; g < 2; ++g) {
+    if (params[g].empty()) continue;
+    // The kernel reads the bias corrections' step from a tensor per parameter; one serves them all.
+    const at::Tensor count = at::full({}, double(step), params[g][0].options());
+    const std::vector<at::Tensor> steps(params[g].size(), count);
+    at::_fused_adamw_(params[g], grads[g], m[g], v[g], {}, steps, lr, options.beta1, options.beta2, g == 0 ? options.weight_decay : 0.0,
+                      options.eps, /*amsgrad=*/false, /*maximize=*/false);
+  }
+  if (use.zero_after)
+    for (const StatePiece& p : pieces) p.grads.zero_();
+}
+
 void AdamW::update(const std::vector<StatePiece>& pieces, const std::vector<at::Tensor>& state, int64_t step, double lr,
                    const GradUse& use) {
+  if (multi_tensor(pieces, state)) return adamw_multi_tensor(options_, pieces, state, step, lr, use);
   at::NoGradGuard no_grad;
   const double bias1 = 1 - std::pow(options_.beta1, double(step));
   const double bias2 = 1 - std::pow(options_.beta2, double(step));

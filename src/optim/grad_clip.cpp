@@ -17,16 +17,18 @@ at::Tensor squares(const at::Tensor& grads, int64_t from, int64_t to, const Span
   // Squares summed in fp64: an fp32 norm of a whole buffer is off by ~1e-5 of itself at 10^5
   // elements (every layout's clipping factor would carry its own error). Contiguous fp32 on the CPU
   // takes one read pass (optim/fused_squares.h); elsewhere ATen's operations take a run of elements
-  // at a time, since an fp64 copy of the whole buffer would cost twice its memory.
+  // at a time, since an fp64 copy of the whole buffer would cost twice its memory. On an accelerator
+  // a run is 2^24 elements (256 MiB of fp64 copy and squares): every run is three kernels the host
+  // issues one by one, and runs of 2^20 made the norm of 300M parameters 870 launches.
   const bool fused = grads.dim() == 1 && grads.is_cpu() && grads.scalar_type() == at::kFloat && grads.is_contiguous();
-  constexpr int64_t kRun = int64_t(1) << 20;
+  const int64_t run = int64_t(1) << (grads.is_cpu() ? 20 : 24);
   auto add = [&](int64_t a, int64_t b) {
     if (fused) {
       if (a < b) sum += fused_sum_of_squares(grads.const_data_ptr<float>() + a, b - a);
       return;
     }
-    for (int64_t from = a; from < b; from += kRun)
-      sum += grads.narrow(0, from, std::min(kRun, b - from)).to(at::kDouble).square().sum().reshape({1});
+    for (int64_t from = a; from < b; from += run)
+      sum += grads.narrow(0, from, std::min(run, b - from)).to(at::kDouble).square().sum().reshape({1});
   };
   for (const Span& e : excluded) {
     if (e.offset + e.numel <= next) continue;

@@ -4,6 +4,7 @@
 
 #include <cmath>
 
+#include "optim/adamw.h"
 #include "optim/flat_optimizer.h"
 #include "optim/flat_parameters.h"
 #include "optim/fused_squares.h"
@@ -103,6 +104,36 @@ TEST(AdamW, TheFusedPassAndAtenOperationsUpdateAlike) {
   // ulps of its own size, each may differ by a few ulps of the gradients' size (~1, exp_avg_sq's ~1).
   for (const auto& [name, t] : a->state())
     EXPECT_TRUE(torch::allclose(t, b->state().at(name), 1e-6, 1e-6)) << name << ": " << (t - b->state().at(name)).abs().max().item<double>();
+}
+
+// The multi-tensor kernel an accelerator's fp32 buffers take (adamw_multi_tensor), run here on the
+// CPU, where ATen has the same kernel: scattered pieces with their state elsewhere, weight decay on
+// their spans alone, the clipping factor and the zeroing, against the fused pass on the whole
+// buffer, within fp32 rounding. Dropping the decay group or the scale moves elements by ~lr.
+TEST(AdamW, TheMultiTensorKernelUpdatesPiecesLikeTheFusedPass) {
+  const int64_t n = 10000;
+  const Spans decay = {{0, 1000}, {5000, 3000}};
+  torch::manual_seed(12);
+  const at::Tensor start = torch::randn({n});
+  at::Tensor whole = start.clone(), pieces = start.clone();
+  const nlohmann::json spec = {{"type", "AdamW"}, {"params", {{"lr", 0.01}, {"weight_decay", 0.1}}}};
+  auto reference = make_flat_optimizer(spec, whole);
+  const AdamWOptions options{0.01, 0.9, 0.999, 1e-8, 0.1};
+  // Two pieces in reverse order in the state: [6000, n) first, then [0, 6000).
+  const std::vector<at::Tensor> state = {torch::zeros({n}), torch::zeros({n})};
+  for (int step = 1; step <= 3; ++step) {
+    const at::Tensor g = torch::randn({n});
+    at::Tensor g_whole = g.clone(), g_pieces = g.clone();
+    reference->step(whole, g_whole, decay, 0.01, {0.5, true});
+    const std::vector<StatePiece> ps = {{pieces.narrow(0, 6000, n - 6000), g_pieces.narrow(0, 6000, n - 6000), {{0, 2000}}, 0},
+                                        {pieces.narrow(0, 0, 6000), g_pieces.narrow(0, 0, 6000), {{0, 1000}, {5000, 1000}}, n - 6000}};
+    adamw_multi_tensor(options, ps, state, step, 0.01, {0.5, true});
+    EXPECT_TRUE(torch::equal(g_pieces, torch::zeros({n})));
+  }
+  EXPECT_TRUE(torch::allclose(pieces, whole, 1e-6, 1e-7)) << (pieces - whole).abs().max().item<double>();
+  EXPECT_GT((pieces - start).abs().max().item<double>(), 0.01);
+  const at::Tensor m = torch::cat({state[0].narrow(0, n - 6000, 6000), state[0].narrow(0, 0, n - 6000)});
+  EXPECT_TRUE(torch::allclose(m, reference->state().at("exp_avg"), 1e-6, 1e-6));
 }
 
 TEST(ElementwiseOptimizer, PiecesWithTheirStateAnywhereUpdateLikeTheWhole) {
