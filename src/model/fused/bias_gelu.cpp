@@ -79,6 +79,8 @@ at::Tensor linear_gelu_tanh(LinearImpl& layer, const at::Tensor& x) {
   const at::Tensor bias = layer.read_bias();
   if (!bias.defined()) return at::gelu(layer.forward(x), "tanh");
   if (x.is_cuda() && !at::GradMode::is_enabled() && !layer.has_output_reduction()) return addmm_gelu_tanh(layer, x, bias);
+  // Training on a GPU: the linear adds its bias in the GEMM's epilogue, and GELU is ATen's kernel.
+  if (x.is_cuda()) return at::gelu(layer.forward(x), "tanh");
   return bias_gelu_tanh(layer.product(x), bias, layer.precision());
 }
 
