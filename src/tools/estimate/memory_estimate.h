@@ -13,7 +13,7 @@
 namespace dtrain {
 
 // What a term is, for the table's grouping and for a planner's questions ("how much is activations").
-enum class MemoryKind { Parameters, Gradients, OptimizerStates, Activations, Communication, Runtime };
+enum class MemoryKind { Parameters, Gradients, OptimizerStates, Activations, Communication, Workspaces, Runtime };
 // Where its bytes are: the memory the rank computes in (GPU memory; host memory on the CPU build),
 // the host (offloaded state on a GPU run), or a file (NVMe offload).
 enum class MemoryPlace { Device, Host, Nvme };
