@@ -330,7 +330,10 @@ int Trainer::train() {
   // After the resume, which may change the accumulation to keep the checkpoint's global batch.
   if (c_.trace) trace_ = std::make_unique<RunTrace>(*world_);
   executor_ = make_step_executor(model_, plan_, *stream_, c_, world_->device(), trace_ ? trace_->trace() : nullptr);
-  if (c_.profile_first > 0)
+  if (c_.profile_first > 0 && progress_.step >= c_.profile_first)
+    log_.warn("train.profile_steps [" + std::to_string(c_.profile_first) + ", " + std::to_string(c_.profile_last) +
+              "]: this start begins after step " + std::to_string(progress_.step) + ", so nothing is profiled");
+  else if (c_.profile_first > 0)
     profile_ = std::make_unique<OperatorProfile>(c_.profile_first, c_.profile_last,
                                                  c_.run_dir + "/profile-rank-" + std::to_string(world_->rank()) + ".json", world_->device());
 

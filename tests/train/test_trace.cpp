@@ -140,3 +140,13 @@ TEST(OperatorProfile, StepsOutsideTheRunAreRefusedByName) {
     EXPECT_NE(run.result.output.find("'train.profile_steps' must be [] or [first, last]"), std::string::npos) << run.result.output;
   }
 }
+
+TEST(OperatorProfile, AStartPastTheChosenStepsSaysNothingIsProfiled) {
+  const std::string dir = scratch_dir("operator_profile_resumed");
+  const TrainingRun first = train(dir, 1, {"train.steps=3"});
+  ASSERT_EQ(first.result.exit_code, 0) << first.result.output;
+  const TrainingRun resumed = train(dir, 1, {"train.steps=5", "train.profile_steps=[2, 3]"});
+  ASSERT_EQ(resumed.result.exit_code, 0) << resumed.result.output;
+  EXPECT_NE(resumed.result.output.find("this start begins after step 3, so nothing is profiled"), std::string::npos) << resumed.result.output;
+  EXPECT_FALSE(std::filesystem::exists(dir + "/profile-rank-0.json"));
+}
