@@ -1,7 +1,8 @@
 """Sums a LibTorch profiler trace (a run's profile-rank-N.json, written with train.profile_steps, or
 torch.profiler's export_chrome_trace) by name: on a GPU the device's kernels, copies and sets, with
 their share of the device's busy time and of the wall time the trace spans; without device events,
-the host's ATen operators (inclusive times, so nested operators count in their callers too).
+the host's ATen operators by self time (each operator's time less the operators it called, so that
+the rows add up to the time spent).
 Usage: python3 bench/kernel_summary.py TRACE.json [--top N] [--steps S] (S: the steps the trace
 covers, for per-step times). Prints a table."""
 import argparse
@@ -9,6 +10,29 @@ import collections
 import json
 
 DEVICE_CATEGORIES = {"kernel", "gpu_memcpy", "gpu_memset"}
+
+
+def with_self_times(ops):
+    """Each operator with "dur" replaced by its self time: its duration less that of the operators
+    nested in it on the same thread."""
+    out = []
+    by_thread = collections.defaultdict(list)
+    for e in ops:
+        by_thread[(e.get("pid"), e.get("tid"))].append(e)
+    for events in by_thread.values():
+        events.sort(key=lambda e: (e["ts"], -e["dur"]))
+        stack = []  # [event, time of its children]
+        def close(entry):
+            out.append(dict(entry[0], dur=entry[0]["dur"] - entry[1]))
+        for e in events:
+            while stack and stack[-1][0]["ts"] + stack[-1][0]["dur"] <= e["ts"]:
+                close(stack.pop())
+            if stack:
+                stack[-1][1] += e["dur"]
+            stack.append([e, 0.0])
+        while stack:
+            close(stack.pop())
+    return out
 
 
 def main():
@@ -20,8 +44,8 @@ def main():
     with open(a.trace) as f:
         events = [e for e in json.load(f)["traceEvents"] if e.get("ph") == "X"]
     device = [e for e in events if e.get("cat") in DEVICE_CATEGORIES]
-    chosen = device or [e for e in events if e.get("cat") == "cpu_op"]
-    what = "device kernels, copies and sets" if device else "host ATen operators (inclusive)"
+    chosen = device or with_self_times([e for e in events if e.get("cat") == "cpu_op"])
+    what = "device kernels, copies and sets" if device else "host ATen operators (self time)"
     span_us = max(e["ts"] + e["dur"] for e in events) - min(e["ts"] for e in events)
     by_name = collections.defaultdict(lambda: [0.0, 0])
     for e in chosen:
