@@ -7,27 +7,36 @@
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
+#include <memory>
 #include <string>
+
+#include "train/rank_log.h"
+#include "train/train_config.h"
 
 namespace dtrain {
 
 class OperatorProfile {
  public:
+  // The profile of a start whose first step is `start_step` + 1: null when train.profile_steps is
+  // off, or when the start begins past its first step, which is logged as a warning.
+  static std::unique_ptr<OperatorProfile> for_start(const TrainConfig& config, int rank, int64_t start_step, at::Device device,
+                                                    RankLog& log);
   // Steps first..last (1-based, inclusive); the trace goes to `path`.
-  OperatorProfile(int64_t first, int64_t last, std::string path, at::Device device);
+  OperatorProfile(int64_t first, int64_t last, std::string path, at::Device device, RankLog& log);
   ~OperatorProfile();
   OperatorProfile(const OperatorProfile&) = delete;
   OperatorProfile& operator=(const OperatorProfile&) = delete;
 
-  // Around each step: starts recording before `first`, and after `last` stops and writes the trace,
-  // returning a line for the log (empty otherwise).
+  // Around each step: starts recording before `first`, and after `last` stops, writes the trace and
+  // logs where.
   void step_begins(int64_t step);
-  std::string step_ends(int64_t step);
+  void step_ends(int64_t step);
 
  private:
   int64_t first_, last_;
   std::string path_;
   at::Device device_;
+  RankLog& log_;
   bool recording_ = false;
 };
 

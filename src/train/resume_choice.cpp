@@ -6,6 +6,7 @@
 #include "common/printable.h"
 #include "optim/flat_optimizer.h"
 #include "train/batch_policy.h"
+#include "train/rank_agreement.h"
 
 namespace dtrain {
 
@@ -90,6 +91,17 @@ void restore_loss_scaler(LossScaler* scaler, const TrainerProgress& progress, co
     return;
   }
   scaler->load_state(saved);
+}
+
+std::optional<CheckpointInfo> last_good_checkpoint(World& world, CheckpointManager& checkpoints, const std::string& why, RankLog& log) {
+  const std::string dir = agree(world, "trainer/last_good/" + why, [&] {
+    std::vector<std::string> warnings;
+    const auto good = checkpoints.find_resumable(nullptr, &warnings, /*healthy_only=*/true);
+    for (const auto& w : warnings) log.warn(w);
+    return good ? good->dir : std::string();
+  });
+  if (dir.empty()) return std::nullopt;
+  return CheckpointManager::read_manifest(dir);
 }
 
 }  // namespace dtrain

@@ -1,12 +1,15 @@
 // What a start resumes and what a resume changes: the choice of checkpoint (rank 0's, by
 // train.resume and the start rules of train/run_start.h), and what a run continuing one keeps or
-// says it changes: the learning-rate schedule, the shuffle order (the global batch: train/batch_policy.h).
+// says it changes: the learning-rate schedule, the shuffle order (the global batch: train/batch_policy.h);
+// and the checkpoint to go back to when training went wrong.
 #pragma once
 #include <functional>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 
 #include "ckpt/checkpoint_manager.h"
+#include "comm/world.h"
 #include "model/mixed_precision.h"
 #include "optim/loss_scaler.h"
 #include "optim/lr_schedule.h"
@@ -36,6 +39,12 @@ void warn_if_order_changed(const TrainConfig& config, const std::string& dir, co
 
 // The checkpoint's fp16 loss scaler (in `progress`) continues in `scaler` (null: this run is not
 // fp16 and has none to continue); a checkpoint from another precision starts the scaler afresh.
+// The checkpoint to advise after training went wrong (`why`: a name for the agreement): the newest
+// healthy one that passes every check resume makes (checksums, finite tensors), never merely the
+// newest whose manifest says healthy, which may hold poisoned weights. Rank 0 verifies, logging what
+// it passes over; the others learn its answer. Every rank calls it.
+std::optional<CheckpointInfo> last_good_checkpoint(World& world, CheckpointManager& checkpoints, const std::string& why, RankLog& log);
+
 void restore_loss_scaler(LossScaler* scaler, const TrainerProgress& progress, const MixedPrecision& precision, RankLog& log);
 
 }  // namespace dtrain

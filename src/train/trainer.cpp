@@ -22,6 +22,7 @@
 #include "train/injected_faults.h"
 #include "train/batch_policy.h"
 #include "train/metrics_log.h"
+#include "train/operator_profile.h"
 #include "train/optimizer_step.h"
 #include "train/parallelize.h"
 #include "train/rank_agreement.h"
@@ -33,7 +34,6 @@
 #include "train/resume_choice.h"
 #include "train/run_dataset.h"
 #include "train/run_directories.h"
-#include "train/operator_profile.h"
 #include "train/run_trace.h"
 #include "train/run_mesh.h"
 #include "train/stability_guard.h"
@@ -77,7 +77,6 @@ class Trainer {
   void continue_lineage(const std::string& resumed_from);
   void train_step(int64_t step);
   bool recover_from_divergence(int64_t step, const std::string& why);
-  std::optional<CheckpointInfo> last_good_checkpoint(const std::string& why);
   void save(int64_t step);
 
   TrainConfig c_;
@@ -273,7 +272,7 @@ bool Trainer::recover_from_divergence(int64_t step, const std::string& why) {
     }
   }
   // A rollback that found nothing has searched already: the same search would find nothing again.
-  const auto good = rollback_left ? std::nullopt : last_good_checkpoint("divergence");
+  const auto good = rollback_left ? std::nullopt : last_good_checkpoint(*world_, *checkpoints_, "divergence", log_);
   std::string advice = good ? "the last good checkpoint is " + good->dir + " (step " + std::to_string(good->step) +
                                   "): resume from it with a lower learning rate (--set train.resume=" + good->dir + ")"
                      : rollback_left ? "no healthy, undamaged checkpoint to roll back to"
@@ -283,20 +282,6 @@ bool Trainer::recover_from_divergence(int64_t step, const std::string& why) {
              " used); " + advice;
   log_.error("stopping: training diverged at step " + std::to_string(step) + "; " + advice);
   return false;
-}
-
-// The checkpoint to advise after training went wrong: the newest healthy one that passes every check
-// resume makes (checksums, finite tensors), never merely the newest whose manifest says healthy, which
-// may hold poisoned weights. Rank 0 verifies, logging what it passes over; the others learn its answer.
-std::optional<CheckpointInfo> Trainer::last_good_checkpoint(const std::string& why) {
-  const std::string dir = agree("trainer/last_good/" + why, [this] {
-    std::vector<std::string> warnings;
-    const auto good = checkpoints_->find_resumable(nullptr, &warnings, /*healthy_only=*/true);
-    for (const auto& w : warnings) log_.warn(w);
-    return good ? good->dir : std::string();
-  });
-  if (dir.empty()) return std::nullopt;
-  return CheckpointManager::read_manifest(dir);
 }
 
 int Trainer::run() {
@@ -330,12 +315,7 @@ int Trainer::train() {
   // After the resume, which may change the accumulation to keep the checkpoint's global batch.
   if (c_.trace) trace_ = std::make_unique<RunTrace>(*world_);
   executor_ = make_step_executor(model_, plan_, *stream_, c_, world_->device(), trace_ ? trace_->trace() : nullptr);
-  if (c_.profile_first > 0 && progress_.step >= c_.profile_first)
-    log_.warn("train.profile_steps [" + std::to_string(c_.profile_first) + ", " + std::to_string(c_.profile_last) +
-              "]: this start begins after step " + std::to_string(progress_.step) + ", so nothing is profiled");
-  else if (c_.profile_first > 0)
-    profile_ = std::make_unique<OperatorProfile>(c_.profile_first, c_.profile_last,
-                                                 c_.run_dir + "/profile-rank-" + std::to_string(world_->rank()) + ".json", world_->device());
+  profile_ = OperatorProfile::for_start(c_, world_->rank(), progress_.step, world_->device(), log_);
 
   report_->measure_peak(*world_);
   if (progress_.step >= c_.steps) {
@@ -354,8 +334,7 @@ int Trainer::train() {
     memory_->step_begins();
     if (profile_) profile_->step_begins(step + 1);
     train_step(step);
-    if (profile_)
-      if (const std::string line = profile_->step_ends(step + 1); !line.empty()) log_.info(line);
+    if (profile_) profile_->step_ends(step + 1);
     memory_->step_ends();
     crash_point("step", step + 1);
     saves_->poll();
@@ -392,7 +371,7 @@ int Trainer::train() {
   saves_->wait();
   plan_.optimizer->finish_parameter_updates();
   if (!guard_->last_step_healthy()) {
-    const auto good = last_good_checkpoint("end");
+    const auto good = last_good_checkpoint(*world_, *checkpoints_, "end", log_);
     log_.warn("the run ended on an unhealthy step (" + last_unhealthy_reason_ + "); " +
               (good ? "the last healthy checkpoint is " + good->dir : std::string("no checkpoint is healthy and undamaged")));
   }
