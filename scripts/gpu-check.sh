@@ -3,8 +3,9 @@
 # PyTorch (torch 2.11 + CUDA 13, whose wheel holds LibTorch), runs the equivalence tests of every
 # parallelism (the feature matrix), the resume and data-parallel tests and the demo on its GPU, then
 # prints tokens/s and MFU for the benchmark model (bench/gpt_bench.json) in fp32 and bf16 and for a
-# GPU-sized shape of it in bf16, beside the PyTorch peer (bench/pytorch_gpt.py) on the same shapes,
-# each run's estimated against measured peak memory, and ZeRO-3 with its state offloaded to the host.
+# GPU-sized shape of it in bf16 (also with 4 micro-batches per step, and profiled by kernel), beside the
+# PyTorch peer (bench/pytorch_gpt.py) on the same shapes, each run's estimated against measured peak
+# memory, cuBLAS's workspaces (bench/cublas_workspace.py), and ZeRO-3 with its state offloaded to the host.
 #
 # Such a machine may have no Debian packages and no network. What the build needs beyond PyTorch,
 # CMake and nvcc travels with the working tree as Debian packages, fetched on a project machine:
@@ -135,10 +136,16 @@ peer "GPU-sized model, bf16, as shipped" BENCH_SHAPE=24,16,1024,1024 BENCH_MICRO
 peer "GPU-sized model, bf16, fused AdamW" BENCH_SHAPE=24,16,1024,1024 BENCH_MICRO=16 BENCH_FUSED_ADAMW=1
 peer "GPU-sized model, bf16, fused AdamW, torch.compile" BENCH_SHAPE=24,16,1024,1024 BENCH_MICRO=16 BENCH_FUSED_ADAMW=1 BENCH_COMPILE=1
 
+section "the same, 4 micro-batches per step: what runs once per step (optimizer, clipping) is the difference"
+run_bench gpu-shape-bf16-accum4 train.steps=12 bf16.enabled=true "${gpu_shape[@]}" gradient_accumulation_steps=4
+
 section "where the GPU-sized model's step goes: LibTorch's profiler over steps 10-12, summed by kernel"
 run_bench gpu-shape-bf16-profile train.steps=12 "train.profile_steps=[10, 12]" bf16.enabled=true "${gpu_shape[@]}" >/dev/null
 [[ -f runs/gpu-gpu-shape-bf16-profile/profile-rank-0.json ]] &&
   "$python" bench/kernel_summary.py runs/gpu-gpu-shape-bf16-profile/profile-rank-0.json --steps 3 --top 30
+
+section "cuBLAS's workspaces in the caching allocator, which the memory estimate counts"
+step "cuBLAS workspaces" 60 - "$python" bench/cublas_workspace.py
 
 section "ZeRO-3 with the optimizer state and the parameter shard offloaded to host memory, against none"
 for offload in none cpu; do
