@@ -9,6 +9,9 @@
 #include <fstream>
 #include <string>
 
+#include "train/host_block_cache.h"
+#include "train/tensor_memory.h"
+
 namespace dtrain {
 
 namespace {
@@ -20,7 +23,7 @@ bool setting_up = false;  // map_large_blocks_while_setting_up() until release_f
 
 }  // namespace
 
-const char* keep_freed_host_memory() {
+std::string keep_freed_host_memory() {
   if (const char* v = std::getenv("DTRAIN_GLIBC_MALLOC_DEFAULTS"); v && std::strcmp(v, "1") == 0)
     return "host memory: glibc malloc as it ships (DTRAIN_GLIBC_MALLOC_DEFAULTS=1)";
   for (char** e = environ; *e; ++e)
@@ -28,8 +31,13 @@ const char* keep_freed_host_memory() {
   const bool ok =
       mallopt(M_MMAP_THRESHOLD, kMaxMmapThreshold) == 1 && mallopt(M_TRIM_THRESHOLD, -1) == 1 && mallopt(M_TOP_PAD, 256 << 20) == 1;
   keeping = ok;
-  return ok ? "host memory: glibc malloc keeps freed memory for reuse (no trimming, heap blocks up to 32 MiB)"
-            : "host memory: glibc malloc refused the settings that keep freed memory; it runs as it ships";
+  if (!ok) return "host memory: glibc malloc refused the settings that keep freed memory; it runs as it ships";
+  const std::string kept = "host memory: glibc malloc keeps freed memory for reuse (no trimming, heap blocks up to 32 MiB)";
+  if (const char* v = std::getenv("DTRAIN_HOST_BLOCK_CACHE"); v && std::strcmp(v, "0") == 0)
+    return kept + "; tensor blocks from the heap too (DTRAIN_HOST_BLOCK_CACHE=0)";
+  if (!cache_large_cpu_tensor_blocks()) return kept;
+  return kept + "; tensor blocks of " + std::to_string(HostBlockCache::kMinBytes >> 10) +
+         " KiB and more mapped on their own and reused by length, never more kept than was live at once";
 }
 
 namespace {
@@ -50,6 +58,7 @@ int64_t release_freed_host_memory() {
   if (setting_up) mallopt(M_MMAP_THRESHOLD, kMaxMmapThreshold);
   setting_up = false;
   const int64_t before = resident_bytes();
+  release_cached_cpu_tensor_blocks();
   malloc_trim(0);
   return std::max<int64_t>(0, before - resident_bytes());
 }

@@ -8,11 +8,14 @@
 // MALLOC_*_ variable the user set.
 #pragma once
 #include <cstdint>
+#include <string>
 
 namespace dtrain {
 
-// Returns a line saying what was set, or why nothing was.
-const char* keep_freed_host_memory();
+// Returns a line saying what was set, or why nothing was. Where the CPU tensors are tracked
+// (tensor_memory.h) their large blocks also go to a HostBlockCache instead of the heap
+// (host_block_cache.h), unless DTRAIN_HOST_BLOCK_CACHE=0.
+std::string keep_freed_host_memory();
 
 // While setting up, blocks of 1 MiB and more are mapped on their own rather than carved from the
 // heap (after keep_freed_host_memory(); nothing otherwise). Setting up builds and frees several
@@ -23,7 +26,8 @@ const char* keep_freed_host_memory();
 // release_freed_host_memory() ends it.
 void map_large_blocks_while_setting_up();
 
-// Gives the kernel back the free pages malloc holds (malloc_trim): once, when setting up is over.
+// Gives the kernel back the free pages malloc holds (malloc_trim) and the tensor blocks the block
+// cache keeps: once, when setting up is over.
 // What building the model freed — the parameters as first created, before they moved into flat
 // buffers or shards, and ZeRO-3's whole units — would otherwise stay resident for the whole run
 // under keep_freed_host_memory(), beyond what any step needs. Returns by how much resident memory fell.

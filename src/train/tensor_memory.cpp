@@ -6,6 +6,7 @@
 #include <atomic>
 #include <mutex>
 
+#include "train/host_block_cache.h"
 #include "train/tensor_memory_trace.h"
 
 #ifdef DTRAIN_CUDA
@@ -19,9 +20,14 @@ namespace {
 std::atomic<int64_t> live_bytes{0};
 std::atomic<int64_t> peak_bytes{0};
 
-// Each block carries its size in a header before the tensor's bytes, so freeing needs no lookup and
-// no lock. 64 bytes keep the tensor at the alignment c10::alloc_cpu gives (64).
+// Each block carries its size in a header before the tensor's bytes, and the length it is mapped with
+// when it came from the block cache (0 when from malloc), so freeing needs no lookup. 64 bytes keep
+// the tensor at the alignment c10::alloc_cpu gives (64).
 constexpr size_t kHeader = 64;
+
+// Never destroyed: tensors that static destructors free at exit still give their blocks back to it.
+HostBlockCache& block_cache = *new HostBlockCache;
+std::atomic<bool> caching{false};  // cache_large_cpu_tensor_blocks() was called
 
 // Whether allocations are also traced (tensor_memory_trace.h), decided when the allocator is installed.
 bool traced = false;
@@ -38,8 +44,12 @@ void free_counted(void* data) {
   if (!data) return;
   if (traced) tensor_memory_trace::freed(data);
   char* block = static_cast<char*>(data) - kHeader;
-  live_bytes.fetch_sub(*reinterpret_cast<const int64_t*>(block), std::memory_order_relaxed);
-  c10::free_cpu(block);
+  const int64_t* header = reinterpret_cast<const int64_t*>(block);
+  live_bytes.fetch_sub(header[0], std::memory_order_relaxed);
+  if (header[1] > 0)
+    block_cache.give(block, size_t(header[1]));
+  else
+    c10::free_cpu(block);
 }
 
 // ATen's default CPU allocation (c10::alloc_cpu: aligned; zero bytes give a null pointer), counted.
@@ -47,8 +57,13 @@ class CountingCpuAllocator final : public c10::Allocator {
  public:
   c10::DataPtr allocate(size_t bytes) override {
     if (bytes == 0) return {nullptr, nullptr, &free_counted, c10::Device(c10::DeviceType::CPU)};
-    char* block = static_cast<char*>(c10::alloc_cpu(bytes + kHeader));
-    *reinterpret_cast<int64_t*>(block) = int64_t(bytes);
+    const size_t mapped = caching.load(std::memory_order_relaxed) && bytes + kHeader >= HostBlockCache::kMinBytes
+                              ? HostBlockCache::mapped_length(bytes + kHeader)
+                              : 0;
+    char* block = mapped ? block_cache.take(mapped) : static_cast<char*>(c10::alloc_cpu(bytes + kHeader));
+    int64_t* header = reinterpret_cast<int64_t*>(block);
+    header[0] = int64_t(bytes);
+    header[1] = int64_t(mapped);
     const int64_t live = count(int64_t(bytes));
     void* data = block + kHeader;
     if (traced) tensor_memory_trace::allocated(data, int64_t(bytes), live);
@@ -74,6 +89,13 @@ void track_cpu_tensor_memory() {
 }
 
 bool cpu_tensor_memory_tracked() { return tracking; }
+
+bool cache_large_cpu_tensor_blocks() {
+  caching = tracking.load();
+  return caching;
+}
+
+void release_cached_cpu_tensor_blocks() { block_cache.release(); }
 
 TensorMemory tensor_memory(const at::Device& device) {
 #ifdef DTRAIN_CUDA

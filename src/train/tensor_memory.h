@@ -18,6 +18,13 @@ namespace dtrain {
 void track_cpu_tensor_memory();
 bool cpu_tensor_memory_tracked();
 
+// From now on the tracked CPU tensors' large blocks come from a HostBlockCache (host_block_cache.h)
+// instead of malloc; host_memory.h decides when. Returns false where nothing is tracked (then
+// nothing changes).
+bool cache_large_cpu_tensor_blocks();
+// Unmaps the cached blocks and restarts the cache's high-water mark: the end of setting up.
+void release_cached_cpu_tensor_blocks();
+
 struct TensorMemory {
   int64_t live = 0;      // allocated now
   int64_t peak = 0;      // the most allocated at once since the last reset_peak
