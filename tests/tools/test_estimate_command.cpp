@@ -114,7 +114,10 @@ TEST(EstimateCommand, RefusesBadInputNamingIt) {
            {{"--world-size", "4", "--nodes", "3"}, 1, "--nodes 3 does not divide the 4 ranks evenly"},
            {{"--world-size", "2", "--gpus", "2"}, 2, "excludes"},
            {{"--gpus", "2"}, 1, "--gpu-mem: give each GPU's memory"},
-           {{"--set", "parallel.pp=2", "--set", "parallel.cp=2", "--gpus", "4", "--gpu-mem", "80GiB"}, 1, "no estimate for pp 2 with cp 2"},
+           {{"--set", "parallel.pp=2", "--set", "parallel.cp=2", "--set", "parallel.pipeline.schedule=zero_bubble", "--gpus", "4",
+             "--gpu-mem", "80GiB"},
+            1,
+            "no estimate for pp 2 with cp 2 under the zero_bubble schedule"},
            {{"--set", "train.freeze=[\"blocks.1.*\"]"}, 1, "no estimate for frozen blocks.1."}}) {
     const ProcessResult r = estimate(c.args);
     EXPECT_EQ(r.exit_code, c.exit_code) << ::testing::PrintToString(c.args) << "\n" << r.output;

@@ -4,7 +4,7 @@
 // its config (metrics.jsonl's "memory" line; under pp each rank against its own stage's estimate).
 // Each must lie within 5% of the estimate. The table crosses every ZeRO stage, activation-checkpointing
 // mode, precision, architecture, tp with and without sp, pipeline schedule, cp, and the mesh's dims
-// two at a time (tp × pp, tp × cp, dp × pp, pp with ZeRO-3 in fp32 and bf16, with one micro-batch a step; four ranks) at least once (and
+// two at a time (tp × pp, tp × cp, dp × pp, pp × cp, pp with ZeRO-3 in fp32 and bf16, with one micro-batch a step; four ranks) at least once (and
 // the tests' small vision-language model, its images all at the largest grid, as the estimate takes them,
 // under each precision, ZeRO stage, tp and checkpointing mode it is estimated under),
 // on the tiny model, and the demo model where the tiny one cannot resolve a layout: bf16 without
@@ -193,6 +193,13 @@ const std::vector<MeasuredLayout> kLayouts = {
     {"demo_llama_bf16_tp2_pp2_zero_bubble", 4, kDemo + kLlama + kBf16 + kTp + pipeline("zero_bubble")},
     {"demo_tp2_sp_pp2_zero_bubble", 4, kDemo + kSp + pipeline("zero_bubble")},
     {"tiny_tp2_cp2", 4, kTiny + kTp + kCp},
+    // pp × cp: every cp rank loads the whole rows and keeps its part of each micro-batch in flight.
+    {"tiny_pp2_cp2", 4, kTiny + pipeline("1f1b") + kCp},
+    {"tiny_pp2_cp2_interleaved", 4,
+     kTiny + pipeline("interleaved_1f1b") + kCp + Sets{"parallel.pipeline.virtual_stages=2", "model.n_layer=4"}},
+    {"tiny_pp2_cp2_gpipe_full", 4, kTiny + pipeline("gpipe") + kCp + ac("full")},
+    {"demo_llama_bf16_pp2_cp2", 4, kDemo + kLlama + kBf16 + pipeline("1f1b") + kCp},
+    {"demo_pp2_cp2_ulysses", 4, kDemo + pipeline("1f1b") + kCp + Sets{"parallel.context.impl=ulysses"}},
     {"tiny_freeze_table_ddp", 2, kTiny + stage(0) + kFreezeTable},
     {"tiny_llama_freeze_table_zero2", 2, kTiny + kLlama + stage(2) + kFreezeTable},
     {"tiny_modules_zero1", 2, kTiny + modules(1)},
@@ -285,6 +292,7 @@ TEST(EstimateMeasuredTable, CrossesEveryCoveredDimension) {
     const bool dp = l.ranks > (tp ? 2 : 1) * (pp ? 2 : 1) * (cp ? 2 : 1);
     if (tp && pp) seen.insert("tp × pp");
     if (tp && cp) seen.insert("tp × cp");
+    if (pp && cp) seen.insert("pp × cp");
     if (dp && pp) seen.insert("dp × pp");
     if (pp && sets.count("zero_optimization.stage=3")) seen.insert("pp × ZeRO-3");
     if (pp && sets.count("zero_optimization.stage=2")) seen.insert("pp × ZeRO-2");
@@ -299,7 +307,7 @@ TEST(EstimateMeasuredTable, CrossesEveryCoveredDimension) {
                                "parallel.pipeline.schedule=1f1b", "parallel.pipeline.schedule=gpipe", "parallel.cp=2",
                                "parallel.pipeline.schedule=interleaved_1f1b", "parallel.pipeline.virtual_stages=2",
                                "parallel.pipeline.schedule=zero_bubble",
-                               "tp × pp", "tp × cp", "dp × pp", "pp × ZeRO-3", "pp × ZeRO-3 × bf16", "pp × ZeRO-3, one micro-batch",
+                               "tp × pp", "tp × cp", "dp × pp", "pp × cp", "pp × ZeRO-3", "pp × ZeRO-3 × bf16", "pp × ZeRO-3, one micro-batch",
                                "zero_bubble × bf16", "pp × ZeRO-2",
                                kFreezeTable.front(), modules(3).front(), "model.preset=vlm-ocr", kVlmPlan.front(),
                                kFreezeEncoder.front(), nvme("optimizer").front(), nvme("param").front(),

@@ -637,8 +637,15 @@ TEST(MemoryEstimate, LayoutsWithoutFormulasAreRefusedByName) {
     std::function<void(MemoryLayout&)> set;
     std::string says;
   };
-  for (const Case& c : std::vector<Case>{{[](MemoryLayout& l) { l.pp = 2, l.cp = 2, l.zero_stage = 1, l.accumulation = 2; },
-                                          "no estimate for pp 2 with cp 2"},
+  for (const Case& c : std::vector<Case>{{[](MemoryLayout& l) {
+                                            l.pp = 2, l.cp = 2, l.zero_stage = 1, l.accumulation = 2, l.schedule = ScheduleKind::ZeroBubble;
+                                          },
+                                          "no estimate for pp 2 with cp 2 under the zero_bubble schedule"},
+                                         {[](MemoryLayout& l) {
+                                            l.pp = 2, l.cp = 2, l.accumulation = 2;
+                                            l.activation_checkpointing = ActivationCheckpointing::parse("selective");
+                                          },
+                                          "no estimate for pp 2 with cp 2 under selective activation checkpointing"},
                                          {[](MemoryLayout& l) {
                                             l.device_is_cpu = false, l.activation_checkpointing = ActivationCheckpointing::parse("full");
                                             l.activation_checkpointing.store.host_memory = true;

@@ -199,11 +199,20 @@ struct Step {
     return m;
   }
 
-  // A pipeline step loads all its micro-batches at its start.
+  // A pipeline step loads all its micro-batches at its start. Under cp every rank loads the whole
+  // rows, cp·T tokens, and keeps copies of its part of them (SequenceLayout::take): the ids for the
+  // embeddings' backward and the targets for the loss's, 8 B/token each, alive while the micro-batch
+  // is (pipeline_terms counts them for a pipeline's micro-batches in flight).
   MemoryTerm batch_tokens() const {
-    if (!stage.pipelined()) return term("micro-batch tokens and targets", MemoryKind::Activations, kBatchBytesPerToken * T, "16 B/token × " + tokens());
-    return term("the step's micro-batches' tokens and targets", MemoryKind::Activations, stage.micro_batches * kBatchBytesPerToken * T,
-                std::to_string(stage.micro_batches) + " micro-batches × 16 B/token × " + tokens());
+    const std::string rows = l.cp > 1 ? "16 B/token × cp·T" : "16 B/token";
+    const double whole = kBatchBytesPerToken * T * l.cp;
+    if (!stage.pipelined()) {
+      if (l.cp == 1) return term("micro-batch tokens and targets", MemoryKind::Activations, whole, rows + " × " + tokens());
+      return term("micro-batch tokens and targets: the whole rows, and this rank's part of each", MemoryKind::Activations,
+                  whole + kBatchBytesPerToken * T, rows + " + 16 B/token × T, " + tokens());
+    }
+    return term("the step's micro-batches' tokens and targets" + std::string(l.cp > 1 ? " (whole rows)" : ""), MemoryKind::Activations,
+                stage.micro_batches * whole, std::to_string(stage.micro_batches) + " micro-batches × " + rows + ", " + tokens());
   }
 
   // What a pipeline stage holds at its busiest backward besides the micro-batch it runs: the other
@@ -226,6 +235,14 @@ struct Step {
         formula += (formula.empty() ? "" : " + ") + std::to_string(at.stored[c]) + " × " + plain(stored_bytes_per_token(c)) + " B/token";
       out.push_back(term("zero_bubble: what the I of micro-batches waiting for their W leaves (linear layers' inputs and output gradients)",
                          MemoryKind::Activations, stored * T, formula + " × " + tokens()));
+    }
+    if (l.cp > 1) {
+      int parts = 0;
+      for (size_t c = 0; c < stage.chunks.size(); ++c)
+        parts += (stage.chunks[c].first ? at.held[c] : 0) + (stage.chunks[c].last ? at.held[c] : 0);
+      if (parts > 0)
+        out.push_back(term("cp: this rank's part of the ids (first chunk) or targets (last chunk) of each micro-batch in flight",
+                           MemoryKind::Activations, parts * 8 * T, std::to_string(parts) + " × 8 B/token × " + tokens()));
     }
     // Under sequence parallelism a stage hands on this tp rank's part of the sequence.
     if (at.buffers > 0)
