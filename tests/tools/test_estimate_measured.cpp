@@ -204,6 +204,14 @@ const std::vector<MeasuredLayout> kLayouts = {
     {"tiny_llama_freeze_table_zero2", 2, kTiny + kLlama + stage(2) + kFreezeTable},
     {"tiny_modules_zero1", 2, kTiny + modules(1)},
     {"tiny_modules_zero3", 2, kTiny + modules(3)},
+    // Under pp each stage counts the frozen and kept-whole parameters it holds: the tied table on both ends.
+    {"tiny_pp2_freeze_table", 2, kTiny + pipeline("1f1b") + kFreezeTable},
+    {"tiny_pp2_zero_bubble_freeze_embeddings", 2, kTiny + pipeline("zero_bubble") + Sets{"train.freeze=[\"wte.*\", \"wpe.*\"]"}},
+    {"tiny_llama_untied_pp2_zero_bubble_freeze_table", 2,
+     kTiny + kLlama + pipeline("zero_bubble") + kFreezeTable + Sets{"model.tie_embeddings=false"}},
+    {"demo_bf16_pp2_freeze_table", 2, kDemo + kBf16 + pipeline("1f1b") + kFreezeTable},
+    {"tiny_dp2_pp2_modules_zero1", 4, kTiny + pipeline("1f1b") + modules(1)},
+    {"tiny_dp2_pp2_modules_zero3", 4, kTiny + pipeline("1f1b") + modules(3)},
     {"tiny_vlm_ddp", 2, kVlm + stage(0), true},
     {"tiny_vlm_zero3", 2, kVlm + stage(3), true},
     {"tiny_vlm_frozen_encoder_zero1", 2, kVlm + stage(1) + kFreezeEncoder, true},
@@ -293,6 +301,8 @@ TEST(EstimateMeasuredTable, CrossesEveryCoveredDimension) {
     if (tp && pp) seen.insert("tp × pp");
     if (tp && cp) seen.insert("tp × cp");
     if (pp && cp) seen.insert("pp × cp");
+    if (pp && sets.count(kFreezeTable.front())) seen.insert("pp × train.freeze");
+    if (pp && sets.count(modules(3).front())) seen.insert("pp × parallel.modules");
     if (dp && pp) seen.insert("dp × pp");
     if (pp && sets.count("zero_optimization.stage=3")) seen.insert("pp × ZeRO-3");
     if (pp && sets.count("zero_optimization.stage=2")) seen.insert("pp × ZeRO-2");
@@ -307,7 +317,7 @@ TEST(EstimateMeasuredTable, CrossesEveryCoveredDimension) {
                                "parallel.pipeline.schedule=1f1b", "parallel.pipeline.schedule=gpipe", "parallel.cp=2",
                                "parallel.pipeline.schedule=interleaved_1f1b", "parallel.pipeline.virtual_stages=2",
                                "parallel.pipeline.schedule=zero_bubble",
-                               "tp × pp", "tp × cp", "dp × pp", "pp × cp", "pp × ZeRO-3", "pp × ZeRO-3 × bf16", "pp × ZeRO-3, one micro-batch",
+                               "tp × pp", "tp × cp", "dp × pp", "pp × cp", "pp × train.freeze", "pp × parallel.modules", "pp × ZeRO-3", "pp × ZeRO-3 × bf16", "pp × ZeRO-3, one micro-batch",
                                "zero_bubble × bf16", "pp × ZeRO-2",
                                kFreezeTable.front(), modules(3).front(), "model.preset=vlm-ocr", kVlmPlan.front(),
                                kFreezeEncoder.front(), nvme("optimizer").front(), nvme("param").front(),

@@ -632,6 +632,27 @@ TEST(MemoryEstimate, PipelineZero3GradientsExistFromAChunksSecondBackward) {
   EXPECT_EQ(gradients, 4.0 * (12704 + 8704));
 }
 
+// Under pp each stage counts the frozen and kept-whole parameters it holds: the tiny GPT-2's tied
+// table on both ends, its position table on the first stage, block 0 on the first stage only.
+TEST(MemoryEstimate, UnderPpEachStageCountsTheFrozenAndKeptWholeParametersItHolds) {
+  MemoryLayout l = layout_of("tiny", 1, 1);
+  l.pp = 2, l.accumulation = 2;
+  l.frozen = {"wte.weight", "wpe.weight"};
+  for (const std::string& name : parameter_names(l.model))
+    if (name.rfind("blocks.0.", 0) == 0) l.kept_whole.push_back(name);
+  const std::vector<PipelineStage> stages = pipeline_stages(l);
+  ASSERT_EQ(stages.size(), 2u);
+  const TransformerConfig& m = l.model;
+  const ParameterCounts whole = parameter_counts(m);
+  const ParameterCounts first = with_module_plan(stage_parameter_counts(whole, m, stages[0]), l, stages[0]);
+  const ParameterCounts last = with_module_plan(stage_parameter_counts(whole, m, stages[1]), l, stages[1]);
+  EXPECT_EQ(first.frozen, int64_t(m.vocab_size) * m.d_model + int64_t(m.seq_len) * m.d_model);
+  EXPECT_EQ(last.frozen, int64_t(m.vocab_size) * m.d_model);
+  EXPECT_EQ(first.kept_whole, whole.block);
+  EXPECT_EQ(last.kept_whole, 0);
+  EXPECT_TRUE(estimate_memory(l).covered()) << estimate_memory(l).no_estimate;
+}
+
 TEST(MemoryEstimate, LayoutsWithoutFormulasAreRefusedByName) {
   struct Case {
     std::function<void(MemoryLayout&)> set;
@@ -659,7 +680,7 @@ TEST(MemoryEstimate, LayoutsWithoutFormulasAreRefusedByName) {
                                           "no estimate for frozen blocks.0.q_proj.weight (train.freeze, parallel.modules: only frozen "
                                           "embeddings and a whole frozen vision encoder are modelled)"},
                                          {[](MemoryLayout& l) { l.tp = 2, l.zero_stage = 0, l.frozen = {"wte.weight"}; },
-                                          "no estimate for frozen or kept-whole parameters (train.freeze, parallel.modules) under tp or pp"},
+                                          "no estimate for frozen or kept-whole parameters (train.freeze, parallel.modules) under tp"},
                                          {[](MemoryLayout& l) { l.compute_bytes = 2, l.frozen = {"wte.weight"}; },
                                           "no estimate for frozen parameters other than a whole vision encoder under ZeRO stage 3 with bf16 or fp16"},
                                          {[](MemoryLayout& l) { l.unmodelled = {"data_types.grad_accum_dtype=\"bf16\""}; },

@@ -70,8 +70,8 @@ std::string uncovered_module_plan(const MemoryLayout& l) {
   // (apply_tp.cpp), not for the LLM's split parameters.
   const bool frozen_encoder_alone =
       encoder && std::all_of(l.frozen.begin(), l.frozen.end(), [](const std::string& n) { return is_vision_encoder(n); });
-  if ((l.tp > 1 && !(frozen_encoder_alone && l.kept_whole.empty())) || l.pp > 1)
-    return "frozen or kept-whole parameters (train.freeze, parallel.modules) under tp or pp";
+  if (l.tp > 1 && !(frozen_encoder_alone && l.kept_whole.empty()))
+    return "frozen or kept-whole parameters (train.freeze, parallel.modules) under tp";
   for (const std::string& name : l.frozen)
     if (!is_embedding(l, name) && !(encoder && is_vision_encoder(name))) return "frozen " + name + " (train.freeze, parallel.modules: only frozen embeddings and a whole frozen vision encoder are modelled)";
   // A frozen weight's 16-bit working copy lives outside every ZeRO-3 unit: counted for the frozen
@@ -170,7 +170,8 @@ const std::vector<std::string>& covered_layouts() {
       "with fp32 or 16-bit gradient accumulation (data_types.grad_accum_dtype), ZeRO-3 gathers in 16 bits (parallel.fsdp.param_dtype)",
       "models: GPT-2 and Llama shapes (grouped-query attention, tied or untied embeddings)",
       "optimizers: AdamW, Adam, SGD (with or without momentum)",
-      "frozen embeddings (train.freeze, parallel.modules) and parallel.modules' stage-0 modules kept whole inside ZeRO 1-3, without tp or pp",
+      "frozen embeddings (train.freeze, parallel.modules) and parallel.modules' stage-0 modules kept whole inside ZeRO 1-3, without tp "
+      "(under pp each stage's own: a tied table frozen on both ends)",
       "vision-language models (model.arch=vlm) in fp32 and bf16 under DDP, ZeRO 1-3 and tp with or without sp (the vision side whole on every tp rank) "
       "and every activation-checkpointing mode (the LLM's blocks alone recomputed), every image at the largest grid the config allows, "
       "the vision encoder trained or frozen whole (train.freeze, parallel.modules; under tp too)",
@@ -186,9 +187,9 @@ MemoryEstimate estimate_memory(const MemoryLayout& l) {
     out.no_estimate = "no estimate for " + out.no_estimate;
     return out;
   }
-  const ParameterCounts whole = with_module_plan(parameter_counts(l.model, l.tp), l);
+  const ParameterCounts whole = parameter_counts(l.model, l.tp);
   for (const PipelineStage& stage : pipeline_stages(l)) {
-    const ParameterCounts counts = stage_parameter_counts(whole, l.model, stage);
+    const ParameterCounts counts = with_module_plan(stage_parameter_counts(whole, l.model, stage), l, stage);
     RankEstimate rank;
     const std::string chunks = stage.chunks.size() > 1 ? " in " + std::to_string(stage.chunks.size()) + " chunks" : "";
     rank.ranks = stage.pipelined() ? "pipeline stage " + std::to_string(stage.stage) + " (" + std::to_string(stage.blocks) + " blocks" + chunks +

@@ -60,9 +60,31 @@ int64_t shard_numel(int64_t numel, int ranks) { return (numel + ranks - 1) / ran
 
 int64_t ParameterCounts::sharded_numel(int ranks) const { return shard_numel(trainable() - kept_whole, ranks) + kept_whole; }
 
-ParameterCounts with_module_plan(ParameterCounts c, const MemoryLayout& l) {
+namespace {
+
+// Whether pipeline stage `stage` holds the LLM's parameter `name`: a block's on the stage of its
+// chunk, the embeddings on the first stage, the final norm and an untied head on the last, and a
+// tied table on both (pipeline_stages.h).
+bool stage_holds(const PipelineStage& stage, const TransformerConfig& m, const std::string& name) {
+  if (!stage.pipelined()) return true;
+  const std::string blocks = "blocks.";
+  if (name.rfind(blocks, 0) == 0) {
+    const int block = std::stoi(name.substr(blocks.size()));
+    for (int i = 0; i < stage.blocks; ++i)
+      if (stage.model_block(i) == block) return true;
+    return false;
+  }
+  if (name == "wte.weight") return stage.first || (stage.last && m.tie_embeddings);
+  if (name == "wpe.weight") return stage.first;
+  return stage.last;
+}
+
+}  // namespace
+
+ParameterCounts with_module_plan(ParameterCounts c, const MemoryLayout& l, const PipelineStage& stage) {
   const std::set<std::string> frozen(l.frozen.begin(), l.frozen.end()), whole(l.kept_whole.begin(), l.kept_whole.end());
   for (const ParameterShape& s : parameter_shapes(l.model)) {
+    if (!stage_holds(stage, l.model, s.name)) continue;
     int64_t numel = 1;
     for (int64_t n : s.shape) numel *= n;
     if (frozen.count(s.name)) c.frozen += numel;

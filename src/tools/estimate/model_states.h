@@ -60,8 +60,9 @@ ParameterCounts parameter_counts(const TransformerConfig& model, int tp = 1);
 // 16-bit working copy of the table goes with the head, whose GEMM reads it.
 ParameterCounts stage_parameter_counts(const ParameterCounts& whole, const TransformerConfig& model, const PipelineStage& stage);
 
-// `whole` with the parameters `layout` freezes and keeps whole counted (its frozen and kept_whole names).
-ParameterCounts with_module_plan(ParameterCounts whole, const MemoryLayout& layout);
+// `counts` with the parameters `layout` freezes and keeps whole counted (its frozen and kept_whole
+// names), of those pipeline stage `stage` holds (every one without pp).
+ParameterCounts with_module_plan(ParameterCounts counts, const MemoryLayout& layout, const PipelineStage& stage = PipelineStage{});
 
 // The model states' terms for one rank of `layout`, each with its formula.
 std::vector<MemoryTerm> model_state_terms(const MemoryLayout& layout, const ParameterCounts& counts);

@@ -60,7 +60,8 @@ struct Step {
     const double kv = double(l.model.kv_heads()) * l.model.head_dim(), mlp_in = l.model.is_llama() ? 2 : 1;
     return e * ((3 * d + f) + (3 * d + 2 * kv + mlp_in * f));
   }
-  double head_store_per_token() const { return l.tp > 1 ? 0 : e * (d + V); }
+  // A frozen tied head has no weight gradient to defer: its I leaves nothing to a W.
+  double head_store_per_token() const { return l.tp > 1 || (tied() && c.table_frozen) ? 0 : e * (d + V); }
   double stored_bytes_per_token(size_t c) const {
     const PipelineChunk& chunk = stage.chunks[c];
     return chunk.blocks * block_store_per_token() + (chunk.last ? head_store_per_token() : 0);
