@@ -212,6 +212,14 @@ const std::vector<MeasuredLayout> kLayouts = {
     {"demo_bf16_pp2_freeze_table", 2, kDemo + kBf16 + pipeline("1f1b") + kFreezeTable},
     {"tiny_dp2_pp2_modules_zero1", 4, kTiny + pipeline("1f1b") + modules(1)},
     {"tiny_dp2_pp2_modules_zero3", 4, kTiny + pipeline("1f1b") + modules(3)},
+    // Under tp a frozen table is this rank's rows of the vocabulary; the head's column-parallel
+    // function saves its input whether the table trains or not.
+    {"tiny_tp2_freeze_table", 2, kTiny + kTp + kFreezeTable},
+    {"tiny_llama_tp2_freeze_table", 2, kTiny + kLlama + kTp + kFreezeTable},
+    {"tiny_tp2_sp_freeze_embeddings", 2, kTiny + kSp + Sets{"train.freeze=[\"wte.*\", \"wpe.*\"]"}},
+    {"demo_bf16_tp2_freeze_table", 2, kDemo + kBf16 + kTp + kFreezeTable},
+    {"tiny_dp2_tp2_zero3_freeze_table", 4, kTiny + kTp + stage(3) + kFreezeTable},
+    {"tiny_tp2_pp2_freeze_table", 4, kTiny + kTp + pipeline("1f1b") + kFreezeTable},
     {"tiny_vlm_ddp", 2, kVlm + stage(0), true},
     {"tiny_vlm_zero3", 2, kVlm + stage(3), true},
     {"tiny_vlm_frozen_encoder_zero1", 2, kVlm + stage(1) + kFreezeEncoder, true},
@@ -302,6 +310,7 @@ TEST(EstimateMeasuredTable, CrossesEveryCoveredDimension) {
     if (tp && cp) seen.insert("tp × cp");
     if (pp && cp) seen.insert("pp × cp");
     if (pp && sets.count(kFreezeTable.front())) seen.insert("pp × train.freeze");
+    if (tp && sets.count(kFreezeTable.front())) seen.insert("tp × train.freeze");
     if (pp && sets.count(modules(3).front())) seen.insert("pp × parallel.modules");
     if (dp && pp) seen.insert("dp × pp");
     if (pp && sets.count("zero_optimization.stage=3")) seen.insert("pp × ZeRO-3");
@@ -317,7 +326,7 @@ TEST(EstimateMeasuredTable, CrossesEveryCoveredDimension) {
                                "parallel.pipeline.schedule=1f1b", "parallel.pipeline.schedule=gpipe", "parallel.cp=2",
                                "parallel.pipeline.schedule=interleaved_1f1b", "parallel.pipeline.virtual_stages=2",
                                "parallel.pipeline.schedule=zero_bubble",
-                               "tp × pp", "tp × cp", "dp × pp", "pp × cp", "pp × train.freeze", "pp × parallel.modules", "pp × ZeRO-3", "pp × ZeRO-3 × bf16", "pp × ZeRO-3, one micro-batch",
+                               "tp × pp", "tp × cp", "dp × pp", "pp × cp", "pp × train.freeze", "pp × parallel.modules", "tp × train.freeze", "pp × ZeRO-3", "pp × ZeRO-3 × bf16", "pp × ZeRO-3, one micro-batch",
                                "zero_bubble × bf16", "pp × ZeRO-2",
                                kFreezeTable.front(), modules(3).front(), "model.preset=vlm-ocr", kVlmPlan.front(),
                                kFreezeEncoder.front(), nvme("optimizer").front(), nvme("param").front(),

@@ -70,8 +70,14 @@ std::string uncovered_module_plan(const MemoryLayout& l) {
   // (apply_tp.cpp), not for the LLM's split parameters.
   const bool frozen_encoder_alone =
       encoder && std::all_of(l.frozen.begin(), l.frozen.end(), [](const std::string& n) { return is_vision_encoder(n); });
-  if (l.tp > 1 && !(frozen_encoder_alone && l.kept_whole.empty()))
-    return "frozen or kept-whole parameters (train.freeze, parallel.modules) under tp";
+  // Under tp the frozen table is this rank's rows of the vocabulary (model_states.h), the position
+  // table and a whole vision encoder whole on every rank; kept-whole parameters would be counted per
+  // split, which is not modelled.
+  const bool frozen_embeddings_alone =
+      std::all_of(l.frozen.begin(), l.frozen.end(), [&](const std::string& n) { return is_embedding(l, n); });
+  if (l.tp > 1 && !((frozen_encoder_alone || frozen_embeddings_alone) && l.kept_whole.empty()))
+    return "frozen parameters other than the embeddings or a whole vision encoder, or kept-whole parameters (train.freeze, "
+           "parallel.modules), under tp";
   for (const std::string& name : l.frozen)
     if (!is_embedding(l, name) && !(encoder && is_vision_encoder(name))) return "frozen " + name + " (train.freeze, parallel.modules: only frozen embeddings and a whole frozen vision encoder are modelled)";
   // A frozen weight's 16-bit working copy lives outside every ZeRO-3 unit: counted for the frozen
@@ -170,8 +176,8 @@ const std::vector<std::string>& covered_layouts() {
       "with fp32 or 16-bit gradient accumulation (data_types.grad_accum_dtype), ZeRO-3 gathers in 16 bits (parallel.fsdp.param_dtype)",
       "models: GPT-2 and Llama shapes (grouped-query attention, tied or untied embeddings)",
       "optimizers: AdamW, Adam, SGD (with or without momentum)",
-      "frozen embeddings (train.freeze, parallel.modules) and parallel.modules' stage-0 modules kept whole inside ZeRO 1-3, without tp "
-      "(under pp each stage's own: a tied table frozen on both ends)",
+      "frozen embeddings (train.freeze, parallel.modules; under tp this rank's rows of the table) and parallel.modules' stage-0 "
+      "modules kept whole inside ZeRO 1-3, without tp (under pp each stage's own: a tied table frozen on both ends)",
       "vision-language models (model.arch=vlm) in fp32 and bf16 under DDP, ZeRO 1-3 and tp with or without sp (the vision side whole on every tp rank) "
       "and every activation-checkpointing mode (the LLM's blocks alone recomputed), every image at the largest grid the config allows, "
       "the vision encoder trained or frozen whole (train.freeze, parallel.modules; under tp too)",

@@ -83,14 +83,15 @@ bool stage_holds(const PipelineStage& stage, const TransformerConfig& m, const s
 
 ParameterCounts with_module_plan(ParameterCounts c, const MemoryLayout& l, const PipelineStage& stage) {
   const std::set<std::string> frozen(l.frozen.begin(), l.frozen.end()), whole(l.kept_whole.begin(), l.kept_whole.end());
+  const std::string table = l.model.llm_prefix() + "wte.weight";
   for (const ParameterShape& s : parameter_shapes(l.model)) {
     if (!stage_holds(stage, l.model, s.name)) continue;
     int64_t numel = 1;
     for (int64_t n : s.shape) numel *= n;
+    if (s.name == table) numel = c.table;  // under tp this rank's rows of the vocabulary
     if (frozen.count(s.name)) c.frozen += numel;
     else if (whole.count(s.name)) c.kept_whole += numel;
   }
-  const std::string table = l.model.llm_prefix() + "wte.weight";
   c.table_frozen = frozen.count(table) > 0;
   c.table_kept_whole = whole.count(table) > 0;
   if (l.model.is_vlm()) {

@@ -100,8 +100,9 @@ struct Step {
 
   // The final norm's and the loss's saved tensors per token. A frozen tied head needs no gradient of
   // its weight, so autograd keeps no copy of its input, the final norm's output (e·d; measured with
-  // the counting allocator).
-  double frozen_head_input() const { return tied() && c.table_frozen ? e * d : 0; }
+  // the counting allocator); under tp the vocab-parallel head is a column-parallel function, which
+  // saves its input whether the table trains or not (measured likewise).
+  double frozen_head_input() const { return tied() && c.table_frozen && l.tp == 1 ? e * d : 0; }
   double head_per_token() const { return head_bytes_per_token(l) - frozen_head_input(); }
   // What of them the head's own backward still holds once the loss's backward has run.
   double final_norm_per_token() const { return final_norm_bytes_per_token(l) - frozen_head_input(); }
