@@ -37,14 +37,14 @@ void warn_if_schedule_changed(const TrainConfig& config, const std::string& dir,
 void warn_if_order_changed(const TrainConfig& config, const std::string& dir, const nlohmann::json& saved, const TrainerProgress& progress,
                            RankLog& log);
 
-// The checkpoint's fp16 loss scaler (in `progress`) continues in `scaler` (null: this run is not
-// fp16 and has none to continue); a checkpoint from another precision starts the scaler afresh.
 // The checkpoint to advise after training went wrong (`why`: a name for the agreement): the newest
 // healthy one that passes every check resume makes (checksums, finite tensors), never merely the
 // newest whose manifest says healthy, which may hold poisoned weights. Rank 0 verifies, logging what
 // it passes over; the others learn its answer. Every rank calls it.
 std::optional<CheckpointInfo> last_good_checkpoint(World& world, CheckpointManager& checkpoints, const std::string& why, RankLog& log);
 
+// The checkpoint's fp16 loss scaler (in `progress`) continues in `scaler` (null: this run is not
+// fp16 and has none to continue); a checkpoint from another precision starts the scaler afresh.
 void restore_loss_scaler(LossScaler* scaler, const TrainerProgress& progress, const MixedPrecision& precision, RankLog& log);
 
 }  // namespace dtrain

@@ -66,13 +66,11 @@ std::string uncovered_vision(const MemoryLayout& l) {
 std::string uncovered_module_plan(const MemoryLayout& l) {
   if (l.frozen.empty() && l.kept_whole.empty()) return "";
   const bool encoder = encoder_frozen(l);
-  // The counts take whole shapes: right for the vision encoder, which tp keeps whole on every rank
-  // (apply_tp.cpp), not for the LLM's split parameters.
   const bool frozen_encoder_alone =
       encoder && std::all_of(l.frozen.begin(), l.frozen.end(), [](const std::string& n) { return is_vision_encoder(n); });
-  // Under tp the frozen table is this rank's rows of the vocabulary (model_states.h), the position
-  // table and a whole vision encoder whole on every rank; kept-whole parameters would be counted per
-  // split, which is not modelled.
+  // Under tp the counts are per rank where measured: the frozen table this rank's rows of the
+  // vocabulary (model_states.h), the position table and a whole vision encoder whole on every rank
+  // (apply_tp.cpp). Kept-whole parameters would be counted per split, which is not modelled.
   const bool frozen_embeddings_alone =
       std::all_of(l.frozen.begin(), l.frozen.end(), [&](const std::string& n) { return is_embedding(l, n); });
   if (l.tp > 1 && !((frozen_encoder_alone || frozen_embeddings_alone) && l.kept_whole.empty()))

@@ -206,15 +206,15 @@ struct Step {
   // embeddings' backward and the targets for the loss's, 8 B/token each, alive while the micro-batch
   // is (pipeline_terms counts them for a pipeline's micro-batches in flight).
   MemoryTerm batch_tokens() const {
-    const std::string rows = l.cp > 1 ? "16 B/token × cp·T" : "16 B/token";
+    const std::string rows = l.cp > 1 ? "16 B/token × cp·T, " + tokens() : "16 B/token × " + tokens();
     const double whole = kBatchBytesPerToken * T * l.cp;
     if (!stage.pipelined()) {
-      if (l.cp == 1) return term("micro-batch tokens and targets", MemoryKind::Activations, whole, rows + " × " + tokens());
+      if (l.cp == 1) return term("micro-batch tokens and targets", MemoryKind::Activations, whole, rows);
       return term("micro-batch tokens and targets: the whole rows, and this rank's part of each", MemoryKind::Activations,
-                  whole + kBatchBytesPerToken * T, rows + " + 16 B/token × T, " + tokens());
+                  whole + kBatchBytesPerToken * T, "16 B/token × cp·T + 16 B/token × T, " + tokens());
     }
     return term("the step's micro-batches' tokens and targets" + std::string(l.cp > 1 ? " (whole rows)" : ""), MemoryKind::Activations,
-                stage.micro_batches * whole, std::to_string(stage.micro_batches) + " micro-batches × " + rows + ", " + tokens());
+                stage.micro_batches * whole, std::to_string(stage.micro_batches) + " micro-batches × " + rows);
   }
 
   // What a pipeline stage holds at its busiest backward besides the micro-batch it runs: the other
