@@ -81,6 +81,16 @@ void CheckpointSaves::wait() {
   collect(true);
 }
 
+std::optional<std::string> CheckpointSaves::failed_save_behind(const std::string& error) {
+  if (!writer_.ended()) return std::nullopt;
+  try {
+    collect(false);
+  } catch (const std::exception& e) {
+    return std::string(e.what()) + " (then: " + error + ")";
+  }
+  return std::nullopt;
+}
+
 void CheckpointSaves::release_held_save() {
   if (held_) held_->set_value();
   held_.reset();

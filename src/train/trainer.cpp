@@ -77,6 +77,9 @@ class Trainer {
   void continue_lineage(const std::string& resumed_from);
   void train_step(int64_t step);
   bool recover_from_divergence(int64_t step, const std::string& why);
+  // Logs why this rank stops; throws the cause instead when it is this rank's failed background save
+  // that the others learned of first (CheckpointSaves::failed_save_behind).
+  void log_fatal(const std::string& error);
   void save(int64_t step);
 
   TrainConfig c_;
@@ -290,12 +293,18 @@ int Trainer::run() {
     if (trace_) trace_->write(c_.run_dir);  // every end a rank returns from, all ranks alike
     return code;
   } catch (const c10::Error& e) {
-    log_.fatal(e.what_without_backtrace());
+    log_fatal(e.what_without_backtrace());
     throw;
   } catch (const std::exception& e) {
-    log_.fatal(e.what());
+    log_fatal(e.what());
     throw;
   }
+}
+
+void Trainer::log_fatal(const std::string& error) {
+  const auto cause = saves_ ? saves_->failed_save_behind(error) : std::nullopt;
+  log_.fatal(cause.value_or(error));
+  if (cause) throw std::runtime_error(*cause);
 }
 
 int Trainer::train() {
