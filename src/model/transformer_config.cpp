@@ -114,8 +114,9 @@ TransformerConfig model_preset(const std::string& name) {
   } else if (name == "vlm-ocr") {
     // The built-in OCR task's model, small enough to train on two CPU ranks in minutes: bytes and
     // the two reserved ids (256 image, 257 end) under a vocabulary of 264; an image line of up to
-    // 4 x 32 patches of 8 pixels takes 32 merged tokens of the 128.
+    // 4 x 32 patches of 8 pixels takes 32 merged tokens of the 128, column by column as the line reads.
     c.arch = "vlm"; c.n_layer = 4; c.n_head = 6; c.n_kv_head = 2; c.d_model = 192; c.seq_len = 128; c.vocab_size = 264;
+    c.vision.token_order = "columns";
   } else {
     std::string known;
     for (const auto& n : model_preset_names()) known += (known.empty() ? "" : ", ") + n;

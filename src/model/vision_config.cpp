@@ -31,6 +31,8 @@ void VisionConfig::validate(int vocab_size) const {
     if (id < 0 || id >= vocab_size)
       fail(std::string("model.vision.") + key + " (" + std::to_string(id) + ") must be a token of the vocabulary, below model.vocab_size (" +
            std::to_string(vocab_size) + ")");
+  if (token_order != "rows" && token_order != "columns")
+    fail("model.vision.token_order must be \"rows\" or \"columns\", got \"" + token_order + "\"");
   if (image_token_id == end_token_id)
     fail("model.vision.image_token_id and model.vision.end_token_id must differ, both are " + std::to_string(image_token_id));
 }
@@ -76,7 +78,8 @@ double VisionConfig::connector_train_flops_per_image(int64_t gh, int64_t gw, int
 std::string VisionConfig::describe() const {
   std::ostringstream s;
   s << "vision " << n_layer << "L/" << n_head << "H d=" << d_model << " ff=" << ff_dim() << " patch " << patch_size << "x" << patch_size
-    << "x" << channels << " grid<=" << max_grid << " merge " << merge << "x" << merge;
+    << "x" << channels << " grid<=" << max_grid << " merge " << merge << "x" << merge
+    << (columns_first() ? ", tokens by columns" : "");
   return s.str();
 }
 
@@ -86,7 +89,7 @@ nlohmann::json to_json(const VisionConfig& v) {
   return {{"n_layer", v.n_layer},         {"n_head", v.n_head},       {"d_model", v.d_model},
           {"d_ff", v.ff_dim()},           {"patch_size", v.patch_size}, {"channels", v.channels},
           {"max_grid", v.max_grid},       {"merge", v.merge},         {"image_token_id", v.image_token_id},
-          {"end_token_id", v.end_token_id}};
+          {"end_token_id", v.end_token_id}, {"token_order", v.token_order}};
 }
 
 VisionConfig vision_config_from_json(const nlohmann::json& j) {
@@ -101,6 +104,7 @@ VisionConfig vision_config_from_json(const nlohmann::json& j) {
   v.merge = j.at("merge");
   v.image_token_id = j.at("image_token_id");
   v.end_token_id = j.at("end_token_id");
+  v.token_order = j.value("token_order", "rows");  // written since token_order exists; rows before
   return v;
 }
 

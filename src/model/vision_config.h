@@ -3,7 +3,9 @@
 // for grids of up to max_grid patches a side, and optionally Qwen2-VL's 2×2 merge of neighbouring
 // patches into one image token; then an MLP connector (two layers, GELU) from the merged features
 // (d_model·merge²) to the LLM's width. Two token ids the LLM reserves mark images and ends: an
-// image's tokens replace its placeholders (image_token_id) in the text, in order.
+// image's tokens replace its placeholders (image_token_id) in the text, in order: row by row
+// (Qwen2-VL's), or column by column (token_order "columns"), which puts a line of text's image
+// tokens in the order the text is read.
 #pragma once
 #include <nlohmann/json.hpp>
 
@@ -23,8 +25,10 @@ struct VisionConfig {
   int merge = 2;              // 1: a token per patch; 2: a token per 2×2 group of patches
   int image_token_id = 256;   // the placeholder each image token replaces
   int end_token_id = 257;     // ends a sample's text and pads its row
+  std::string token_order = "rows";  // "rows" or "columns": the order of an image's tokens in the sequence
 
   int ff_dim() const { return d_ff > 0 ? d_ff : 4 * d_model; }
+  bool columns_first() const { return token_order == "columns"; }
   int64_t patch_values() const { return int64_t(channels) * patch_size * patch_size; }
   // The features of one image token: merge² patches' side by side.
   int64_t merged_dim() const { return int64_t(d_model) * merge * merge; }

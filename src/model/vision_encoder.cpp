@@ -20,11 +20,13 @@ TransformerConfig block_config(const VisionConfig& v, double norm_eps) {
 }
 
 // What the host needs to know of a batch's images: their grids, and from them the index tensors of
-// the stem's positions and of the merge.
+// the stem's positions and of the tokens.
 struct ImageLayout {
   std::vector<int64_t> patches_per_image;
   std::vector<int64_t> rows, cols;  // of each patch in its image
-  std::vector<int64_t> merge_order;  // the patches in merge order: each token's group, rows of the group in turn
+  // The patches in token order: each token's group (by rows or by columns, token_order), rows of the
+  // group in turn.
+  std::vector<int64_t> token_order;
 };
 
 ImageLayout image_layout(const ImageBatch& images, const VisionConfig& v) {
@@ -49,10 +51,13 @@ ImageLayout image_layout(const ImageBatch& images, const VisionConfig& v) {
         out.rows.push_back(r);
         out.cols.push_back(c);
       }
-    for (int64_t r = 0; r < gh; r += m)
-      for (int64_t c = 0; c < gw; c += m)
-        for (int64_t dr = 0; dr < m; ++dr)
-          for (int64_t dc = 0; dc < m; ++dc) out.merge_order.push_back(offset + (r + dr) * gw + c + dc);
+    const int64_t token_rows = gh / m, token_cols = gw / m;
+    for (int64_t t = 0; t < token_rows * token_cols; ++t) {
+      const int64_t r = m * (v.columns_first() ? t % token_rows : t / token_cols);
+      const int64_t c = m * (v.columns_first() ? t / token_rows : t % token_cols);
+      for (int64_t dr = 0; dr < m; ++dr)
+        for (int64_t dc = 0; dc < m; ++dc) out.token_order.push_back(offset + (r + dr) * gw + c + dc);
+    }
     offset += gh * gw;
   }
   return out;
@@ -118,8 +123,8 @@ at::Tensor VisionEncoderImpl::forward(const ImageBatch& images, int first_part, 
   }
   return run_part(first_part + part_count() - 1, [&] {
     const at::Tensor features = ln_post(x).squeeze(0);  // [patches, d]
-    if (v_.merge == 1) return features;
-    return features.index_select(0, index_tensor(layout.merge_order, device)).reshape({patches / (v_.merge * v_.merge), v_.merged_dim()});
+    if (v_.merge == 1 && !v_.columns_first()) return features;
+    return features.index_select(0, index_tensor(layout.token_order, device)).reshape({patches / (v_.merge * v_.merge), v_.merged_dim()});
   });
 }
 

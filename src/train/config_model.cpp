@@ -40,13 +40,14 @@ void resolve_vision(const Reader& r, TransformerConfig& m) {
       {"n_layer", &v.n_layer}, {"n_head", &v.n_head}, {"d_model", &v.d_model}, {"d_ff", &v.d_ff}, {"patch_size", &v.patch_size},
       {"channels", &v.channels}, {"max_grid", &v.max_grid}, {"merge", &v.merge}, {"image_token_id", &v.image_token_id},
       {"end_token_id", &v.end_token_id}};
-  for (const auto& [key, field] : keys) {
-    const std::string path = std::string("model.vision.") + key;
-    if (r.is_null(path)) continue;
-    if (!m.is_vlm())
+  auto given = [&](const std::string& path) {
+    if (!r.is_null(path) && !m.is_vlm())
       fail(r.origin(), "'" + path + "' applies to model.arch \"vlm\" only, and the model is \"" + printable(m.arch) + "\"");
-    *field = r.small_integer(path, 0);
-  }
+    return !r.is_null(path);
+  };
+  for (const auto& [key, field] : keys)
+    if (given(std::string("model.vision.") + key)) *field = r.small_integer(std::string("model.vision.") + key, 0);
+  if (given("model.vision.token_order")) v.token_order = r.text("model.vision.token_order");
 }
 
 }  // namespace

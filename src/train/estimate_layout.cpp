@@ -41,7 +41,7 @@ const std::vector<LayoutKey>& layout_keys() {
       {"model.vision", U::Modelled}, {"model.vision.n_layer", U::Modelled}, {"model.vision.n_head", U::Modelled},
       {"model.vision.d_model", U::Modelled}, {"model.vision.d_ff", U::Modelled}, {"model.vision.patch_size", U::Modelled},
       {"model.vision.channels", U::Modelled}, {"model.vision.max_grid", U::Modelled}, {"model.vision.merge", U::Modelled},
-      {"model.vision.image_token_id", U::NoEffect}, {"model.vision.end_token_id", U::NoEffect},
+      {"model.vision.image_token_id", U::NoEffect}, {"model.vision.end_token_id", U::NoEffect}, {"model.vision.token_order", U::NoEffect},
       // The mesh, the pipeline's schedule and split (the schedules without formulas are refused by
       // the estimate itself: uncovered_layout). Ring and Ulysses attention keep the same tensors
       // (measured), and the tensor-parallel overlap changes no size.

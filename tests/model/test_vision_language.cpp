@@ -1,6 +1,7 @@
 // The vision-language model (model.arch "vlm"): its vision encoder over images of any grid up to
-// model.vision.max_grid in one batch, the 2×2 merge, the placeholders taking the image tokens in
-// order, gradients to all three parts with images and without, and text models left as they were.
+// model.vision.max_grid in one batch, the 2×2 merge and the tokens' order (rows or columns), the
+// placeholders taking the image tokens in order, gradients to all three parts with images and
+// without, and text models left as they were.
 #include <ATen/CPUGeneratorImpl.h>
 #include <gtest/gtest.h>
 #include <torch/types.h>
@@ -97,25 +98,42 @@ TEST(VisionLanguageModel, GridsBeyondMaxGridOrNotDividedByTheMergeAreRefusedNami
   EXPECT_TRUE(contains(width, "12 (model.vision.channels x patch_size^2)")) << width;
 }
 
-// Token k of a merged image is the features of its k-th 2×2 group (groups in row-major order),
-// the group's patches in row-major order side by side: the same encoder without the merge gives
-// those features patch by patch.
-TEST(VisionLanguageModel, MergeConcatenatesEachTwoByTwoGroupOfNeighbouringPatches) {
-  Transformer merged(small_vlm(2), 1), unmerged(small_vlm(1), 1);  // the encoder's weights depend on its names alone
-  const ImageBatch images = images_of({{2, 4}, {4, 6}}, small_vlm().vision.patch_values());
-  const at::Tensor m = encode(encoder_of(merged), images), patches = encode(encoder_of(unmerged), images);
+// Token k of an image is the features of its k-th group of merge × merge patches (groups row after
+// row, or column after column under token_order "columns"), the group's patches in row-major order
+// side by side: the same encoder without the merge, in rows, gives those features patch by patch.
+TEST(VisionLanguageModel, TokensConcatenateEachGroupOfNeighbouringPatchesInTokenOrder) {
+  const std::vector<std::pair<int64_t, int64_t>> grids = {{2, 4}, {4, 6}};
+  const ImageBatch images = images_of(grids, small_vlm().vision.patch_values());
+  Transformer unmerged(small_vlm(1), 1);  // the encoder's weights depend on its names alone
+  const at::Tensor patches = encode(encoder_of(unmerged), images);
   ASSERT_EQ(patches.size(0), 8 + 24);
-  ASSERT_EQ(m.sizes(), (at::IntArrayRef{2 + 6, 4 * 16}));
-  std::vector<int64_t> order;
-  int64_t offset = 0;
-  for (const auto& [h, w] : std::vector<std::pair<int64_t, int64_t>>{{2, 4}, {4, 6}}) {
-    for (int64_t r = 0; r < h; r += 2)
-      for (int64_t col = 0; col < w; col += 2)
-        for (const int64_t p : {r * w + col, r * w + col + 1, (r + 1) * w + col, (r + 1) * w + col + 1}) order.push_back(offset + p);
-    offset += h * w;
-  }
-  const at::Tensor expected = patches.index_select(0, at::tensor(order, at::kLong)).reshape({8, 64});
-  EXPECT_TRUE(at::equal(m, expected));
+  for (const int merge : {1, 2})
+    for (const std::string token_order : {"rows", "columns"}) {
+      TransformerConfig c = small_vlm(merge);
+      c.vision.token_order = token_order;
+      Transformer model(c, 1);
+      const at::Tensor tokens = encode(encoder_of(model), images);
+      std::vector<int64_t> order;
+      int64_t offset = 0;
+      for (const auto& [h, w] : grids) {
+        auto group = [&, w = w](int64_t r, int64_t col) {
+          for (int64_t dr = 0; dr < merge; ++dr)
+            for (int64_t dc = 0; dc < merge; ++dc) order.push_back(offset + (r + dr) * w + col + dc);
+        };
+        if (token_order == "rows") {
+          for (int64_t r = 0; r < h; r += merge)
+            for (int64_t col = 0; col < w; col += merge) group(r, col);
+        } else {
+          for (int64_t col = 0; col < w; col += merge)
+            for (int64_t r = 0; r < h; r += merge) group(r, col);
+        }
+        offset += h * w;
+      }
+      const int64_t per_token = merge * merge;
+      ASSERT_EQ(tokens.sizes(), (at::IntArrayRef{32 / per_token, per_token * 16})) << token_order << " merge " << merge;
+      const at::Tensor expected = patches.index_select(0, at::tensor(order, at::kLong)).reshape({32 / per_token, per_token * 16});
+      EXPECT_TRUE(at::equal(tokens, expected)) << token_order << " merge " << merge;
+    }
 }
 
 // Attention stays within each image: an image's tokens are what it gives alone, whatever else is in
@@ -281,14 +299,19 @@ TEST(VisionLanguageModelConfig, ValidateNamesTheVisionKeyAtFault) {
   c = small_vlm();
   c.vision.n_layer = 0;
   EXPECT_EQ(message(c), "model.vision.n_layer must be at least 1, got 0");
+  c = small_vlm();
+  c.vision.token_order = "diagonal";
+  EXPECT_EQ(message(c), "model.vision.token_order must be \"rows\" or \"columns\", got \"diagonal\"");
 }
 
 TEST(VisionLanguageModelConfig, RoundTripsThroughJsonAndCountsEveryParameter) {
   TransformerConfig c = small_vlm();
   c.vision.d_ff = 24;
+  c.vision.token_order = "columns";
   const TransformerConfig back = transformer_config_from_json(to_json(c));
   EXPECT_EQ(to_json(back), to_json(c));
   EXPECT_EQ(back.vision.ff_dim(), 24);
+  EXPECT_TRUE(back.vision.columns_first());
   int64_t counted = 0;
   for (const auto& p : Transformer(c, 1)->parameters()) counted += p.numel();
   EXPECT_EQ(counted, c.parameter_count());
@@ -303,7 +326,7 @@ TEST(VisionLanguageModelConfig, TheOcrPresetIsASmallLlamaWithAMergingEncoder) {
   EXPECT_EQ(c.head_dim(), 32);
   EXPECT_EQ(c.vision.merged_dim(), 512);
   EXPECT_EQ(c.describe(),
-            "vision 4L/4H d=128 ff=512 patch 8x8x3 grid<=32 merge 2x2, connector 512->192->192, llm llama 4L/6H/2KV d=192 ff=512 "
+            "vision 4L/4H d=128 ff=512 patch 8x8x3 grid<=32 merge 2x2, tokens by columns, connector 512->192->192, llm llama 4L/6H/2KV d=192 ff=512 "
             "seq=128 vocab=264 (" + std::to_string(c.parameter_count()) + " parameters)");
   // The LLM's FLOPs per token; an image's through the encoder and connector on their own.
   TransformerConfig llm = c;
