@@ -34,7 +34,8 @@ class AsyncCheckpointWriter {
   // Started and not collected yet; still being written.
   bool in_flight() const { return thread_.joinable(); }
   bool writing() const { return in_flight() && !ended_; }
-  bool ended() const { return in_flight() && ended_; }
+  // Ended with an error that is not collected yet (error_ is set before ended_).
+  bool failed() const { return in_flight() && ended_ && error_; }
   // The end of the save in flight: nullopt when there is none, or while it runs and `wait` is false;
   // its error rethrown when it failed.
   std::optional<Written> collect(bool wait);

@@ -82,7 +82,7 @@ void CheckpointSaves::wait() {
 }
 
 std::optional<std::string> CheckpointSaves::failed_save_behind(const std::string& error) {
-  if (!writer_.ended()) return std::nullopt;
+  if (!writer_.failed()) return std::nullopt;
   try {
     collect(false);
   } catch (const std::exception& e) {

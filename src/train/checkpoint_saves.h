@@ -45,9 +45,10 @@ class CheckpointSaves {
   // Waits for the background save in flight and reports it: before the run ends or stops, and before
   // a rollback looks for the checkpoint to return to.
   void wait();
-  // When a background save of this rank has ended failed unseen, `error` (another, which stops the
-  // run) followed from it: the save's failure as poll would throw it, `error` beside it. Otherwise
-  // nullopt. Never waits and never throws: it runs while `error` is being reported.
+  // When a background save of this rank has failed unseen, `error` (another, which stops the run)
+  // followed from it: the save's failure as poll would throw it, `error` beside it. Otherwise
+  // nullopt, and a save that ended well stays for poll to report. Never waits and never throws: it
+  // runs while `error` is being reported.
   std::optional<std::string> failed_save_behind(const std::string& error);
 
  private:
