@@ -326,8 +326,9 @@ TEST(VisionLanguageModelConfig, TheOcrPresetIsASmallLlamaWithAMergingEncoder) {
   EXPECT_EQ(c.head_dim(), 32);
   EXPECT_EQ(c.vision.merged_dim(), 512);
   EXPECT_EQ(c.describe(),
-            "vision 4L/4H d=128 ff=512 patch 8x8x3 grid<=32 merge 2x2, tokens by columns, connector 512->192->192, llm llama 4L/6H/2KV d=192 ff=512 "
-            "seq=128 vocab=264 (" + std::to_string(c.parameter_count()) + " parameters)");
+            "vision 4L/4H d=128 ff=512 patch 8x8x3 grid<=32 merge 2x2, tokens by columns, connector 512->192->192, "
+            "llm llama 4L/6H/2KV d=192 ff=512 seq=128 vocab=264 (" +
+                std::to_string(c.parameter_count()) + " parameters)");
   // The LLM's FLOPs per token; an image's through the encoder and connector on their own.
   TransformerConfig llm = c;
   llm.arch = "llama";
