@@ -5,6 +5,7 @@
 
 #include <future>
 #include <stdexcept>
+#include <string>
 #include <thread>
 
 #include "ckpt/async_checkpoint_writer.h"
@@ -18,13 +19,18 @@ void wait_until_ended(const AsyncCheckpointWriter& writer) {
   while (writer.writing()) std::this_thread::yield();
 }
 
+// Starts a save of `step` that commits `dir` once `go` is set.
+void start_held_save(AsyncCheckpointWriter& writer, int64_t step, const std::string& dir, std::promise<void>& go) {
+  writer.start(step, [released = go.get_future().share(), dir] {
+    released.wait();
+    return dir;
+  });
+}
+
 TEST(AsyncCheckpointWriter, ASaveThatEndsWellIsCollectedOnceWithItsDirectoryAndIsNotFailed) {
   AsyncCheckpointWriter writer;
   std::promise<void> go;
-  writer.start(4, [released = go.get_future().share()] {
-    released.wait();
-    return std::string("ckpt/step-00000004");
-  });
+  start_held_save(writer, 4, "ckpt/step-00000004", go);
   EXPECT_TRUE(writer.writing());
   EXPECT_EQ(writer.collect(false), std::nullopt);  // still being written
   go.set_value();
@@ -56,10 +62,7 @@ TEST(AsyncCheckpointWriter, AFailedSaveIsFailedUntilCollectedAndCollectingRethro
 TEST(AsyncCheckpointWriter, StartingWhileASaveIsInFlightIsRefusedNamingItsStep) {
   AsyncCheckpointWriter writer;
   std::promise<void> go;
-  writer.start(2, [released = go.get_future().share()] {
-    released.wait();
-    return std::string("ckpt/step-00000002");
-  });
+  start_held_save(writer, 2, "ckpt/step-00000002", go);
   try {
     writer.start(4, [] { return std::string(); });
     ADD_FAILURE() << "a second save started while the first was in flight";
