@@ -1,5 +1,6 @@
 #include "train/resume_choice.h"
 
+#include <algorithm>
 #include <optional>
 
 #include "common/number_text.h"
@@ -33,6 +34,8 @@ std::string choose_checkpoint(const StartPlan& plan, CheckpointManager& checkpoi
   if (!found && resume != "auto") throw ConfigError("train.resume: '" + printable(resume) + "' holds no committed checkpoint");
   return found ? found->dir : "";
 }
+
+namespace {
 
 void warn_if_schedule_changed(const TrainConfig& c, const std::string& dir, const nlohmann::json& saved, const LrSchedule& schedule,
                               const TrainerProgress& progress, RankLog& log) {
@@ -77,6 +80,47 @@ void warn_if_order_changed(const TrainConfig& c, const std::string& dir, const n
            " order (data.shuffle_order): the rest of epoch " + std::to_string(progress.data.epoch) +
            " follows another permutation, so until it ends some samples repeat and others are skipped; "
            "set data.shuffle_order=" + then + " to keep the checkpoint's order");
+}
+
+void warn_if_model_changed(const TrainConfig& c, const std::string& dir, const nlohmann::json& saved, RankLog& log) {
+  std::vector<std::string> changed;
+  try {
+    changed = model_changes(saved.at("model"), c.model);
+  } catch (const std::exception&) {  // a model section this version cannot read: loading it checked the shapes
+    return;
+  }
+  if (changed.empty()) return;
+  std::string list;
+  for (const auto& item : changed) list += (list.empty() ? "" : "; ") + item;
+  log.warn("this run's model settings differ from those " + dir + " was trained with (" + list +
+           "): its weights continue under this run's; set the keys back to keep the checkpoint's");
+}
+
+}  // namespace
+
+std::vector<std::string> model_changes(const nlohmann::json& saved_model, const TransformerConfig& now) {
+  const nlohmann::json then = to_json(transformer_config_from_json(saved_model)).flatten();
+  const nlohmann::json current = to_json(now).flatten();
+  auto name = [](std::string pointer) {
+    std::replace(pointer.begin(), pointer.end(), '/', '.');
+    return "model" + pointer;
+  };
+  std::vector<std::string> changed;
+  for (const auto& [key, value] : then.items()) {
+    const auto it = current.find(key);
+    if (it == current.end() || *it != value)
+      changed.push_back(name(key) + " " + value.dump() + " -> " + (it == current.end() ? "unset" : it->dump()));
+  }
+  for (const auto& [key, value] : current.items())
+    if (!then.contains(key)) changed.push_back(name(key) + " unset -> " + value.dump());
+  return changed;
+}
+
+void warn_of_resume_changes(const TrainConfig& c, const std::string& dir, const nlohmann::json& saved, const LrSchedule& schedule,
+                            const TrainerProgress& progress, RankLog& log) {
+  warn_if_schedule_changed(c, dir, saved, schedule, progress, log);
+  warn_if_order_changed(c, dir, saved, progress, log);
+  warn_if_model_changed(c, dir, saved, log);
 }
 
 void restore_loss_scaler(LossScaler* scaler, const TrainerProgress& progress, const MixedPrecision& precision, RankLog& log) {

@@ -1,16 +1,18 @@
 // What a start resumes and what a resume changes: the choice of checkpoint (rank 0's, by
 // train.resume and the start rules of train/run_start.h), and what a run continuing one keeps or
-// says it changes: the learning-rate schedule, the shuffle order (the global batch: train/batch_policy.h);
-// and the checkpoint to go back to when training went wrong.
+// says it changes: the learning-rate schedule, the shuffle order, the model's settings (the global
+// batch: train/batch_policy.h); and the checkpoint to go back to when training went wrong.
 #pragma once
 #include <functional>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "ckpt/checkpoint_manager.h"
 #include "comm/world.h"
 #include "model/mixed_precision.h"
+#include "model/transformer_config.h"
 #include "optim/loss_scaler.h"
 #include "optim/lr_schedule.h"
 #include "train/rank_log.h"
@@ -26,16 +28,20 @@ namespace dtrain {
 std::string choose_checkpoint(const StartPlan& plan, CheckpointManager& checkpoints, const TrainConfig& config,
                               const std::function<void(const std::string&)>& load, RankLog& log);
 
-// The learning rate is a function of the step, so a resume with another schedule (train.steps, the
-// scheduler, the base rate) jumps from one curve to another at the resume step: said once, with both rates.
-void warn_if_schedule_changed(const TrainConfig& config, const std::string& dir, const nlohmann::json& saved, const LrSchedule& schedule,
-                              const TrainerProgress& progress, RankLog& log);
+// What a resume of `dir` (whose config.json is `saved`) changes without changing a tensor's shape,
+// each said once as a warning: the learning-rate schedule (the rate is a function of the step, so
+// another train.steps, scheduler or base rate jumps from one curve to the other: both rates are
+// given), the shuffle order (data.shuffle_order changed, a corpus that crossed 2^23 samples under
+// "auto", or a checkpoint from before the key, whose order was randperm: the epoch continues along
+// another permutation), and the model's settings (model_changes).
+void warn_of_resume_changes(const TrainConfig& config, const std::string& dir, const nlohmann::json& saved, const LrSchedule& schedule,
+                            const TrainerProgress& progress, RankLog& log);
 
-// A resume in another shuffle order than the checkpoint's (data.shuffle_order changed, a corpus that
-// crossed 2^23 samples under "auto", or a checkpoint from before the key, whose order was randperm)
-// continues the epoch along another permutation: said once, as what it costs.
-void warn_if_order_changed(const TrainConfig& config, const std::string& dir, const nlohmann::json& saved, const TrainerProgress& progress,
-                           RankLog& log);
+// The model keys whose values differ between a checkpoint's model section (`saved_model`) and this
+// run's, as "model.KEY then -> now". The saved side goes through the parser, so a key written since
+// the checkpoint was saved counts as the default it had then (a checkpoint from before
+// model.vision.token_order was trained in rows).
+std::vector<std::string> model_changes(const nlohmann::json& saved_model, const TransformerConfig& now);
 
 // The checkpoint to advise after training went wrong (`why`: a name for the agreement): the newest
 // healthy one that passes every check resume makes (checksums, finite tensors), never merely the

@@ -194,8 +194,7 @@ void Trainer::resume_or_start() {
     resume_global_batch(c_, from, saved, log_);
     stream_->set_micro_batches_per_step(c_.accumulation);
     membership_.resumed_from(saved);
-    warn_if_schedule_changed(c_, from, saved, *schedule_, progress_, log_);
-    warn_if_order_changed(c_, from, saved, progress_, log_);
+    warn_of_resume_changes(c_, from, saved, *schedule_, progress_, log_);
     log_.info("resumed from " + from + " at step " + std::to_string(progress_.step) + " (load " + fixed(load_s, 2) + " s" +
               (progress_.lr_scale < 1 ? ", learning rate scaled by " + fixed(progress_.lr_scale, 4) + " after rollbacks" : "") + ")" +
               (progress_.precision != precision_name(c_.precision)

@@ -9,8 +9,10 @@
 
 #include "ckpt/checkpoint_manager.h"
 #include "ckpt/durable_file.h"
+#include "model/transformer_config.h"
 #include "support/process.h"
 #include "support/scratch.h"
+#include "train/resume_choice.h"
 #include "equivalence.h"
 
 namespace dtrain::test {
@@ -199,6 +201,30 @@ TEST(StartRules, AResumeInAnotherShuffleOrderIsWarned) {
   const TrainingRun same = train(dir, 1, {"train.steps=6", "data.shuffle_order=hashed"});
   ASSERT_EQ(same.result.exit_code, 0) << same.result.output;
   EXPECT_FALSE(contains(same.result.output, "shuffle order")) << same.result.output;
+  EXPECT_FALSE(contains(same.result.output, "model settings")) << same.result.output;
+}
+
+// A model key that changes no tensor's shape (a norm's epsilon, the order of an image's tokens)
+// loads into any run, which then continues the weights under other settings: said once, key by key.
+TEST(StartRules, AResumeThatChangesTheModelsSettingsIsWarned) {
+  const std::string dir = scratch_dir("rules_model");
+  ASSERT_EQ(train(dir, 1, {"train.steps=4", "train.stop_at_step=2"}).result.exit_code, 0);
+  const TrainingRun other = train(dir, 1, {"train.steps=4", "model.norm_eps=1e-6"});
+  ASSERT_EQ(other.result.exit_code, 0) << other.result.output;
+  EXPECT_TRUE(contains(other.result.output, "this run's model settings differ from those " + ckpt(dir, 2) +
+                                                " was trained with (model.norm_eps 1e-05 -> 1e-06): its weights continue under this run's"))
+      << other.result.output;
+}
+
+// A checkpoint of the OCR preset saved before model.vision.token_order existed was trained in rows;
+// the preset now reads columns, which a resume must not take up without a word.
+TEST(StartRules, ACheckpointFromBeforeTheTokenOrderKeyWasTrainedInRows) {
+  const TransformerConfig ocr = model_preset("vlm-ocr");
+  nlohmann::json saved = to_json(ocr);
+  saved["vision"].erase("token_order");
+  EXPECT_EQ(model_changes(saved, ocr), (std::vector<std::string>{"model.vision.token_order \"rows\" -> \"columns\""}));
+  saved["vision"]["token_order"] = "columns";
+  EXPECT_TRUE(model_changes(saved, ocr).empty());
 }
 
 }  // namespace dtrain::test
