@@ -212,6 +212,16 @@ TEST(LayoutPlanner, EveryCandidateIsRankedOrDroppedForAReason) {
   const Plan odd = plan_layouts(config, "test config", two_ranks(1e12));
   EXPECT_EQ(odd.invalid, 2 * 3 * 3) << odd.invalid_example;  // tp 2 with and without SP, 3 micro-batches, 3 modes
   EXPECT_NE(odd.invalid_example.find("tp 2"), std::string::npos) << odd.invalid_example;
+
+  // A layout without an estimate is counted, not ranked: a vision-language model with its encoder
+  // and its token table frozen together is estimated under dp alone (its config refuses cp and pp).
+  nlohmann::json vlm = {{"model", {{"preset", "vlm-ocr"}}}, {"train_batch_size", 4}, {"train", {{"freeze", {"vision.*", "llm.wte.*"}}}}};
+  const Plan frozen = plan_layouts(vlm, "test config", two_ranks(1e12));
+  EXPECT_EQ(frozen.not_covered, 2 * 3 * 3) << frozen.not_covered_example;  // tp 2 with and without SP, 3 micro-batches, 3 modes
+  EXPECT_NE(frozen.not_covered_example.find("tp 2"), std::string::npos) << frozen.not_covered_example;
+  EXPECT_NE(frozen.not_covered_example.find("under tp"), std::string::npos) << frozen.not_covered_example;
+  EXPECT_EQ(frozen.considered, frozen.invalid + frozen.not_covered + frozen.not_fitting + int(frozen.ranked.size()));
+  for (const PlannedLayout& p : frozen.ranked) EXPECT_EQ(p.choice.tp, 1) << p.choice.describe();
 }
 
 TEST(LayoutPlanner, ABudgetOnlyZeroThreeMeetsLeavesOnlyZeroThreeAmongDataParallelLayouts) {

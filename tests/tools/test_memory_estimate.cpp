@@ -115,6 +115,29 @@ TEST(ModelStates, FrozenAndKeptWholeParameters) {
   EXPECT_EQ(term_bytes(ddp_terms, MemoryKind::OptimizerStates), 8.0 * 25984);
 }
 
+// Under tp a kept-whole parameter is this rank's piece of it, kept whole over dp: block 0 kept whole
+// counts the rank's share of a block (q, k, v, gate and up a half of their rows, o and down a half of
+// their columns, the norms and the row-parallel biases whole), as the closed form of
+// parameter_counts gives it; the frozen table its 128 rows of 256. Llama with one key/value head at
+// tp 2 keeps k and v whole on each rank.
+TEST(ModelStates, UnderTpAKeptWholeParameterIsThisRanksPiece) {
+  for (const std::string& arch : {"gpt2", "llama"}) {
+    MemoryLayout l = layout_of("tiny", 2, 3);
+    l.model.arch = arch;
+    if (arch == "llama") l.model.n_kv_head = 1;
+    l.tp = 2;
+    l.frozen = {"wte.weight"};
+    for (const std::string& name : parameter_names(l.model))
+      if (name.rfind("blocks.0.", 0) == 0) l.kept_whole.push_back(name);
+    const ParameterCounts per_rank = parameter_counts(l.model, 2);
+    const ParameterCounts c = with_module_plan(per_rank, l);
+    EXPECT_EQ(c.kept_whole, per_rank.block) << arch;
+    EXPECT_LT(c.kept_whole, parameter_counts(l.model).block) << arch;
+    EXPECT_EQ(c.frozen, 128 * 32) << arch;
+    EXPECT_TRUE(estimate_memory(l).covered()) << estimate_memory(l).no_estimate;
+  }
+}
+
 // A frozen tied table gets no gradient: neither the head's nor the lookup's, so the step holds no
 // table-sized gradient, the head keeps no copy of its input (the final norm's output, 4·32 B/token
 // of the tiny model's 1,292: 4d + 4d + 8 of the norm, 4V + 4 of the loss), and ZeRO-1's all-gather
@@ -679,9 +702,9 @@ TEST(MemoryEstimate, LayoutsWithoutFormulasAreRefusedByName) {
                                          {[](MemoryLayout& l) { l.frozen = {"blocks.0.q_proj.weight"}; },
                                           "no estimate for frozen blocks.0.q_proj.weight (train.freeze, parallel.modules: only frozen "
                                           "embeddings and a whole frozen vision encoder are modelled)"},
-                                         {[](MemoryLayout& l) { l.tp = 2, l.zero_stage = 1, l.kept_whole = {"blocks.0.ln1.weight"}; },
-                                          "no estimate for frozen parameters other than the embeddings or a whole vision encoder, or "
-                                          "kept-whole parameters (train.freeze, parallel.modules), under tp"},
+                                         {[](MemoryLayout& l) { l.tp = 2, l.zero_stage = 1, l.frozen = {"blocks.0.ln1.weight"}; },
+                                          "no estimate for frozen parameters other than the embeddings alone or a whole vision encoder "
+                                          "alone (train.freeze, parallel.modules) under tp"},
                                          {[](MemoryLayout& l) { l.compute_bytes = 2, l.frozen = {"wte.weight"}; },
                                           "no estimate for frozen parameters other than a whole vision encoder under ZeRO stage 3 with bf16 or fp16"},
                                          {[](MemoryLayout& l) { l.unmodelled = {"data_types.grad_accum_dtype=\"bf16\""}; },

@@ -9,6 +9,7 @@
 #include "model/parameter_shapes.h"
 #include "parallel/tensor/column_parallel_linear.h"
 #include "parallel/tensor/row_parallel_linear.h"
+#include "parallel/tensor/tp_cut.h"
 #include "parallel/tensor/vocab_parallel_cross_entropy.h"
 #include "parallel/tensor/vocab_parallel_embedding.h"
 #include "parallel/tensor/vocab_range.h"
@@ -22,20 +23,6 @@ namespace {
 void keep_slice(at::Tensor& parameter, int dim, int64_t begin, int64_t count) {
   at::NoGradGuard no_grad;
   parameter.set_data(parameter.detach().narrow(dim, begin, count).clone());
-}
-
-// The tensor dim tp cuts a parameter along, by the name of its layer (what place() below slices),
-// or nullopt for a parameter every tp rank holds whole: a vision-language model's vision encoder
-// and connector among them.
-std::optional<int> tp_cut(const std::string& parameter, bool replicate_kv) {
-  if (is_vision_side(parameter)) return std::nullopt;
-  const size_t dot = parameter.rfind('.');
-  const std::string kind = parameter.substr(dot + 1), layer = parameter.substr(0, dot);
-  const std::string leaf = layer.substr(layer.rfind('.') + 1);
-  if (leaf == "q_proj" || leaf == "gate_proj" || leaf == "up_proj" || leaf == "lm_head" || leaf == "wte") return 0;
-  if (leaf == "k_proj" || leaf == "v_proj") return replicate_kv ? std::nullopt : std::optional<int>(0);
-  if ((leaf == "o_proj" || leaf == "down_proj") && kind == "weight") return 1;
-  return std::nullopt;
 }
 
 void require_divides(int tp, int64_t n, const std::string& what) {

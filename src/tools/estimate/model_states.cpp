@@ -1,9 +1,11 @@
 #include "tools/estimate/model_states.h"
 
+#include <optional>
 #include <set>
 #include <string>
 
 #include "model/parameter_shapes.h"
+#include "parallel/tensor/tp_cut.h"
 #include "tools/estimate/offload_states.h"
 
 namespace dtrain {
@@ -86,9 +88,12 @@ ParameterCounts with_module_plan(ParameterCounts c, const MemoryLayout& l, const
   const std::string table = l.model.llm_prefix() + "wte.weight";
   for (const ParameterShape& s : parameter_shapes(l.model)) {
     if (!stage_holds(stage, l.model, s.name)) continue;
+    // This tp rank's piece: a cut dim split evenly (apply_tp's divisibility checks), or the rank's
+    // rows of the vocabulary for the table and an untied head, the most any rank holds.
+    const std::optional<int> cut = tp_cut(s.name, l.model.kv_heads() % l.tp != 0);
     int64_t numel = 1;
-    for (int64_t n : s.shape) numel *= n;
-    if (s.name == table) numel = c.table;  // under tp this rank's rows of the vocabulary
+    for (size_t dim = 0; dim < s.shape.size(); ++dim)
+      numel *= cut && *cut == int(dim) ? (s.shape[dim] + l.tp - 1) / l.tp : s.shape[dim];
     if (frozen.count(s.name)) c.frozen += numel;
     else if (whole.count(s.name)) c.kept_whole += numel;
   }
