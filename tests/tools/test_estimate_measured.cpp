@@ -62,6 +62,7 @@ const Sets kVlm = kTinyVlm + Sets{"train_micro_batch_size_per_gpu=4", "train_bat
 const Sets kVlmPlan = {"parallel.modules={\"vision.*\": {\"freeze\": true}, \"connector.*\": {\"zero_stage\": 0}, "
                        "\"llm.*\": {\"zero_stage\": 3}}"};
 const Sets kFreezeEncoder = {"train.freeze=[\"vision.*\"]"};
+const Sets kFreezeEncoderAndTable = {"train.freeze=[\"vision.*\", \"llm.wte.*\"]"};
 const Sets kWideEncoder = {"model.vision.d_model=128"};
 
 // Every sample's image at the largest grid kTinyVlm allows (16 x 16 pixels: 8 x 8 patches of 2, 16
@@ -244,6 +245,9 @@ const std::vector<MeasuredLayout> kLayouts = {
     {"tiny_vlm_tp2", 2, kVlm + kTp, true},
     {"tiny_vlm_bf16_tp2", 2, kVlm + kBf16 + kTp, true},
     {"tiny_vlm_frozen_encoder_tp2", 2, kVlm + kTp + kFreezeEncoder, true},
+    // The encoder and the LLM's token table frozen together: the encoder whole, the table's rows.
+    {"tiny_vlm_frozen_encoder_and_table_tp2", 2, kVlm + kTp + kFreezeEncoderAndTable, true},
+    {"tiny_vlm_bf16_frozen_encoder_and_table_tp2_sp", 2, kVlm + kBf16 + kSp + kFreezeEncoderAndTable, true},
     {"tiny_vlm_bf16_tp2_sp", 2, kVlm + kBf16 + kSp, true},
     {"tiny_vlm_zero1_full", 2, kVlm + stage(1) + ac("full"), true},
     {"tiny_vlm_selective", 2, kVlm + stage(0) + ac("selective"), true},

@@ -213,15 +213,23 @@ TEST(LayoutPlanner, EveryCandidateIsRankedOrDroppedForAReason) {
   EXPECT_EQ(odd.invalid, 2 * 3 * 3) << odd.invalid_example;  // tp 2 with and without SP, 3 micro-batches, 3 modes
   EXPECT_NE(odd.invalid_example.find("tp 2"), std::string::npos) << odd.invalid_example;
 
-  // A layout without an estimate is counted, not ranked: a vision-language model with its encoder
-  // and its token table frozen together is estimated under dp alone (its config refuses cp and pp).
-  nlohmann::json vlm = {{"model", {{"preset", "vlm-ocr"}}}, {"train_batch_size", 4}, {"train", {{"freeze", {"vision.*", "llm.wte.*"}}}}};
-  const Plan frozen = plan_layouts(vlm, "test config", two_ranks(1e12));
-  EXPECT_EQ(frozen.not_covered, 2 * 3 * 3) << frozen.not_covered_example;  // tp 2 with and without SP, 3 micro-batches, 3 modes
-  EXPECT_NE(frozen.not_covered_example.find("tp 2"), std::string::npos) << frozen.not_covered_example;
-  EXPECT_NE(frozen.not_covered_example.find("under tp"), std::string::npos) << frozen.not_covered_example;
-  EXPECT_EQ(frozen.considered, frozen.invalid + frozen.not_covered + frozen.not_fitting + int(frozen.ranked.size()));
-  for (const PlannedLayout& p : frozen.ranked) EXPECT_EQ(p.choice.tp, 1) << p.choice.describe();
+  // A layout without an estimate is counted, not ranked: on 4 ranks under the zero_bubble schedule,
+  // pp 2 × cp 2 (ring attention's backward inside a stage's peak).
+  nlohmann::json zero_bubble = tiny_config(8);
+  zero_bubble["parallel"] = {{"pipeline", {{"schedule", "zero_bubble"}}}};
+  PlanOptions four = two_ranks(1e12);
+  four.world_size = 4;
+  const Plan uncovered = plan_layouts(zero_bubble, "test config", four);
+  EXPECT_GT(uncovered.not_covered, 0);
+  EXPECT_NE(uncovered.not_covered_example.find("pp 2 with cp 2 under the zero_bubble schedule"), std::string::npos)
+      << uncovered.not_covered_example;
+  EXPECT_EQ(uncovered.considered, uncovered.invalid + uncovered.not_covered + uncovered.not_fitting + int(uncovered.ranked.size()));
+  int pipelined = 0;
+  for (const PlannedLayout& p : uncovered.ranked) {
+    EXPECT_FALSE(p.choice.pp > 1 && p.choice.cp > 1) << p.choice.describe();
+    pipelined += p.choice.pp > 1;
+  }
+  EXPECT_GT(pipelined, 0);  // the other pipelined layouts are ranked
 }
 
 TEST(LayoutPlanner, ABudgetOnlyZeroThreeMeetsLeavesOnlyZeroThreeAmongDataParallelLayouts) {

@@ -702,9 +702,6 @@ TEST(MemoryEstimate, LayoutsWithoutFormulasAreRefusedByName) {
                                          {[](MemoryLayout& l) { l.frozen = {"blocks.0.q_proj.weight"}; },
                                           "no estimate for frozen blocks.0.q_proj.weight (train.freeze, parallel.modules: only frozen "
                                           "embeddings and a whole frozen vision encoder are modelled)"},
-                                         {[](MemoryLayout& l) { l.tp = 2, l.zero_stage = 1, l.frozen = {"blocks.0.ln1.weight"}; },
-                                          "no estimate for frozen parameters other than the embeddings alone or a whole vision encoder "
-                                          "alone (train.freeze, parallel.modules) under tp"},
                                          {[](MemoryLayout& l) { l.compute_bytes = 2, l.frozen = {"wte.weight"}; },
                                           "no estimate for frozen parameters other than a whole vision encoder under ZeRO stage 3 with bf16 or fp16"},
                                          {[](MemoryLayout& l) { l.unmodelled = {"data_types.grad_accum_dtype=\"bf16\""}; },

@@ -70,11 +70,7 @@ std::string uncovered_module_plan(const MemoryLayout& l) {
       encoder && std::all_of(l.frozen.begin(), l.frozen.end(), [](const std::string& n) { return is_vision_encoder(n); });
   // Under tp the counts are this rank's pieces (model_states.h): the frozen table's rows of the
   // vocabulary, a kept-whole weight's slice, the position table and a whole vision encoder whole on
-  // every rank (apply_tp.cpp). Both frozen together are not measured.
-  const bool frozen_embeddings_alone =
-      std::all_of(l.frozen.begin(), l.frozen.end(), [&](const std::string& n) { return is_embedding(l, n); });
-  if (l.tp > 1 && !(frozen_encoder_alone || frozen_embeddings_alone))
-    return "frozen parameters other than the embeddings alone or a whole vision encoder alone (train.freeze, parallel.modules) under tp";
+  // every rank (apply_tp.cpp), alone or together.
   for (const std::string& name : l.frozen)
     if (!is_embedding(l, name) && !(encoder && is_vision_encoder(name))) return "frozen " + name + " (train.freeze, parallel.modules: only frozen embeddings and a whole frozen vision encoder are modelled)";
   // A frozen weight's 16-bit working copy lives outside every ZeRO-3 unit: counted for the frozen
