@@ -81,8 +81,10 @@ void StepReport::write_metrics(int64_t step, const StepOutcome& out, const Paral
       m["unit_gather_bytes"] = plan.sharded->gathered_bytes();
     }
     // What bounds the gradient path's transients at stages 2 and 3 (reduce_scatter_grads.h).
-    if (const auto* sharded_grads = dynamic_cast<const ReduceScatterGrads*>(plan.grad_sync.get()))
+    if (const auto* sharded_grads = dynamic_cast<const ReduceScatterGrads*>(plan.grad_sync.get())) {
       m["largest_send_numel"] = sharded_grads->largest_send_numel();
+      m["most_send_numel_in_flight"] = sharded_grads->most_send_numel_in_flight();
+    }
     if (plan.parameter_gather) m["gather_waited_before_part"] = plan.parameter_gather->waited_before_part();
   }
   metrics_->write(m);

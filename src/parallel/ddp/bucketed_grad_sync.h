@@ -70,6 +70,8 @@ class BucketedGradSync {
   // the end of a backward is launched then, from what its parameter holds.
   void fed_by_caller(const std::vector<int>& buckets);
   void launch_fed(int bucket);
+  // Blocks until at most `buckets` reductions are incomplete; rethrows a failed one's error.
+  void wait_for_reductions(int buckets) { watcher_.wait_until_at_most(buckets); }
 
   FlatParameters& params_;
   std::shared_ptr<Group> group_;

@@ -22,9 +22,9 @@ void CompletionWatcher::watch(CommHandle handle, std::function<void()> on_done) 
   cv_.notify_all();
 }
 
-void CompletionWatcher::drain() {
+void CompletionWatcher::wait_until_at_most(int in_flight) {
   std::unique_lock<std::mutex> lock(mutex_);
-  cv_.wait(lock, [this] { return in_flight_ == 0; });
+  cv_.wait(lock, [this, in_flight] { return in_flight_ <= in_flight; });
   if (error_) {
     auto e = error_;
     error_ = nullptr;

@@ -20,7 +20,10 @@ class CompletionWatcher {
   // `on_done` runs on the watcher thread once `handle` has completed.
   void watch(CommHandle handle, std::function<void()> on_done);
   // Blocks until everything watched so far is complete; rethrows the first failure.
-  void drain();
+  void drain() { wait_until_at_most(0); }
+  // Blocks until at most `in_flight` of the watched collectives are incomplete (each completes or
+  // fails within its group's timeout); rethrows the first failure.
+  void wait_until_at_most(int in_flight);
 
  private:
   void run();

@@ -105,6 +105,7 @@ ReduceScatterGrads::Round ReduceScatterGrads::launch_round(int bucket, int64_t f
   r.from = from;
   r.numel = numel;
   r.send = at::empty({numel * ranks}, params_.options().dtype(wire_dtype_.value_or(c10::typeMetaToScalarType(params_.options().dtype()))));
+  most_send_numel_in_flight_ = std::max(most_send_numel_in_flight_, send_numel_in_flight_ += r.send.numel());
   if (p.whole) {  // every rank keeps it whole: the average of every rank's gradients, in place, then into the shard
     copy_gradients(bucket, 0, numel, r.send);
     r.received = r.send;
@@ -130,6 +131,8 @@ CommHandle ReduceScatterGrads::reduce(int bucket) {
   const auto& b = buckets_[bucket];
   const auto& p = shards_.pieces()[bucket];
   const int64_t rounds = !p.whole && p.padded_numel > 2 * round_numel_ ? (p.padded_numel + round_numel_ - 1) / round_numel_ : 1;
+  // At most two send buffers alive at once: this bucket's and one other's, or two of its rounds.
+  wait_for_reductions(rounds == 1 ? 1 : 0);
   const int64_t slice = std::max<int64_t>(1, (p.piece + rounds - 1) / rounds);
   std::vector<Round>& in_flight = rounds_[bucket];
   int64_t from = 0;
@@ -162,6 +165,7 @@ void ReduceScatterGrads::every_bucket_reduced() {
 // its region of the shard, and the owner reads the shard only after draining.
 void ReduceScatterGrads::finish_round(int bucket, Round& round) {
   round.handle.wait();
+  send_numel_in_flight_ -= round.send.numel();
   round.send.reset();
   if (!round.received.defined()) return;
   at::NoGradGuard no_grad;

@@ -2,8 +2,12 @@
 // (BucketShards: 1/dp of every bucket). The parameters have no whole gradient buffer: autograd
 // gives each parameter its gradient, and once a bucket's gradients are all there they are copied
 // into one padded send buffer and released, and the bucket's reduce-scatter starts while backward
-// goes on; the send buffer goes as soon as that finishes. So a rank holds its 1/dp shard plus the
-// buckets in flight, never the whole gradient.
+// goes on; the send buffer goes as soon as that finishes. Before a bucket is copied, backward waits
+// until at most one other bucket's reduction is in flight (DeepSpeed's two reduction buffers under
+// overlap_comm), or none before a bucket that goes in rounds (below): where communication is
+// slower than backward, send buffers would otherwise pile up (GPT-2 124M at dp 4 on two cores held
+// five or six). So a rank holds its 1/dp shard, the gradients of the bucket filling and at most
+// two send buffers, never the whole gradient.
 //
 // A bucket of more than twice reduce_bucket_size (one large parameter at stage 2; ZeRO-3's unit of
 // the embeddings, GPT-2's 147 MiB token table) is reduced in rounds of at most reduce_bucket_size,
@@ -21,6 +25,7 @@
 // the micro-batches in the gradients' own type; data_types.grad_accum_dtype only sets the type on
 // the wire.
 #pragma once
+#include <atomic>
 #include <functional>
 #include <optional>
 
@@ -51,8 +56,10 @@ class ReduceScatterGrads : public BucketedGradSync {
   void feed_rows(const at::Tensor& rows, const at::Tensor& grads);
 
   bool reduces_every_micro_batch() const override { return true; }
-  // The most elements one send buffer held since construction (what the rounds bound).
+  // The most elements one send buffer held since construction (what the rounds bound), and the most
+  // the send buffers alive at once held (what waiting for all but one bucket's reduction bounds).
   int64_t largest_send_numel() const { return largest_send_numel_; }
+  int64_t most_send_numel_in_flight() const { return most_send_numel_in_flight_; }
   void zero_grad() override;
   at::Tensor& grads() override { return shard_grad_; }
   Group* shard_group() override { return group_.get(); }
@@ -91,6 +98,8 @@ class ReduceScatterGrads : public BucketedGradSync {
   at::Tensor shard_grad_;  // this rank's pieces end to end; the padding stays zero
   std::vector<std::vector<Round>> rounds_;  // per bucket, those in flight
   int64_t largest_send_numel_ = 0;
+  std::atomic<int64_t> send_numel_in_flight_{0};  // the watcher thread gives back what the owner's launched
+  int64_t most_send_numel_in_flight_ = 0;
   bool accumulate_ = false;  // shard_grad_ holds an earlier micro-batch of this step
   std::function<void(int)> gradients_taken_;
   std::shared_ptr<Group> replicas_;
