@@ -91,8 +91,10 @@ struct CheckpointFunction : public torch::autograd::Function<CheckpointFunction>
 
 }  // namespace
 
-at::Tensor checkpoint(Segment segment, const std::vector<at::Tensor>& inputs, std::shared_ptr<ActivationStore> store) {
-  if (!at::GradMode::is_enabled()) return segment(inputs);
+at::Tensor checkpoint(Segment segment, const std::vector<at::Tensor>& inputs, std::shared_ptr<ActivationStore> store, bool trains) {
+  const bool input_needs_grad = std::any_of(inputs.begin(), inputs.end(), [](const at::Tensor& t) { return t.requires_grad(); });
+  // Recorded with nothing to differentiate, its recomputation would have no graph to run backward through.
+  if (!at::GradMode::is_enabled() || (!input_needs_grad && !trains)) return segment(inputs);
   auto state = c10::make_intrusive<SegmentState>();
   state->segment = std::move(segment);
   state->segment_inputs = inputs.size();
@@ -102,7 +104,7 @@ at::Tensor checkpoint(Segment segment, const std::vector<at::Tensor>& inputs, st
   // after frozen embeddings) the segment's parameters still need their gradients, so an empty
   // placeholder that requires grad goes along.
   std::vector<at::Tensor> recorded = inputs;
-  if (std::none_of(inputs.begin(), inputs.end(), [](const at::Tensor& t) { return t.requires_grad(); }))
+  if (!input_needs_grad)
     recorded.push_back(at::empty({0}, inputs.empty() ? at::TensorOptions() : inputs[0].options()).requires_grad_());
   return CheckpointFunction::apply(state, at::TensorList(recorded))[0];
 }

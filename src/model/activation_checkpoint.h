@@ -20,10 +20,13 @@ namespace dtrain {
 
 using Segment = std::function<at::Tensor(const std::vector<at::Tensor>&)>;
 
-// segment(inputs), with its activations recomputed in backward. Without grad mode it is a plain call.
-// With a store, the inputs it takes are kept there and restored for the recomputation, and given
-// back once the segment's backward is done.
-at::Tensor checkpoint(Segment segment, const std::vector<at::Tensor>& inputs, std::shared_ptr<ActivationStore> store = nullptr);
+// segment(inputs), with its activations recomputed in backward. Without grad mode, or when neither
+// an input nor (`trains`) one of the segment's own parameters needs a gradient (a block frozen
+// behind frozen embeddings), it is a plain call, which autograd does not record. With a store, the
+// inputs it takes are kept there and restored for the recomputation, and given back once the
+// segment's backward is done.
+at::Tensor checkpoint(Segment segment, const std::vector<at::Tensor>& inputs, std::shared_ptr<ActivationStore> store = nullptr,
+                      bool trains = false);
 
 // What the transformer recomputes (train.activation_checkpointing).
 struct ActivationCheckpointing {

@@ -1,5 +1,7 @@
 #include "model/transformer.h"
 
+#include <algorithm>
+
 #include <functional>
 #include <stdexcept>
 #include <string>
@@ -214,6 +216,11 @@ at::Tensor TransformerImpl::encode_images(const ImageBatch& images) {
 }
 
 // Around each part, outside its activation checkpoint: a recomputation in backward is not a new part.
+bool TransformerImpl::trains(int index) const {
+  const auto parameters = block(index)->parameters();
+  return std::any_of(parameters.begin(), parameters.end(), [](const at::Tensor& p) { return p.requires_grad(); });
+}
+
 at::Tensor TransformerImpl::run_part(int index, const std::function<at::Tensor()>& run) {
   if (hooks_) hooks_->before_part(index);
   at::Tensor out = run();
@@ -256,7 +263,7 @@ at::Tensor TransformerImpl::run_chunk(size_t k, const at::Tensor& input, const a
     auto whole = [b = block(i).ptr(), cos = rope_cos_, sin = rope_sin_](const std::vector<at::Tensor>& in) {
       return b->forward(in[0], cos, sin);
     };
-    x = run_part(first + i + 1, [&] { return ac_.whole_block(i) ? checkpoint(whole, {x}, activation_store_) : whole({x}); });
+    x = run_part(first + i + 1, [&] { return ac_.whole_block(i) ? checkpoint(whole, {x}, activation_store_, trains(i)) : whole({x}); });
   }
   if (head) {
     x = run_part(first + c_.n_layer + 1, [&] {

@@ -135,6 +135,8 @@ class TransformerImpl : public torch::nn::Module {
   // The image tokens of `images` in the LLM's width: the encoder's parts and the connector's.
   at::Tensor encode_images(const ImageBatch& images);
   const Block& block(int index) const { return blocks_.at(index); }
+  // Whether some parameter of block `index` needs a gradient (none: frozen whole).
+  bool trains(int index) const;
 
   TransformerConfig c_;
   TransformerParts parts_;  // every chunk's end resolved

@@ -51,6 +51,8 @@ const Sets kCp = {"parallel.cp=2"};
 const Sets kContiguous = {"activation_checkpointing.partition_activations=true", "activation_checkpointing.contiguous_memory_optimization=true"};
 const Sets kGradAccum16 = {"data_types.grad_accum_dtype=bf16"};
 const Sets kFreezeTable = {"train.freeze=[\"wte.*\"]"};
+// The embeddings and the first two of four blocks frozen: fine-tuning the top of a model.
+const Sets kFrozenPrefix = {"model.n_layer=4", "train.freeze=[\"wte.*\", \"wpe.*\", \"blocks.0.*\", \"blocks.1.*\"]"};
 // docs/training.md's per-module plan: the token table frozen, block 0 kept whole, the rest sharded at `stage`.
 Sets modules(int stage) {
   return {"parallel.modules={\"wte.*\": {\"freeze\": true}, \"blocks.0.*\": {\"zero_stage\": 0}, \"*\": {\"zero_stage\": " +
@@ -221,6 +223,14 @@ const std::vector<MeasuredLayout> kLayouts = {
     {"demo_bf16_tp2_freeze_table", 2, kDemo + kBf16 + kTp + kFreezeTable},
     {"tiny_dp2_tp2_zero3_freeze_table", 4, kTiny + kTp + stage(3) + kFreezeTable},
     {"tiny_tp2_pp2_freeze_table", 4, kTiny + kTp + pipeline("1f1b") + kFreezeTable},
+    // Blocks frozen whole behind frozen embeddings run forward only: the trained blocks' activations alone.
+    {"tiny_frozen_prefix_ddp", 2, kTiny + stage(0) + kFrozenPrefix},
+    {"tiny_frozen_prefix_zero3_full", 2, kTiny + stage(3) + ac("full") + kFrozenPrefix},
+    {"tiny_llama_frozen_prefix_zero2_selective", 2,
+     kTiny + kLlama + stage(2) + ac("selective") + Sets{"model.n_layer=4", "train.freeze=[\"wte.*\", \"blocks.0.*\", \"blocks.1.*\"]"}},
+    {"demo_bf16_frozen_prefix_zero1", 2, kDemo + kBf16 + stage(1) + kFrozenPrefix},
+    {"tiny_tp2_sp_frozen_prefix_full_partitioned", 2,
+     kTiny + kSp + ac("full") + kFrozenPrefix + Sets{"activation_checkpointing.partition_activations=true"}},
     // Under tp a parameter kept whole is this rank's piece of it, whole over dp. At 4 sequences the
     // model states are most of the peak: block 0 counted whole reads 8% and 12% over.
     {"tiny_dp2_tp2_modules_zero1", 4, kTinyStates + kTp + modules(1)},
@@ -319,6 +329,7 @@ TEST(EstimateMeasuredTable, CrossesEveryCoveredDimension) {
     if (pp && cp) seen.insert("pp × cp");
     if (pp && sets.count(kFreezeTable.front())) seen.insert("pp × train.freeze");
     if (tp && sets.count(kFreezeTable.front())) seen.insert("tp × train.freeze");
+    if (sets.count(kFrozenPrefix.back())) seen.insert("blocks frozen behind the embeddings");
     if (tp && sets.count(modules(3).front())) seen.insert("tp × parallel.modules");
     if (pp && sets.count(modules(3).front())) seen.insert("pp × parallel.modules");
     if (dp && pp) seen.insert("dp × pp");
@@ -336,7 +347,7 @@ TEST(EstimateMeasuredTable, CrossesEveryCoveredDimension) {
                                "parallel.pipeline.schedule=interleaved_1f1b", "parallel.pipeline.virtual_stages=2",
                                "parallel.pipeline.schedule=zero_bubble",
                                "tp × pp", "tp × cp", "dp × pp", "pp × cp", "pp × train.freeze", "pp × parallel.modules", "tp × train.freeze",
-                               "tp × parallel.modules",
+                               "tp × parallel.modules", "blocks frozen behind the embeddings",
                                "pp × ZeRO-3", "pp × ZeRO-3 × bf16", "pp × ZeRO-3, one micro-batch",
                                "zero_bubble × bf16", "pp × ZeRO-2",
                                kFreezeTable.front(), modules(3).front(), "model.preset=vlm-ocr", kVlmPlan.front(),
@@ -360,7 +371,8 @@ TEST(EstimateMeasuredTable, UncoveredLayoutSaysNoEstimate) {
       train(scratch_dir("estimate_uncovered"), 2, Sets{"train.steps=1", "checkpoint.save_at_end=false", "train.freeze=[\"blocks.1.q_proj.weight\"]"});
   ASSERT_EQ(run.result.exit_code, 0) << run.result.output;
   EXPECT_NE(run.result.output.find("memory: no estimate for frozen blocks.1.q_proj.weight (train.freeze, parallel.modules: only frozen "
-                                   "embeddings and a whole frozen vision encoder are modelled); measured "),
+                                   "embeddings, the blocks from the first frozen whole behind them without pp, and a whole frozen "
+                                   "vision encoder are modelled); measured "),
             std::string::npos)
       << run.result.output;
 }

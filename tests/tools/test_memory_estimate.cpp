@@ -115,6 +115,39 @@ TEST(ModelStates, FrozenAndKeptWholeParameters) {
   EXPECT_EQ(term_bytes(ddp_terms, MemoryKind::OptimizerStates), 8.0 * 25984);
 }
 
+// Blocks run forward only when everything before them is frozen: the embeddings (GPT-2's token and
+// position tables, Llama's token table) and each block before, whole. A trained table, a block
+// frozen in part, or a vision-language model's connector ahead of the blocks leaves none.
+TEST(ModelStates, BlocksFrozenWholeBehindFrozenEmbeddingsRunForwardOnly) {
+  auto forward_only = [](const std::string& arch, std::vector<std::string> frozen) {
+    MemoryLayout l = layout_of("tiny");
+    l.model.arch = arch;
+    l.model.n_layer = 4;
+    for (const std::string& prefix : frozen)
+      for (const std::string& name : parameter_names(l.model))
+        if (name.rfind(prefix, 0) == 0) l.frozen.push_back(name);
+    return forward_only_blocks(l);
+  };
+  EXPECT_EQ(forward_only("gpt2", {"wte.", "wpe.", "blocks.0.", "blocks.1."}), 2);
+  EXPECT_EQ(forward_only("gpt2", {"wte.", "wpe.", "blocks.0.", "blocks.2."}), 1);
+  EXPECT_EQ(forward_only("gpt2", {"wte.", "blocks.0.", "blocks.1."}), 0);  // the position table trains
+  EXPECT_EQ(forward_only("gpt2", {"wte.", "wpe.", "blocks.0.ln1.", "blocks.1."}), 0);
+  EXPECT_EQ(forward_only("llama", {"wte.", "blocks.0.", "blocks.1.", "blocks.2.", "blocks.3."}), 4);
+  MemoryLayout vlm = layout_of("vlm-ocr");
+  for (const std::string& name : parameter_names(vlm.model))
+    if (name.rfind("llm.blocks.0.", 0) == 0 || name.rfind("llm.wte.", 0) == 0) vlm.frozen.push_back(name);
+  EXPECT_EQ(forward_only_blocks(vlm), 0);
+  // Covered without pp; under pp the stages' schedules would change too.
+  MemoryLayout l = layout_of("tiny");
+  l.frozen = {"wte.weight", "wpe.weight"};
+  for (const std::string& name : parameter_names(l.model))
+    if (name.rfind("blocks.0.", 0) == 0) l.frozen.push_back(name);
+  EXPECT_TRUE(estimate_memory(l).covered()) << estimate_memory(l).no_estimate;
+  l.pp = 2;
+  l.accumulation = 2;
+  EXPECT_NE(estimate_memory(l).no_estimate.find("no estimate for frozen blocks.0."), std::string::npos) << estimate_memory(l).no_estimate;
+}
+
 // Under tp a kept-whole parameter is this rank's piece of it, kept whole over dp: block 0 kept whole
 // counts the rank's share of a block (q, k, v, gate and up a half of their rows, o and down a half of
 // their columns, the norms and the row-parallel biases whole), as the closed form of
@@ -701,7 +734,8 @@ TEST(MemoryEstimate, LayoutsWithoutFormulasAreRefusedByName) {
                                           "no estimate for a vision-language model (model.arch=vlm) under cp 2"},
                                          {[](MemoryLayout& l) { l.frozen = {"blocks.0.q_proj.weight"}; },
                                           "no estimate for frozen blocks.0.q_proj.weight (train.freeze, parallel.modules: only frozen "
-                                          "embeddings and a whole frozen vision encoder are modelled)"},
+                                          "embeddings, the blocks from the first frozen whole behind them without pp, and a whole frozen "
+                                          "vision encoder are modelled)"},
                                          {[](MemoryLayout& l) { l.compute_bytes = 2, l.frozen = {"wte.weight"}; },
                                           "no estimate for frozen parameters other than a whole vision encoder under ZeRO stage 3 with bf16 or fp16"},
                                          {[](MemoryLayout& l) { l.unmodelled = {"data_types.grad_accum_dtype=\"bf16\""}; },

@@ -90,6 +90,23 @@ TEST(DataParallel, FrozenParametersGetNoGradientNoBucketAndStayAtTheirInitialVal
   EXPECT_TRUE(contains(bad.result.output, "'encoder.*' matches no parameter")) << bad.result.output;
 }
 
+// Blocks frozen behind frozen embeddings (fine-tuning the top of a model) get no gradient from
+// anywhere: recomputing them would have no graph to differentiate, and once stopped the whole run
+// with "element 0 of tensors does not require grad". Under every checkpointing mode they now run
+// forward only, and the trained blocks learn as without recomputation.
+TEST(ActivationCheckpointing, BlocksFrozenBehindFrozenEmbeddingsTrainLikeWithoutRecomputation) {
+  const std::vector<std::string> job = {"model.n_layer=3", "train.freeze=[\"wte.*\",\"wpe.*\",\"blocks.0.*\",\"blocks.1.*\"]"};
+  const TrainingRun reference = train(scratch_dir("frozen_prefix"), 1, job);
+  ASSERT_EQ(reference.result.exit_code, 0) << reference.result.output;
+  for (const std::string mode : {"full", "selective", "every:2"}) {
+    auto recomputed = job;
+    recomputed.push_back("train.activation_checkpointing=" + mode);
+    const TrainingRun run = train(scratch_dir("frozen_prefix_" + mode.substr(0, 5)), 1, recomputed);
+    ASSERT_EQ(run.result.exit_code, 0) << mode << "\n" << run.result.output;
+    expect_same_training(run, reference, 4);
+  }
+}
+
 TEST(Resume, StoppingAndResumingReproducesTheUninterruptedRun) {
   const std::vector<std::string> job = {"train.steps=6", "train.deterministic=true"};
   const TrainingRun straight = train(scratch_dir("straight"), 2, job);

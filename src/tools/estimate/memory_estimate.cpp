@@ -71,8 +71,20 @@ std::string uncovered_module_plan(const MemoryLayout& l) {
   // Under tp the counts are this rank's pieces (model_states.h): the frozen table's rows of the
   // vocabulary, a kept-whole weight's slice, the position table and a whole vision encoder whole on
   // every rank (apply_tp.cpp), alone or together.
-  for (const std::string& name : l.frozen)
-    if (!is_embedding(l, name) && !(encoder && is_vision_encoder(name))) return "frozen " + name + " (train.freeze, parallel.modules: only frozen embeddings and a whole frozen vision encoder are modelled)";
+  // Blocks frozen whole from the first, behind frozen embeddings, run forward only (model_states.h);
+  // under pp their stages' schedules would change as well, which is not modelled.
+  const int forward_only = forward_only_blocks(l);
+  const std::string blocks = l.model.llm_prefix() + "blocks.";
+  auto in_forward_only_block = [&](const std::string& name) {
+    return name.rfind(blocks, 0) == 0 && std::stoi(name.substr(blocks.size())) < forward_only;
+  };
+  for (const std::string& name : l.frozen) {
+    if (is_embedding(l, name) || (encoder && is_vision_encoder(name))) continue;
+    if (in_forward_only_block(name) && l.pp == 1) continue;
+    return "frozen " + name +
+           " (train.freeze, parallel.modules: only frozen embeddings, the blocks from the first frozen whole behind them "
+           "without pp, and a whole frozen vision encoder are modelled)";
+  }
   // A frozen weight's 16-bit working copy lives outside every ZeRO-3 unit: counted for the frozen
   // encoder (model_states.h), whose matmul weights are known; a frozen table's is not measured yet.
   if (!l.frozen.empty() && l.zero_stage == 3 && l.compute_bytes < 4 && !frozen_encoder_alone)

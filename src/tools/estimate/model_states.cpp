@@ -83,6 +83,21 @@ bool stage_holds(const PipelineStage& stage, const TransformerConfig& m, const s
 
 }  // namespace
 
+int forward_only_blocks(const MemoryLayout& l) {
+  const std::set<std::string> frozen(l.frozen.begin(), l.frozen.end());
+  const std::string p = l.model.llm_prefix();
+  // A vision-language model's image tokens enter the sequence through the connector, so its blocks'
+  // inputs need gradients whatever is frozen before them.
+  if (l.model.is_vlm() || !frozen.count(p + "wte.weight") || (!l.model.is_llama() && !frozen.count(p + "wpe.weight"))) return 0;
+  std::vector<bool> block_frozen(size_t(l.model.n_layer), true);
+  const std::string blocks = p + "blocks.";
+  for (const ParameterShape& s : parameter_shapes(l.model))
+    if (s.name.rfind(blocks, 0) == 0 && !frozen.count(s.name)) block_frozen[size_t(std::stoi(s.name.substr(blocks.size())))] = false;
+  int k = 0;
+  while (k < l.model.n_layer && block_frozen[size_t(k)]) ++k;
+  return k;
+}
+
 ParameterCounts with_module_plan(ParameterCounts c, const MemoryLayout& l, const PipelineStage& stage) {
   const std::set<std::string> frozen(l.frozen.begin(), l.frozen.end()), whole(l.kept_whole.begin(), l.kept_whole.end());
   const std::string table = l.model.llm_prefix() + "wte.weight";
@@ -99,6 +114,7 @@ ParameterCounts with_module_plan(ParameterCounts c, const MemoryLayout& l, const
   }
   c.table_frozen = frozen.count(table) > 0;
   c.table_kept_whole = whole.count(table) > 0;
+  c.forward_only_blocks = forward_only_blocks(l);
   if (l.model.is_vlm()) {
     c.vision_frozen = true;
     for (const ParameterShape& s : parameter_shapes(l.model))

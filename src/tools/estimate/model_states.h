@@ -42,6 +42,10 @@ struct ParameterCounts {
   // The frozen encoder's matmul weights (the patch embedding's, each block's q, k, v, o, up, down),
   // whose 16-bit working copies mixed precision keeps beside every ZeRO-3 unit.
   int64_t vision_frozen_matmul = 0;
+  // Of the LLM's blocks, how many from the first are frozen whole behind frozen embeddings (the
+  // token table and GPT-2's position table): no gradient reaches them, so they run forward only and
+  // save nothing for backward. 0 when the embeddings train.
+  int forward_only_blocks = 0;
 
   int64_t trainable() const { return total - frozen; }
   // The elements of one rank's ZeRO shard over `ranks`: the sharded ones' 1/ranks and those kept whole.
@@ -59,6 +63,9 @@ ParameterCounts parameter_counts(const TransformerConfig& model, int tp = 1);
 // norm and the head on the last, where a tied table has its second copy (pipeline_stages.h); the
 // 16-bit working copy of the table goes with the head, whose GEMM reads it.
 ParameterCounts stage_parameter_counts(const ParameterCounts& whole, const TransformerConfig& model, const PipelineStage& stage);
+
+// ParameterCounts::forward_only_blocks of `layout`'s whole model.
+int forward_only_blocks(const MemoryLayout& layout);
 
 // `counts` with the parameters `layout` freezes and keeps whole counted (its frozen and kept_whole
 // names), of those pipeline stage `stage` holds (every one without pp).

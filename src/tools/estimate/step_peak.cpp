@@ -26,10 +26,11 @@ struct Step {
   const PipelineStage& stage;
   double T, d, f, V, e;  // tokens of a micro-batch, widths (f: the rank's MLP features under tp), compute bytes
   int L;
+  int K;  // the blocks from the first that run forward only: no backward reaches them
 
   Step(const MemoryLayout& layout, const ParameterCounts& counts, const PipelineStage& pipeline_stage)
       : l(layout), c(counts), stage(pipeline_stage), T(tokens_per_micro_batch(layout)), d(layout.model.d_model), f(double(layout.model.ff_dim()) / layout.tp),
-        V(layout.model.vocab_size), e(layout.compute_bytes), L(counts.blocks) {}
+        V(layout.model.vocab_size), e(layout.compute_bytes), L(counts.blocks), K(counts.forward_only_blocks) {}
 
   bool tied() const { return l.model.tie_embeddings; }
   // A tied table that gets gradients: not frozen (train.freeze, parallel.modules).
@@ -110,10 +111,11 @@ struct Step {
   // The saved activations of blocks [0, blocks) and the micro-batch: each block's go after its backward.
   // `recomputing`: the last of them is being recomputed. `done`: the stage's parameters whose backward
   // has run in this micro-batch (pipeline_terms).
+  // Blocks [0, K) run forward only (ParameterCounts::forward_only_blocks) and save nothing.
   std::vector<MemoryTerm> saved_blocks(int blocks, double done, bool recomputing = false) const {
     std::vector<MemoryTerm> out;
     int whole = 0, partitioned = 0;
-    for (int i = 0; i < blocks; ++i) {
+    for (int i = K; i < blocks; ++i) {
       if (!whole_block(i)) continue;
       ++whole;
       // Partitioned inputs (activation_checkpointing.partition_activations), measured with the
@@ -121,7 +123,7 @@ struct Step {
       // which the forward still holds), and a block being recomputed has its input gathered whole.
       if (stage.model_block(i) != 0 && !(recomputing && i == blocks - 1)) ++partitioned;
     }
-    const int kept = blocks - whole;
+    const int kept = std::max(0, blocks - K) - whole;
     if (kept > 0) {
       const double per_token = selective() ? selective_block_bytes_per_token(l) : block_bytes_per_token(l);
       out.push_back(term(std::string("activations: blocks' saved tensors") + (selective() ? " (attention core recomputed)" : ""),
@@ -572,12 +574,14 @@ std::vector<StepMoment> step_moments(const MemoryLayout& layout, const Parameter
   std::vector<StepMoment> moments;
   if (stage.last) moments.push_back(s.head_backward());
   if (stage.last && s.table_in_rows()) moments.push_back(s.head_row_loop());
-  moments.push_back(s.block_backward(L - 1));
+  // Backward goes down the blocks to the first that is not forward only (K).
+  const int K = counts.forward_only_blocks;
+  if (K < L) moments.push_back(s.block_backward(L - 1));
   if (layout.sequence_parallel && stage.last) moments.push_back(s.sequence_parallel_head_backward());
   // ZeRO-2's gradients grow as backward goes down the blocks, and so do zero_bubble's stores (each
   // block's I leaves them); ZeRO-3's send buffer joins from the second-last.
-  if ((layout.zero_stage == 2 || s.zero_bubble()) && L > 1) moments.push_back(s.block_backward(0));
-  if (layout.zero_stage == 3 && L > 1) moments.push_back(s.block_backward(L - 2));
+  if ((layout.zero_stage == 2 || s.zero_bubble()) && L - K > 1) moments.push_back(s.block_backward(K));
+  if (layout.zero_stage == 3 && L - K > 1) moments.push_back(s.block_backward(L - 2));
   if (s.tied_trained() && !s.table_in_rows() && stage.first) moments.push_back(s.embeddings_backward());
   if (layout.model.is_vlm() && !counts.vision_frozen) moments.push_back(s.vision_block_backward());
   if (s.sends_16bit_copies()) moments.push_back(s.sixteen_bit_copies_back());
