@@ -51,6 +51,7 @@ class Parallelizer {
  private:
   void build_stage_model();
   std::vector<std::pair<std::string, at::Tensor>> apply_freeze();
+  void require_every_stage_trains() const;
   void apply_tensor_parallel();
   void apply_context_parallel();
   void find_stage_gradients();
@@ -120,7 +121,32 @@ std::vector<std::pair<std::string, at::Tensor>> Parallelizer::apply_freeze() {
   // Against the whole model's names: a glob may name what another pipeline stage holds.
   for (const ParameterShape& s : parameter_shapes(c_.model)) names.push_back(s.name);
   require_freeze_globs_match(c_.freeze, names);
+  if (plan_.pipeline) require_every_stage_trains();
   return named;
+}
+
+// A pipeline stage holding only frozen parameters would have nothing to train (and no flat buffer to
+// build). Every rank finds the same stage from the global placements, so all refuse alike, before
+// any collective.
+void Parallelizer::require_every_stage_trains() const {
+  const int pp = plan_.mesh->size("pp");
+  std::vector<bool> trains(size_t(pp), false);
+  for (const auto& [name, placements] : model_placements_)
+    if (!c_.freezes(name))
+      for (const auto& [dim, placement] : placements)
+        if (dim == "pp")
+          for (int stage : placement.stages) trains[size_t(stage)] = true;
+  const auto& chunks = plan_.pipeline->chunks;
+  for (int stage = 0; stage < pp; ++stage) {
+    if (trains[size_t(stage)]) continue;
+    std::string blocks;
+    for (size_t k = size_t(stage); k < chunks.size(); k += size_t(pp))
+      blocks += (blocks.empty() ? "" : ", ") + std::to_string(chunks[k].first) + "-" + std::to_string(chunks[k].end - 1);
+    if (stage == 0) blocks += ", the embeddings";
+    throw ConfigError("parallel.pp: pipeline stage " + std::to_string(stage) + " (blocks " + blocks +
+                      ") holds only parameters that train.freeze or parallel.modules freeze, so it has nothing to train; "
+                      "give it a trained block with parallel.pipeline.split, or use fewer stages");
+  }
 }
 
 void Parallelizer::apply_tensor_parallel() {

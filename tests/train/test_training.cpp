@@ -107,6 +107,32 @@ TEST(ActivationCheckpointing, BlocksFrozenBehindFrozenEmbeddingsTrainLikeWithout
   }
 }
 
+// Under pp a stage holding only frozen parameters has nothing to train: every rank refuses it by
+// name before any work starts (it used to stop on its own with "train.freeze froze every
+// parameter", which was not so). A split that gives the first stage a trained block trains like one
+// rank, the frozen blocks running forward only.
+TEST(PipelineParallel, AStageOfFrozenParametersIsRefusedAndOneWithATrainedBlockTrainsLikeOneRank) {
+  const std::vector<std::string> job = {"model.n_layer=4", "train_batch_size=8",
+                                        "train.freeze=[\"wte.*\",\"wpe.*\",\"blocks.0.*\",\"blocks.1.*\"]"};
+  auto with = [&](std::vector<std::string> extra) {
+    extra.insert(extra.begin(), job.begin(), job.end());
+    return extra;
+  };
+  const std::vector<std::string> pp = {"parallel.pp=2", "train_micro_batch_size_per_gpu=2"};
+  const std::string refused_dir = scratch_dir("frozen_stage");
+  const TrainingRun refused = train(refused_dir, 2, with(pp));
+  EXPECT_NE(refused.result.exit_code, 0);
+  EXPECT_TRUE(contains(refused.result.output, "parallel.pp: pipeline stage 0 (blocks 0-1, the embeddings) holds only parameters that "
+                                              "train.freeze or parallel.modules freeze, so it has nothing to train"))
+      << refused.result.output;
+  EXPECT_FALSE(std::filesystem::exists(refused_dir + "/metrics.jsonl"));
+  auto split = pp;
+  split.push_back("parallel.pipeline.split=[3,1]");
+  const TrainingRun run = train(scratch_dir("frozen_stage_split"), 2, with(split));
+  ASSERT_EQ(run.result.exit_code, 0) << run.result.output;
+  expect_same_training(run, train(scratch_dir("frozen_stage_reference"), 1, with({"train_micro_batch_size_per_gpu=8"})), 4);
+}
+
 TEST(Resume, StoppingAndResumingReproducesTheUninterruptedRun) {
   const std::vector<std::string> job = {"train.steps=6", "train.deterministic=true"};
   const TrainingRun straight = train(scratch_dir("straight"), 2, job);
