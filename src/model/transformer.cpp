@@ -1,7 +1,6 @@
 #include "model/transformer.h"
 
 #include <algorithm>
-
 #include <functional>
 #include <stdexcept>
 #include <string>
@@ -215,12 +214,12 @@ at::Tensor TransformerImpl::encode_images(const ImageBatch& images) {
   return run_part(vision_->part_count(), [&] { return connector_(features).to(at::kFloat); });
 }
 
-// Around each part, outside its activation checkpoint: a recomputation in backward is not a new part.
 bool TransformerImpl::trains(int index) const {
   const auto parameters = block(index)->parameters();
   return std::any_of(parameters.begin(), parameters.end(), [](const at::Tensor& p) { return p.requires_grad(); });
 }
 
+// Around each part, outside its activation checkpoint: a recomputation in backward is not a new part.
 at::Tensor TransformerImpl::run_part(int index, const std::function<at::Tensor()>& run) {
   if (hooks_) hooks_->before_part(index);
   at::Tensor out = run();

@@ -68,11 +68,11 @@ std::string uncovered_module_plan(const MemoryLayout& l) {
   const bool encoder = encoder_frozen(l);
   const bool frozen_encoder_alone =
       encoder && std::all_of(l.frozen.begin(), l.frozen.end(), [](const std::string& n) { return is_vision_encoder(n); });
-  // Under tp the counts are this rank's pieces (model_states.h): the frozen table's rows of the
-  // vocabulary, a kept-whole weight's slice, the position table and a whole vision encoder whole on
-  // every rank (apply_tp.cpp), alone or together.
-  // Blocks frozen whole from the first, behind frozen embeddings, run forward only (model_states.h);
-  // under pp their stages' schedules would change as well, which is not modelled.
+  // Modelled: the embeddings and a whole vision encoder frozen, alone or together (under tp their
+  // counts are this rank's pieces, model_states.h: the table's rows of the vocabulary, the position
+  // table and the encoder whole, as apply_tp.cpp holds them; kept-whole weights their slices), and
+  // blocks frozen whole from the first behind frozen embeddings, which run forward only
+  // (model_states.h) — not under pp, where their stages' schedules would change as well.
   const int forward_only = forward_only_blocks(l);
   const std::string blocks = l.model.llm_prefix() + "blocks.";
   auto in_forward_only_block = [&](const std::string& name) {
