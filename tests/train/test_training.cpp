@@ -110,8 +110,9 @@ TEST(ActivationCheckpointing, BlocksFrozenBehindFrozenEmbeddingsTrainLikeWithout
 // Under pp a stage holding only frozen parameters has nothing to train: every rank refuses it by
 // name before any work starts (it used to stop on its own with "train.freeze froze every
 // parameter", which was not so). A split that gives the first stage a trained block trains like one
-// rank, the frozen blocks running forward only.
-TEST(PipelineParallel, AStageOfFrozenParametersIsRefusedAndOneWithATrainedBlockTrainsLikeOneRank) {
+// rank, the frozen blocks running forward only, and so do interleaved chunks of which the first is
+// frozen whole.
+TEST(PipelineParallel, AStageOfFrozenParametersIsRefusedAndFrozenBlocksOnTrainedStagesTrainLikeOneRank) {
   const std::vector<std::string> job = {"model.n_layer=4", "train_batch_size=8",
                                         "train.freeze=[\"wte.*\",\"wpe.*\",\"blocks.0.*\",\"blocks.1.*\"]"};
   auto with = [&](std::vector<std::string> extra) {
@@ -130,7 +131,15 @@ TEST(PipelineParallel, AStageOfFrozenParametersIsRefusedAndOneWithATrainedBlockT
   split.push_back("parallel.pipeline.split=[3,1]");
   const TrainingRun run = train(scratch_dir("frozen_stage_split"), 2, with(split));
   ASSERT_EQ(run.result.exit_code, 0) << run.result.output;
-  expect_same_training(run, train(scratch_dir("frozen_stage_reference"), 1, with({"train_micro_batch_size_per_gpu=8"})), 4);
+  const TrainingRun reference = train(scratch_dir("frozen_stage_reference"), 1, with({"train_micro_batch_size_per_gpu=8"}));
+  expect_same_training(run, reference, 4);
+  // Interleaved, the first chunk (the embeddings and block 0) is frozen whole and records no graph:
+  // its backward has nothing to differentiate (it used to stop the run, as recomputation did).
+  auto interleaved = pp;
+  interleaved.insert(interleaved.end(), {"parallel.pipeline.schedule=interleaved_1f1b", "parallel.pipeline.virtual_stages=2"});
+  const TrainingRun chunks = train(scratch_dir("frozen_chunk"), 2, with(interleaved));
+  ASSERT_EQ(chunks.result.exit_code, 0) << chunks.result.output;
+  expect_same_training(chunks, reference, 4);
 }
 
 TEST(Resume, StoppingAndResumingReproducesTheUninterruptedRun) {

@@ -71,7 +71,9 @@ void PipelineRunner::backward(int mb, int chunk, double loss_factor) {
     (s.output * loss_factor).backward();
   } else {
     at::Tensor grad = local(chunk + 1) ? slots_.at({mb, chunk + 1}).input.grad() : received(Kind::RecvGradient, mb, chunk);
-    torch::autograd::backward({s.output}, {grad});
+    // The first chunk frozen whole behind frozen embeddings recorded no graph: nothing to differentiate
+    // (every later chunk's input requires its gradient, so only the first can be so).
+    if (s.output.requires_grad()) torch::autograd::backward({s.output}, {grad});
     if (local(chunk + 1)) slots_.erase({mb, chunk + 1});
   }
   s.output = at::Tensor();  // its graph is spent; the input's gradient waits for its send
