@@ -53,6 +53,7 @@ const Sets kGradAccum16 = {"data_types.grad_accum_dtype=bf16"};
 const Sets kFreezeTable = {"train.freeze=[\"wte.*\"]"};
 // The embeddings and the first two of four blocks frozen: fine-tuning the top of a model.
 const Sets kFrozenPrefix = {"model.n_layer=4", "train.freeze=[\"wte.*\", \"wpe.*\", \"blocks.0.*\", \"blocks.1.*\"]"};
+const Sets kFirstStageOfThree = {"parallel.pipeline.split=[3,1]"};
 // docs/training.md's per-module plan: the token table frozen, block 0 kept whole, the rest sharded at `stage`.
 Sets modules(int stage) {
   return {"parallel.modules={\"wte.*\": {\"freeze\": true}, \"blocks.0.*\": {\"zero_stage\": 0}, \"*\": {\"zero_stage\": " +
@@ -231,6 +232,15 @@ const std::vector<MeasuredLayout> kLayouts = {
     {"demo_bf16_frozen_prefix_zero1", 2, kDemo + kBf16 + stage(1) + kFrozenPrefix},
     {"tiny_tp2_sp_frozen_prefix_full_partitioned", 2,
      kTiny + kSp + ac("full") + kFrozenPrefix + Sets{"activation_checkpointing.partition_activations=true"}},
+    // Under pp the model's first chunk holds them, and a stage needs a trained block: split 3 and 1.
+    {"tiny_pp2_frozen_prefix", 2, kTiny + pipeline("1f1b") + kFrozenPrefix + kFirstStageOfThree},
+    {"tiny_pp2_zero_bubble_frozen_prefix", 2, kTiny + pipeline("zero_bubble") + kFrozenPrefix + kFirstStageOfThree},
+    {"tiny_dp2_pp2_zero3_frozen_prefix", 4, kTiny + pipeline("1f1b") + stage(3) + kFrozenPrefix + kFirstStageOfThree},
+    {"demo_bf16_pp2_frozen_prefix", 2, kDemo + kBf16 + pipeline("1f1b") + kFrozenPrefix + kFirstStageOfThree},
+    // Interleaved, the first chunk (block 0) frozen whole: its output goes once sent.
+    {"tiny_pp2_interleaved_frozen_first_chunk", 2,
+     kTiny + pipeline("interleaved_1f1b") + Sets{"parallel.pipeline.virtual_stages=2", "model.n_layer=4",
+                                                  "train.freeze=[\"wte.*\", \"wpe.*\", \"blocks.0.*\"]"}},
     // Under tp a parameter kept whole is this rank's piece of it, whole over dp. At 4 sequences the
     // model states are most of the peak: block 0 counted whole reads 8% and 12% over.
     {"tiny_dp2_tp2_modules_zero1", 4, kTinyStates + kTp + modules(1)},
@@ -371,8 +381,8 @@ TEST(EstimateMeasuredTable, UncoveredLayoutSaysNoEstimate) {
       train(scratch_dir("estimate_uncovered"), 2, Sets{"train.steps=1", "checkpoint.save_at_end=false", "train.freeze=[\"blocks.1.q_proj.weight\"]"});
   ASSERT_EQ(run.result.exit_code, 0) << run.result.output;
   EXPECT_NE(run.result.output.find("memory: no estimate for frozen blocks.1.q_proj.weight (train.freeze, parallel.modules: only frozen "
-                                   "embeddings, the blocks from the first frozen whole behind them without pp, and a whole frozen "
-                                   "vision encoder are modelled); measured "),
+                                   "embeddings, the blocks from the first frozen whole behind them and a whole frozen vision "
+                                   "encoder are modelled); measured "),
             std::string::npos)
       << run.result.output;
 }

@@ -71,9 +71,9 @@ void PipelineRunner::backward(int mb, int chunk, double loss_factor) {
     (s.output * loss_factor).backward();
   } else {
     at::Tensor grad = local(chunk + 1) ? slots_.at({mb, chunk + 1}).input.grad() : received(Kind::RecvGradient, mb, chunk);
-    // The first chunk frozen whole behind frozen embeddings recorded no graph: nothing to differentiate
-    // (every later chunk's input requires its gradient, so only the first can be so).
-    if (s.output.requires_grad()) torch::autograd::backward({s.output}, {grad});
+    // The first chunk frozen whole behind frozen embeddings recorded no graph (and let its sent
+    // output go): nothing to differentiate. Every later chunk's input requires its gradient.
+    if (s.output.defined() && s.output.requires_grad()) torch::autograd::backward({s.output}, {grad});
     if (local(chunk + 1)) slots_.erase({mb, chunk + 1});
   }
   s.output = at::Tensor();  // its graph is spent; the input's gradient waits for its send
@@ -153,9 +153,12 @@ double PipelineRunner::train(const std::vector<MicroBatch>& batches, const LossF
       continue;
     }
     switch (a.kind) {
-      case Kind::SendActivation:
-        send(i, slots_.at({a.micro_batch, a.chunk}).output, a.peer, what("activation", a.micro_batch, a.chunk + 1));
+      case Kind::SendActivation: {
+        at::Tensor& output = slots_.at({a.micro_batch, a.chunk}).output;
+        send(i, output, a.peer, what("activation", a.micro_batch, a.chunk + 1));
+        if (!output.requires_grad()) output = at::Tensor();  // no graph hangs on it: sent, it is not needed again
         break;
+      }
       case Kind::SendGradient:
         send(i, slots_.at({a.micro_batch, a.chunk}).input.grad(), a.peer, what("gradient", a.micro_batch, a.chunk - 1));
         slots_.erase({a.micro_batch, a.chunk});

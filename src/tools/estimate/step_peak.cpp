@@ -26,11 +26,21 @@ struct Step {
   const PipelineStage& stage;
   double T, d, f, V, e;  // tokens of a micro-batch, widths (f: the rank's MLP features under tp), compute bytes
   int L;
-  int K;  // the blocks from the first that run forward only: no backward reaches them
+  int K;  // the stage's blocks from its first that run forward only: no backward reaches them
 
   Step(const MemoryLayout& layout, const ParameterCounts& counts, const PipelineStage& pipeline_stage)
       : l(layout), c(counts), stage(pipeline_stage), T(tokens_per_micro_batch(layout)), d(layout.model.d_model), f(double(layout.model.ff_dim()) / layout.tp),
-        V(layout.model.vocab_size), e(layout.compute_bytes), L(counts.blocks), K(counts.forward_only_blocks) {}
+        V(layout.model.vocab_size), e(layout.compute_bytes), L(counts.blocks), K(0) {
+    // The model's forward-only blocks are its first, so the stage's are its first too.
+    while (K < L && stage.model_block(K) < counts.forward_only_blocks) ++K;
+  }
+  // Block i (the stage's) gets gradients.
+  bool trained_block(int i) const { return i >= K; }
+  int trained_blocks_of_chunk(size_t k) const {
+    int trained = 0;
+    for (int i = first_block_of_chunk(k); i < first_block_of_chunk(k) + stage.chunks[k].blocks; ++i) trained += trained_block(i);
+    return trained;
+  }
 
   bool tied() const { return l.model.tie_embeddings; }
   // A tied table that gets gradients: not frozen (train.freeze, parallel.modules).
@@ -64,8 +74,7 @@ struct Step {
   // A frozen tied head has no weight gradient to defer: its I leaves nothing to a W.
   double head_store_per_token() const { return l.tp > 1 || (tied() && c.table_frozen) ? 0 : e * (d + V); }
   double stored_bytes_per_token(size_t c) const {
-    const PipelineChunk& chunk = stage.chunks[c];
-    return chunk.blocks * block_store_per_token() + (chunk.last ? head_store_per_token() : 0);
+    return trained_blocks_of_chunk(c) * block_store_per_token() + (stage.chunks[c].last ? head_store_per_token() : 0);
   }
   double stored_bytes_per_token(const PipelineMoment& at) const {
     double bytes = 0;
@@ -93,6 +102,7 @@ struct Step {
   // The tied table is gathered in fp32 (the lookup reads it) and rounded into its working copy; a
   // frozen one is in no unit.
   double embeddings_unit_bytes() const {
+    if (c.forward_only_blocks > 0) return 0;  // the embeddings all frozen
     return 4.0 * double(c.embeddings - (c.table_frozen ? c.table : 0)) + (e < 4 && tied_trained() ? e * c.table : 0);
   }
   double head_unit_bytes() const { return 4.0 * c.head; }
@@ -266,7 +276,9 @@ struct Step {
     // those of the parts whose backward ran in this one (one micro-batch a step, or the first
     // backward: 2 micro-batches at pp 2 peak there, at stage 0's first, under bf16).
     if (l.zero_stage == 3) {
-      const double units = L * block_unit_bytes() + (stage.first ? embeddings_unit_bytes() : 0) + (stage.last ? head_unit_bytes() : 0);
+      // Frozen blocks are in no unit.
+      const double units =
+          (L - K) * block_unit_bytes() + (stage.first ? embeddings_unit_bytes() : 0) + (stage.last ? head_unit_bytes() : 0);
       out.push_back(term("ZeRO-3 units of the stage, gathered once per step and held through it", MemoryKind::Communication, units,
                          e < 4 ? "each unit gathered, blocks' matmul weights in e bytes" : "4Ψ_stage = 4 × " + std::to_string(c.total)));
     }
@@ -293,7 +305,7 @@ struct Step {
     const int before = first_block_of_chunk(c);
     double bytes = 0;
     const bool sel = selective();
-    for (int i = before; i < before + chunk.blocks; ++i)
+    for (int i = std::max(before, K); i < before + chunk.blocks; ++i)
       bytes += whole_block(i) ? checkpointed_block_bytes_per_token(l) : sel ? selective_block_bytes_per_token(l) : block_bytes_per_token(l);
     return bytes + (chunk.last ? head_per_token() : 0);
   }
@@ -322,7 +334,8 @@ struct Step {
     for (size_t k = 0; k < stage.chunks.size(); ++k) {
       const PipelineChunk& chunk = stage.chunks[k];
       if (at.backwards_done[k] > 0)
-        params += double(chunk.blocks) * c.block + (chunk.first ? c.embeddings : 0) + (chunk.last ? c.head : 0);
+        params += double(trained_blocks_of_chunk(k)) * c.block + (chunk.first && c.forward_only_blocks == 0 ? c.embeddings : 0) +
+                  (chunk.last ? c.head : 0);
     }
     return params;
   }
@@ -575,7 +588,7 @@ std::vector<StepMoment> step_moments(const MemoryLayout& layout, const Parameter
   if (stage.last) moments.push_back(s.head_backward());
   if (stage.last && s.table_in_rows()) moments.push_back(s.head_row_loop());
   // Backward goes down the blocks to the first that is not forward only (K).
-  const int K = counts.forward_only_blocks;
+  const int K = s.K;
   if (K < L) moments.push_back(s.block_backward(L - 1));
   if (layout.sequence_parallel && stage.last) moments.push_back(s.sequence_parallel_head_backward());
   // ZeRO-2's gradients grow as backward goes down the blocks, and so do zero_bubble's stores (each
