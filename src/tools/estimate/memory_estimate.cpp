@@ -72,8 +72,7 @@ std::string uncovered_module_plan(const MemoryLayout& l) {
   // counts are this rank's pieces, model_states.h: the table's rows of the vocabulary, the position
   // table and the encoder whole, as apply_tp.cpp holds them; kept-whole weights their slices), and
   // blocks frozen whole from the first behind frozen embeddings, which run forward only
-  // (model_states.h; under pp those of the model's first chunk).
-  // Under pp only the model's first chunk runs its frozen blocks forward only: a later chunk's input
+  // (model_states.h). Under pp only the model's first chunk runs its frozen blocks so: a later chunk's input
   // comes from another chunk and requires its gradient (pipeline_runner.cpp), so its frozen blocks
   // record their graphs, which no term counts.
   const int forward_only = std::min(forward_only_blocks(l), l.pp > 1 ? pipeline_stages(l).front().chunks.front().blocks : l.model.n_layer);
