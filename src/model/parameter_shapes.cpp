@@ -78,4 +78,10 @@ std::vector<std::string> parameter_names(const TransformerConfig& c) {
   return names;
 }
 
+std::optional<int> block_of(const TransformerConfig& c, const std::string& name) {
+  const std::string blocks = c.llm_prefix() + "blocks.";
+  if (name.rfind(blocks, 0) != 0) return std::nullopt;
+  return std::stoi(name.substr(blocks.size()));
+}
+
 }  // namespace dtrain

@@ -3,6 +3,7 @@
 // model's weights are 5 GB). The model itself is the reference: a test holds the two equal.
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -20,5 +21,8 @@ std::vector<ParameterShape> parameter_shapes(const TransformerConfig& c);
 
 // The names alone ("wte.weight", "blocks.0.q_proj.weight", ...), in the same order.
 std::vector<std::string> parameter_names(const TransformerConfig& c);
+
+// The LLM block parameter `name` belongs to ("[llm.]blocks.N.*": N), or nullopt for any other.
+std::optional<int> block_of(const TransformerConfig& c, const std::string& name);
 
 }  // namespace dtrain

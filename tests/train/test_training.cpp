@@ -113,15 +113,10 @@ TEST(ActivationCheckpointing, BlocksFrozenBehindFrozenEmbeddingsTrainLikeWithout
 // rank, the frozen blocks running forward only, and so do interleaved chunks of which the first is
 // frozen whole.
 TEST(PipelineParallel, AStageOfFrozenParametersIsRefusedAndFrozenBlocksOnTrainedStagesTrainLikeOneRank) {
-  const std::vector<std::string> job = {"model.n_layer=4", "train_batch_size=8",
-                                        "train.freeze=[\"wte.*\",\"wpe.*\",\"blocks.0.*\",\"blocks.1.*\"]"};
-  auto with = [&](std::vector<std::string> extra) {
-    extra.insert(extra.begin(), job.begin(), job.end());
-    return extra;
-  };
-  const std::vector<std::string> pp = {"parallel.pp=2", "train_micro_batch_size_per_gpu=2"};
+  const Sets job = {"model.n_layer=4", "train_batch_size=8", "train.freeze=[\"wte.*\",\"wpe.*\",\"blocks.0.*\",\"blocks.1.*\"]"};
+  const Sets pp = {"parallel.pp=2", "train_micro_batch_size_per_gpu=2"};
   const std::string refused_dir = scratch_dir("frozen_stage");
-  const TrainingRun refused = train(refused_dir, 2, with(pp));
+  const TrainingRun refused = train(refused_dir, 2, job + pp);
   EXPECT_NE(refused.result.exit_code, 0);
   EXPECT_TRUE(contains(refused.result.output, "parallel.pp: pipeline stage 0 (blocks 0-1, the embeddings) holds only parameters that "
                                               "train.freeze or parallel.modules freeze, so it has nothing to train"))
@@ -129,15 +124,15 @@ TEST(PipelineParallel, AStageOfFrozenParametersIsRefusedAndFrozenBlocksOnTrained
   EXPECT_FALSE(std::filesystem::exists(refused_dir + "/metrics.jsonl"));
   auto split = pp;
   split.push_back("parallel.pipeline.split=[3,1]");
-  const TrainingRun run = train(scratch_dir("frozen_stage_split"), 2, with(split));
+  const TrainingRun run = train(scratch_dir("frozen_stage_split"), 2, job + split);
   ASSERT_EQ(run.result.exit_code, 0) << run.result.output;
-  const TrainingRun reference = train(scratch_dir("frozen_stage_reference"), 1, with({"train_micro_batch_size_per_gpu=8"}));
+  const TrainingRun reference = train(scratch_dir("frozen_stage_reference"), 1, job + Sets{"train_micro_batch_size_per_gpu=8"});
   expect_same_training(run, reference, 4);
   // Interleaved, the first chunk (the embeddings and block 0) is frozen whole and records no graph:
   // its backward has nothing to differentiate (it used to stop the run, as recomputation did).
   auto interleaved = pp;
   interleaved.insert(interleaved.end(), {"parallel.pipeline.schedule=interleaved_1f1b", "parallel.pipeline.virtual_stages=2"});
-  const TrainingRun chunks = train(scratch_dir("frozen_chunk"), 2, with(interleaved));
+  const TrainingRun chunks = train(scratch_dir("frozen_chunk"), 2, job + interleaved);
   ASSERT_EQ(chunks.result.exit_code, 0) << chunks.result.output;
   expect_same_training(chunks, reference, 4);
 }

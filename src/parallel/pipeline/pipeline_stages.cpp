@@ -40,8 +40,8 @@ ModelPlacements stage_placements(const TransformerConfig& config, const std::vec
       if (config.tie_embeddings && last % pp != 0) stages.push_back(last % pp);
     } else if (name.rfind("wpe.", 0) == 0) {
       stages = {0};
-    } else if (name.rfind("blocks.", 0) == 0) {
-      stages = {stage_of_block(std::stoi(name.substr(7)))};
+    } else if (const std::optional<int> block = block_of(config, name)) {
+      stages = {stage_of_block(*block)};
     } else {  // ln_f, lm_head
       stages = {last % pp};
     }

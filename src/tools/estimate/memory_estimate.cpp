@@ -72,17 +72,11 @@ std::string uncovered_module_plan(const MemoryLayout& l) {
   // counts are this rank's pieces, model_states.h: the table's rows of the vocabulary, the position
   // table and the encoder whole, as apply_tp.cpp holds them; kept-whole weights their slices), and
   // blocks frozen whole from the first behind frozen embeddings, which run forward only
-  // (model_states.h). Under pp only the model's first chunk runs its frozen blocks so: a later chunk's input
-  // comes from another chunk and requires its gradient (pipeline_runner.cpp), so its frozen blocks
-  // record their graphs, which no term counts.
-  const int forward_only = std::min(forward_only_blocks(l), l.pp > 1 ? pipeline_stages(l).front().chunks.front().blocks : l.model.n_layer);
-  const std::string blocks = l.model.llm_prefix() + "blocks.";
-  auto in_forward_only_block = [&](const std::string& name) {
-    return name.rfind(blocks, 0) == 0 && std::stoi(name.substr(blocks.size())) < forward_only;
-  };
+  // (model_states.h; under pp those of the model's first chunk).
+  const int forward_only = forward_only_blocks(l);
   for (const std::string& name : l.frozen) {
     if (is_embedding(l, name) || (encoder && is_vision_encoder(name))) continue;
-    if (in_forward_only_block(name)) continue;
+    if (const std::optional<int> block = block_of(l.model, name); block && *block < forward_only) continue;
     return "frozen " + name +
            " (train.freeze, parallel.modules: only frozen embeddings, the blocks from the first frozen whole behind them "
            "and a whole frozen vision encoder are modelled)";

@@ -69,11 +69,9 @@ namespace {
 // tied table on both (pipeline_stages.h).
 bool stage_holds(const PipelineStage& stage, const TransformerConfig& m, const std::string& name) {
   if (!stage.pipelined()) return true;
-  const std::string blocks = "blocks.";
-  if (name.rfind(blocks, 0) == 0) {
-    const int block = std::stoi(name.substr(blocks.size()));
+  if (const std::optional<int> block = block_of(m, name)) {
     for (int i = 0; i < stage.blocks; ++i)
-      if (stage.model_block(i) == block) return true;
+      if (stage.model_block(i) == *block) return true;
     return false;
   }
   if (name == "wte.weight") return stage.first || (stage.last && m.tie_embeddings);
@@ -90,11 +88,14 @@ int forward_only_blocks(const MemoryLayout& l) {
   // inputs need gradients whatever is frozen before them.
   if (l.model.is_vlm() || !frozen.count(p + "wte.weight") || (!l.model.is_llama() && !frozen.count(p + "wpe.weight"))) return 0;
   std::vector<bool> block_frozen(size_t(l.model.n_layer), true);
-  const std::string blocks = p + "blocks.";
   for (const ParameterShape& s : parameter_shapes(l.model))
-    if (s.name.rfind(blocks, 0) == 0 && !frozen.count(s.name)) block_frozen[size_t(std::stoi(s.name.substr(blocks.size())))] = false;
+    if (const std::optional<int> block = block_of(l.model, s.name); block && !frozen.count(s.name)) block_frozen[size_t(*block)] = false;
+  // Under pp only the model's first chunk runs its frozen blocks so: a later chunk's input comes from
+  // another chunk and is made to require its gradient (pipeline_runner.cpp), so frozen blocks there
+  // record their graphs.
+  const int limit = chunk_blocks(l).front();
   int k = 0;
-  while (k < l.model.n_layer && block_frozen[size_t(k)]) ++k;
+  while (k < limit && block_frozen[size_t(k)]) ++k;
   return k;
 }
 

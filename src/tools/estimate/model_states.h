@@ -43,8 +43,8 @@ struct ParameterCounts {
   // whose 16-bit working copies mixed precision keeps beside every ZeRO-3 unit.
   int64_t vision_frozen_matmul = 0;
   // Of the LLM's blocks, how many from the first are frozen whole behind frozen embeddings (the
-  // token table and GPT-2's position table): no gradient reaches them, so they run forward only and
-  // save nothing for backward. 0 when the embeddings train.
+  // token table and GPT-2's position table), under pp within the model's first chunk: no gradient
+  // reaches them, so they run forward only and save nothing for backward. 0 when the embeddings train.
   int forward_only_blocks = 0;
 
   int64_t trainable() const { return total - frozen; }

@@ -88,16 +88,23 @@ int PipelineStage::model_block(int i) const {
   throw std::out_of_range("pipeline stage " + std::to_string(stage) + " holds no block " + std::to_string(i));
 }
 
-std::vector<PipelineStage> pipeline_stages(const MemoryLayout& l) {
-  const int pp = l.pp, m = int(l.accumulation), L = l.model.n_layer;
-  if (pp == 1) return {PipelineStage{0, 1, L, true, true, 1, m, {PipelineChunk{0, L, true, true}}, {}}};
-  const int v = l.virtual_stages, C = pp * v;
+std::vector<int> chunk_blocks(const MemoryLayout& l) {
+  const int C = l.pp * l.virtual_stages, L = l.model.n_layer;
+  if (l.pp == 1) return {L};
   // A split "auto" is timed when a run starts; until then the blocks are spread evenly over the chunks.
   std::vector<int> split = l.split;
   if (int(split.size()) != C) {
     split.assign(size_t(C), L / C);
     for (int c = 0; c < L % C; ++c) ++split[size_t(c)];
   }
+  return split;
+}
+
+std::vector<PipelineStage> pipeline_stages(const MemoryLayout& l) {
+  const int pp = l.pp, m = int(l.accumulation), L = l.model.n_layer;
+  if (pp == 1) return {PipelineStage{0, 1, L, true, true, 1, m, {PipelineChunk{0, L, true, true}}, {}}};
+  const int v = l.virtual_stages, C = pp * v;
+  const std::vector<int> split = chunk_blocks(l);
   const PipelineSchedule schedule = make_schedule(l.schedule, pp, v, m);
   const std::vector<int64_t> in_flight = peak_in_flight(schedule);
   std::vector<PipelineStage> stages;

@@ -45,4 +45,8 @@ struct PipelineStage {
 // Every stage of `layout`'s pipeline, in order (one without pp).
 std::vector<PipelineStage> pipeline_stages(const MemoryLayout& layout);
 
+// The blocks of each of the model's chunks, in order: parallel.pipeline.split, or, where it is not
+// given yet ("auto", timed when a run starts), the blocks spread evenly; one chunk of all without pp.
+std::vector<int> chunk_blocks(const MemoryLayout& layout);
+
 }  // namespace dtrain

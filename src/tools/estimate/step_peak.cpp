@@ -34,12 +34,10 @@ struct Step {
     // The model's forward-only blocks are its first, so the stage's are its first too.
     while (K < L && stage.model_block(K) < counts.forward_only_blocks) ++K;
   }
-  // Block i (the stage's) gets gradients.
-  bool trained_block(int i) const { return i >= K; }
+  // The blocks of local chunk `k` that get gradients (the stage's [K, L)).
   int trained_blocks_of_chunk(size_t k) const {
-    int trained = 0;
-    for (int i = first_block_of_chunk(k); i < first_block_of_chunk(k) + stage.chunks[k].blocks; ++i) trained += trained_block(i);
-    return trained;
+    const int first = first_block_of_chunk(k), end = first + stage.chunks[k].blocks;
+    return end - std::min(end, std::max(first, K));
   }
 
   bool tied() const { return l.model.tie_embeddings; }
