@@ -14,12 +14,14 @@ namespace {
 at::Tensor squares(const at::Tensor& grads, int64_t from, int64_t to, const Spans& excluded = {}) {
   at::Tensor sum = at::zeros({1}, grads.options().dtype(at::kDouble));
   int64_t next = from;
-  // Squares summed in fp64: an fp32 norm of a whole buffer is off by ~1e-5 of itself at 10^5
-  // elements (every layout's clipping factor would carry its own error). Contiguous fp32 on the CPU
-  // takes one read pass (optim/fused_squares.h); elsewhere ATen's operations take a run of elements
-  // at a time, since an fp64 copy of the whole buffer would cost twice its memory. On an accelerator
-  // a run is 2^24 elements (256 MiB of fp64 copy and squares): every run is three kernels the host
-  // issues one by one, and runs of 2^20 made the norm of 300M parameters 870 launches.
+  // Squares summed in fp64: an fp32 norm of a whole buffer summed in order is off by ~1e-5 of
+  // itself at 10^5 elements (every layout's clipping factor would carry its own error). Contiguous
+  // fp32 on the CPU takes one read pass (optim/fused_squares.h); other CPU buffers take ATen's
+  // operations a run of 2^20 elements at a time (an fp64 copy of the whole would cost twice its
+  // memory). On an accelerator each run of 2^24 elements is one norm kernel, which sums in fp32 in a
+  // tree (an error of a few fp32 roundings) and copies nothing: the fp64 copy and squares of a run
+  // were 16 B an element, the peak of a GPU step under full recomputation, and runs of 2^20 made the
+  // norm of 300M parameters 870 launches.
   const bool fused = grads.dim() == 1 && grads.is_cpu() && grads.scalar_type() == at::kFloat && grads.is_contiguous();
   const int64_t run = int64_t(1) << (grads.is_cpu() ? 20 : 24);
   auto add = [&](int64_t a, int64_t b) {
@@ -27,8 +29,11 @@ at::Tensor squares(const at::Tensor& grads, int64_t from, int64_t to, const Span
       if (a < b) sum += fused_sum_of_squares(grads.const_data_ptr<float>() + a, b - a);
       return;
     }
-    for (int64_t from = a; from < b; from += run)
-      sum += grads.narrow(0, from, std::min(run, b - from)).to(at::kDouble).square().sum().reshape({1});
+    for (int64_t from = a; from < b; from += run) {
+      const at::Tensor part = grads.narrow(0, from, std::min(run, b - from));
+      sum += grads.is_cpu() ? part.to(at::kDouble).square().sum().reshape({1})
+                            : at::linalg_vector_norm(part, 2, std::nullopt, false, at::kFloat).to(at::kDouble).square().reshape({1});
+    }
   };
   for (const Span& e : excluded) {
     if (e.offset + e.numel <= next) continue;

@@ -81,8 +81,12 @@ BlockGradients block_attention_backward(const at::Tensor& dout, const at::Tensor
       const int64_t rows = q.size(2), padded = (rows + kEfficientLseAlign - 1) / kEfficientLseAlign * kEfficientLseAlign;
       const at::Tensor padded_lse = at::constant_pad_nd(lse, {0, padded - rows}, 0).contiguous();
       const at::Tensor no_rng = at::zeros({}, at::kLong);  // dropout 0 reads no philox state
+      // In 16 bits (sm80 and later) the kernel computes rowsum(dout·out) itself and reads out as its
+      // forward writes it, [B, T, heads, head_dim] contiguous, whatever its strides say; a block of
+      // the ring's [B, heads, T, head_dim] output read so gave garbage gradients on an H200.
+      const at::Tensor out_as_written = out.transpose(1, 2).contiguous().transpose(1, 2);
       auto [dq, dk, dv, dbias] = at::_scaled_dot_product_efficient_attention_backward(
-          dout, q, repeated_heads(k, group), repeated_heads(v, group), at::Tensor(), out, padded_lse, no_rng, no_rng, 0.0,
+          dout, q, repeated_heads(k, group), repeated_heads(v, group), at::Tensor(), out_as_written, padded_lse, no_rng, no_rng, 0.0,
           {true, true, true, false}, causal);
       return {dq, summed_over_group(dk, group), summed_over_group(dv, group)};
     }
