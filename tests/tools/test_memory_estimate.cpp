@@ -730,8 +730,10 @@ TEST(MemoryEstimate, LayoutsWithoutFormulasAreRefusedByName) {
                                          {[](MemoryLayout& l) {
                                             l.device_is_cpu = false, l.activation_checkpointing = ActivationCheckpointing::parse("full");
                                             l.activation_checkpointing.store.host_memory = true;
+                                            l.pp = 2, l.accumulation = 2;
                                           },
-                                          "no estimate for activation_checkpointing.cpu_checkpointing on a GPU (checkpointed inputs in host memory)"},
+                                          "no estimate for pp 2 with activation_checkpointing.cpu_checkpointing on a GPU (checkpointed inputs "
+                                          "in host memory)"},
                                          {[](MemoryLayout& l) { l.device_is_cpu = false, l.offload_param = "cpu"; },
                                           "no estimate for zero_optimization.offload_param.device=cpu without offload_optimizer on a GPU"},
                                          {[](MemoryLayout& l) { l.model = model_preset("vlm-ocr"), l.dp = l.dp_shard = 1, l.cp = 2; },
@@ -753,6 +755,24 @@ TEST(MemoryEstimate, LayoutsWithoutFormulasAreRefusedByName) {
   MemoryLayout on_cpu = layout_of("tiny", 2, 3);
   on_cpu.offload_optimizer = "cpu";  // the CPU build's state already is in host memory: nothing moves
   EXPECT_TRUE(estimate_memory(on_cpu).covered());
+}
+
+// cpu_checkpointing on a GPU: the demo model's 4 checkpointed block inputs (4d B/token each) go to
+// pinned host memory. At the peak (the last block's recomputation) the device holds the first
+// block's input, which the forward still holds, and the recomputed block's copy: 2 inputs fewer than
+// with them on the device, and every input on the host.
+TEST(MemoryEstimate, CpuCheckpointingOnAGpuKeepsTheCheckpointedInputsOnTheHost) {
+  MemoryLayout on_device = layout_of("demo", 1, 0);
+  on_device.device_is_cpu = false, on_device.activation_checkpointing = ActivationCheckpointing::parse("full");
+  MemoryLayout on_host = on_device;
+  on_host.activation_checkpointing.store.host_memory = true;
+  const MemoryEstimate device = estimate_memory(on_device), host = estimate_memory(on_host);
+  ASSERT_TRUE(host.covered()) << host.no_estimate;
+  ASSERT_EQ(on_device.model.n_layer, 4);
+  const double input = 4.0 * on_device.model.d_model * tokens_per_micro_batch(on_device);
+  EXPECT_EQ(device.most_loaded().bytes(MemoryPlace::Host), 0);
+  EXPECT_EQ(host.most_loaded().bytes(MemoryPlace::Host), 4 * input);
+  EXPECT_EQ(host.most_loaded().tensor_bytes(), device.most_loaded().tensor_bytes() - 2 * input);
 }
 
 // ZeRO-Offload on a GPU (not measured: no GPU here), GPT-2 124M at dp 4 with AdamW, a shard of

@@ -16,10 +16,12 @@ namespace {
 // What a rank takes besides its tensors. On the CPU build: the process with LibTorch's code and its
 // threads, 140 MiB (a rank of the tiny model measures 146 MiB of peak RSS, under 2 MiB of it
 // tensors); malloc's slack comes on top (docs/training.md, "Host memory"). On a GPU: the CUDA
-// context and the kernels it loads, about 600 MiB on current GPUs with lazy module loading (not
-// measured here; docs/decisions.md).
+// context, the kernels it loads and the libraries' own allocations, 750 MiB (an H200 with PyTorch
+// 2.11: the driver's count for the process less the caching allocator's reserved peak measured
+// 742-758 MiB on a 10M-parameter model and ~800 MiB on a 300M one; docs/benchmarks.md, "On a GPU").
+// What the caching allocator reserves beyond its allocations comes on top.
 constexpr double kCpuRuntimeBytes = 140.0 * (1 << 20);
-constexpr double kGpuRuntimeBytes = 600.0 * (1 << 20);
+constexpr double kGpuRuntimeBytes = 750.0 * (1 << 20);
 // cuBLAS's workspaces, which it takes from the caching allocator: 32 MiB for the first GEMM of each
 // thread and 1 MiB for cuBLASLt's (measured on an H200 with PyTorch 2.11, the defaults for compute
 // capability 9.0). A rank multiplies on its own thread in forward and on autograd's device thread in
@@ -30,7 +32,7 @@ MemoryTerm runtime_term(const MemoryLayout& l) {
   return l.device_is_cpu ? MemoryTerm{"runtime: the process and LibTorch (not tensors)", MemoryKind::Runtime, MemoryPlace::Device,
                                       kCpuRuntimeBytes, "140 MiB"}
                          : MemoryTerm{"runtime: CUDA context and kernels (not tensors)", MemoryKind::Runtime, MemoryPlace::Device,
-                                      kGpuRuntimeBytes, "600 MiB"};
+                                      kGpuRuntimeBytes, "750 MiB"};
 }
 
 // Frozen parameters change what autograd saves and computes wherever they are not the embeddings
@@ -153,9 +155,10 @@ std::string uncovered_layout(const MemoryLayout& l) {
   const std::string plan = uncovered_module_plan(l);
   if (!plan.empty()) parts.push_back(plan);
   // Checkpointed inputs in host memory: on the CPU build they are already there (measured: no
-  // change); on a GPU they leave the device for pinned host buffers, which no term places yet.
-  if (!l.device_is_cpu && l.activation_checkpointing.store.host_memory)
-    parts.push_back("activation_checkpointing.cpu_checkpointing on a GPU (checkpointed inputs in host memory)");
+  // change); on a GPU they leave the device for pinned host buffers (step_peak.cpp), which the
+  // terms of a pipeline's micro-batches in flight do not place.
+  if (!l.device_is_cpu && l.activation_checkpointing.store.host_memory && l.pp > 1)
+    parts.push_back(pp + " with activation_checkpointing.cpu_checkpointing on a GPU (checkpointed inputs in host memory)");
   // The run itself refuses the parameter shard offloaded without the optimizer on a GPU (parallelize.cpp).
   if (!l.device_is_cpu && l.offload_param != "none" && l.offload_optimizer == "none")
     parts.push_back("zero_optimization.offload_param.device=" + l.offload_param + " without offload_optimizer on a GPU");
@@ -172,7 +175,7 @@ const std::vector<std::string>& covered_layouts() {
       "context parallelism, ring or Ulysses attention",
       "tp, pp and cp combined: tp × pp, tp × cp, dp × pp and pp × cp (not pp × cp under zero_bubble or selective recomputation)",
       "activation checkpointing: none, full, selective, every:N (checkpointed inputs partitioned over tp, or in "
-      "contiguous_memory_optimization's buffer of number_checkpoints slots)",
+      "contiguous_memory_optimization's buffer of number_checkpoints slots, or in host memory on a GPU (cpu_checkpointing) without pp)",
       "precision: fp32, bf16 and fp16 (fp32 master weights, 16-bit working copies) where the device has native 16-bit GEMMs (a CPU: AVX512-BF16 for bf16, AVX512-FP16 for fp16), "
       "with fp32 or 16-bit gradient accumulation (data_types.grad_accum_dtype), ZeRO-3 gathers in 16 bits (parallel.fsdp.param_dtype)",
       "models: GPT-2 and Llama shapes (grouped-query attention, tied or untied embeddings)",

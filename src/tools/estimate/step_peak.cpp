@@ -140,7 +140,9 @@ struct Step {
     }
     const double input = 4.0 * d * sp_share(), piece = checkpointed_block_bytes_per_token(l);
     if (piece == input) partitioned = 0;
-    if (whole > partitioned)
+    if (inputs_on_host()) {
+      for (auto& t : host_checkpoint_terms(blocks, whole, recomputing)) out.push_back(std::move(t));
+    } else if (whole > partitioned)
       out.push_back(term("activations: recomputed blocks' inputs", MemoryKind::Activations, (whole - partitioned) * input * T,
                          blocks_text(whole - partitioned) + " × 4d B/token" + (l.sequence_parallel ? " / tp" : "") + " × " + tokens()));
     if (partitioned > 0)
@@ -157,6 +159,29 @@ struct Step {
     return out;
   }
 
+  // activation_checkpointing.cpu_checkpointing on a GPU: the kept inputs (their pieces under
+  // partition_activations, in the buffer's slots under contiguous_memory_optimization) live in pinned
+  // host memory (model/activation_store.h). The device keeps the model's first block's input, which
+  // the forward still holds, as under partition_activations, and the input of the block being
+  // recomputed, copied back for it.
+  bool inputs_on_host() const { return l.activation_checkpointing.store.host_memory && !l.device_is_cpu; }
+  std::vector<MemoryTerm> host_checkpoint_terms(int blocks, int whole, bool recomputing) const {
+    std::vector<MemoryTerm> out;
+    if (whole == 0) return out;
+    const bool first_held = K == 0 && stage.model_block(0) == 0 && whole_block(0);
+    const int on_device = int(first_held) + int(recomputing && !(first_held && blocks == 1));
+    const double input = 4.0 * d * sp_share(), piece = checkpointed_block_bytes_per_token(l);
+    if (on_device > 0)
+      out.push_back(term("activations: recomputed blocks' inputs on the device (the first block's, the one being recomputed)",
+                         MemoryKind::Activations, on_device * input * T,
+                         blocks_text(on_device) + " × 4d B/token" + (l.sequence_parallel ? " / tp" : "") + " × " + tokens()));
+    MemoryTerm host = term("activations: recomputed blocks' inputs in pinned host memory (cpu_checkpointing)", MemoryKind::Activations,
+                           whole * piece * T, blocks_text(whole) + " × " + plain(piece) + " B/token × " + tokens());
+    host.place = MemoryPlace::Host;
+    out.push_back(std::move(host));
+    return out;
+  }
+
   // activation_checkpointing.contiguous_memory_optimization: the kept pieces of checkpointed inputs
   // live in one buffer of number_checkpoints slots, allocated whole at the first checkpoint and kept
   // for the run (model/activation_store.h). The other terms count the pieces held at a moment, so the
@@ -167,9 +192,11 @@ struct Step {
     const int free_slots = store.slots - pieces_held;
     if (!store.contiguous || free_slots <= 0) return {};
     const double piece = checkpointed_block_bytes_per_token(l);
-    return {term("activations: the contiguous checkpoint buffer's free slots", MemoryKind::Activations, free_slots * piece * T,
-                 std::to_string(free_slots) + " of " + std::to_string(store.slots) + " slots (number_checkpoints) × " + plain(piece) +
-                     " B/token × " + tokens())};
+    MemoryTerm slack = term("activations: the contiguous checkpoint buffer's free slots", MemoryKind::Activations, free_slots * piece * T,
+                            std::to_string(free_slots) + " of " + std::to_string(store.slots) + " slots (number_checkpoints) × " +
+                                plain(piece) + " B/token × " + tokens());
+    if (inputs_on_host()) slack.place = MemoryPlace::Host;
+    return {std::move(slack)};
   }
   int whole_blocks_of_chunk(size_t c) const {
     int whole = 0;
