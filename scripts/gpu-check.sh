@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # The CUDA path on a GPU machine: builds dtrain with -DDTRAIN_CUDA=ON against that machine's own
 # PyTorch (torch 2.11 + CUDA 13, whose wheel holds LibTorch), runs the equivalence tests of every
-# parallelism (the feature matrix), the resume and data-parallel tests and the demo on its GPU, then
-# prints tokens/s and MFU for the benchmark model (bench/gpt_bench.json) in fp32 and bf16 and for a
-# GPU-sized shape of it in bf16 (also with 4 micro-batches per step, and profiled by kernel), beside the
-# PyTorch peer (bench/pytorch_gpt.py) on the same shapes, each run's estimated against measured peak
-# memory, cuBLAS's workspaces (bench/cublas_workspace.py), and ZeRO-3 with its state offloaded to the host.
+# parallelism (the feature matrix), the resume and data-parallel tests, the fused kernels' GPU tests
+# and the demo on its GPU, then prints tokens/s and MFU for the benchmark model (bench/gpt_bench.json)
+# in fp32 and bf16 and for a GPU-sized shape of it in bf16 (also with 4 micro-batches per step, and
+# profiled by kernel), each run's estimated against measured peak memory and the device memory the
+# driver counts for it, cuBLAS's workspaces (bench/cublas_workspace.py), checkpointed activations
+# kept in host memory (cpu_checkpointing), ZeRO-3 with its state offloaded to the host, and last
+# the PyTorch peer (bench/pytorch_gpt.py) on the same shapes, so that a short lease measures dtrain first.
 #
 # Such a machine may have no Debian packages and no network. What the build needs beyond PyTorch,
 # CMake and nvcc travels with the working tree as Debian packages, fetched on a project machine:
@@ -96,21 +98,32 @@ if grep -q -h -E '^\[  FAILED  \]|^terminate|Segmentation' runs/gpu-tests-*.log 
   failed+=(tests)
 fi
 
+section "the fused kernels' GPU paths against their references"
+step "fused kernels" 60 - "$build/tests/test_model" --gtest_filter='*BiasGelu*' --gtest_brief=1
+
 section "demo"
 step demo 90 runs/gpu-demo.out "$dtrain" run --set train.run_dir=runs/gpu-demo && tail -n 3 runs/gpu-demo.out
 
 # run_bench NAME SETS...: trains the benchmark model with the given --set options and prints the
-# matmul peak probed at start-up, the last three logged steps and the memory line.
+# matmul peak probed at start-up, the last three logged steps, the memory line and the most device
+# memory the driver counted for the run's process (sampled every 100 ms: the CUDA context, the loaded
+# kernels and every allocation, the caching allocator's reserved pool among them).
 run_bench() {
   local name=$1
   shift
   local sets=()
   for s in "$@"; do sets+=(--set "$s"); done
+  nvidia-smi --query-compute-apps=used_memory --format=csv,noheader,nounits -lms 100 >"runs/gpu-$name.smi" 2>/dev/null &
+  local smi=$! rc=0
   step "$name" 120 "runs/gpu-$name.out" "$dtrain" run --nproc-per-node 1 --no-sample --config bench/gpt_bench.json "${sets[@]}" \
-    --set train.run_dir="runs/gpu-$name" || return 0
+    --set train.run_dir="runs/gpu-$name" || rc=1
+  kill "$smi" 2>/dev/null
+  wait "$smi" 2>/dev/null
+  ((rc == 0)) || return 0
   grep -o 'matmul peak [0-9.]* GFLOP/s[^)]*' "runs/gpu-$name/rank-0.log" | head -n 1
   grep -E 'step [0-9]+/' "runs/gpu-$name/rank-0.log" | tail -n 3 | cut -d' ' -f3-
-  grep -h -o 'memory: estimated.*' "runs/gpu-$name/rank-0.log"
+  grep -h -o -E 'memory: (estimated|no estimate).*' "runs/gpu-$name/rank-0.log"
+  echo "device memory of the process (nvidia-smi, most): $(sort -n "runs/gpu-$name.smi" | tail -n 1) MiB"
 }
 # peer NAME ENV...: the PyTorch peer on the GPU, one JSON line.
 peer() {
@@ -125,16 +138,12 @@ for precision in fp32 bf16; do
   section "benchmark model, $precision: the matmul peak, tokens/s and MFU (last logged steps), memory"
   run_bench "bench-$precision" train.steps=40 "bf16.enabled=$([ "$precision" = bf16 ] && echo true || echo false)"
 done
-peer "bench model, bf16, as shipped"
 
 # The benchmark model's 10M parameters are too few to occupy a GPU; this shape (GPT-2 medium's depth
 # and width at 1024 tokens, 302M parameters) is large enough for MFU to mean something.
 gpu_shape=(model.n_layer=24 model.n_head=16 model.d_model=1024 model.seq_len=1024 train_micro_batch_size_per_gpu=16)
 section "GPU-sized model (24 layers, d 1024, seq 1024, micro-batch 16), bf16"
 run_bench gpu-shape-bf16 train.steps=30 bf16.enabled=true "${gpu_shape[@]}"
-peer "GPU-sized model, bf16, as shipped" BENCH_SHAPE=24,16,1024,1024 BENCH_MICRO=16
-peer "GPU-sized model, bf16, fused AdamW" BENCH_SHAPE=24,16,1024,1024 BENCH_MICRO=16 BENCH_FUSED_ADAMW=1
-peer "GPU-sized model, bf16, fused AdamW, torch.compile" BENCH_SHAPE=24,16,1024,1024 BENCH_MICRO=16 BENCH_FUSED_ADAMW=1 BENCH_COMPILE=1
 
 section "the same, 4 micro-batches per step: what runs once per step (optimizer, clipping) is the difference"
 run_bench gpu-shape-bf16-accum4 train.steps=12 bf16.enabled=true "${gpu_shape[@]}" gradient_accumulation_steps=4
@@ -147,6 +156,13 @@ run_bench gpu-shape-bf16-profile train.steps=12 "train.profile_steps=[10, 12]" b
 section "cuBLAS's workspaces in the caching allocator, which the memory estimate counts"
 step "cuBLAS workspaces" 60 - "$python" bench/cublas_workspace.py
 
+section "checkpointed block inputs on the device and in host memory (cpu_checkpointing), benchmark model, fp32"
+full_ac=(train.steps=10 train.activation_checkpointing=full)
+run_bench full-ac "${full_ac[@]}"
+run_bench full-ac-host "${full_ac[@]}" activation_checkpointing.cpu_checkpointing=true
+run_bench full-ac-host-contiguous "${full_ac[@]}" activation_checkpointing.cpu_checkpointing=true \
+  activation_checkpointing.partition_activations=true activation_checkpointing.contiguous_memory_optimization=true
+
 section "ZeRO-3 with the optimizer state and the parameter shard offloaded to host memory, against none"
 for offload in none cpu; do
   step "offload $offload" 90 "runs/gpu-offload-$offload.out" "$dtrain" run --nproc-per-node 1 --no-sample \
@@ -158,6 +174,12 @@ done
 echo "step, loss without offload, loss with (the same within fp32 rounding: the update runs on the CPU instead)"
 losses() { grep '"loss"' "runs/gpu-offload-$1/metrics.jsonl" | grep -o "\"$2\":[^,}]*"; }
 paste -d' ' <(losses none step) <(losses none loss) <(losses cpu loss)
+
+section "the PyTorch peer on the same shapes"
+peer "bench model, bf16, as shipped"
+peer "GPU-sized model, bf16, as shipped" BENCH_SHAPE=24,16,1024,1024 BENCH_MICRO=16
+peer "GPU-sized model, bf16, fused AdamW" BENCH_SHAPE=24,16,1024,1024 BENCH_MICRO=16 BENCH_FUSED_ADAMW=1
+peer "GPU-sized model, bf16, fused AdamW, torch.compile" BENCH_SHAPE=24,16,1024,1024 BENCH_MICRO=16 BENCH_FUSED_ADAMW=1 BENCH_COMPILE=1
 
 section "summary"
 if ((${#failed[@]})); then

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/Parallel.h>
+#include <torch/cuda.h>
 #include <torch/types.h>
 
 #include <cmath>
@@ -115,6 +116,54 @@ TEST(BiasGeluTest, BiasGradientDoesNotDependOnTheThreadCount) {
   at::set_num_threads(threads);
   EXPECT_TRUE(at::equal(one.bias, two.bias));
   EXPECT_TRUE(at::equal(one.input, two.input));
+}
+
+// On a GPU linear_gelu_tanh takes cuBLASLt's paths (bias_gelu.cpp): a forward without gradients
+// computes bias + GELU in the GEMM's epilogue (_addmm_activation); training adds the bias in the
+// GEMM (at::linear) and runs ATen's GELU after it. Both against the fp64 reference from the same
+// bf16 operands, per element: the bias rounded to bf16 (2⁻⁹|b|) and, on the training path, the
+// GEMM's output too (2⁻⁹|y|), moved through GELU's slope (< 1.13), the output's own rounding
+// (2⁻⁹|out|), doubled for the fp32 steps in between (2⁻⁸). Gradients: the output gradient moves by
+// |g|·|GELU''| (< 0.8) times y's error and its own rounding, then the input gradient sums it over
+// |W| and rounds, the bias gradient sums it in fp32.
+TEST(BiasGeluTest, OnAGpuBothCublasPathsFollowTheUnfusedReference) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no GPU";
+  const at::Device gpu(at::kCUDA, 0);
+  LinearImpl layer(64, 96, true);
+  {
+    at::NoGradGuard no_grad;
+    layer.weight.copy_(seeded_randn({96, 64}, 10) * 0.2);
+    layer.bias.copy_(seeded_randn({96}, 11) * 0.5);
+  }
+  layer.to(gpu);
+  layer.set_precision(MixedPrecision::make(at::kBFloat16, gpu));
+  layer.refresh_working_copy();
+  const at::Tensor x = seeded_randn({3, 50, 64}, 12), g = seeded_randn({3, 50, 96}, 13).to(at::kBFloat16);
+
+  const at::Tensor x64 = x.to(at::kBFloat16).to(at::kDouble).requires_grad_(), w64 = layer.working.cpu().to(at::kDouble);
+  const at::Tensor b64 = layer.bias.detach().cpu().to(at::kDouble).requires_grad_();
+  const at::Tensor y64 = at::matmul(x64, w64.t()) + b64, ref = at::gelu(y64, "tanh");
+  ref.backward(g.to(at::kDouble));
+  const at::Tensor dy64 = at::gelu_backward(g.to(at::kDouble), y64.detach(), "tanh");
+  const double r = std::ldexp(1.0, -8);
+  const at::Tensor y_error = r * (y64.detach().abs() + b64.detach().abs());
+  const at::Tensor out_bound = 1.13 * y_error + r * ref.detach().abs() + 1e-6;
+  const at::Tensor dy_error = 0.8 * g.to(at::kDouble).abs() * y_error + r * dy64.abs();
+  const at::Tensor dx_bound = at::matmul(dy_error, w64.abs()) + r * x64.grad().abs() + 1e-6;
+  const at::Tensor db_bound = dy_error.reshape({-1, 96}).sum(0) + 150 * std::ldexp(1.0, -24) * dy64.abs().reshape({-1, 96}).sum(0) + 1e-6;
+
+  {
+    at::NoGradGuard no_grad;
+    const at::Tensor epilogue = linear_gelu_tanh(layer, x.to(gpu));
+    EXPECT_EQ(outside(epilogue.cpu(), ref.detach(), out_bound), 0);
+  }
+  const at::Tensor xv = x.to(gpu).requires_grad_();
+  const at::Tensor out = linear_gelu_tanh(layer, xv);
+  EXPECT_EQ(outside(out.cpu(), ref.detach(), out_bound), 0);
+  out.backward(g.to(gpu));
+  ASSERT_TRUE(xv.grad().defined() && layer.bias.grad().defined());
+  EXPECT_EQ(outside(xv.grad().cpu(), x64.grad(), dx_bound), 0);
+  EXPECT_EQ(outside(layer.bias.grad().cpu(), b64.grad(), db_bound), 0);
 }
 
 INSTANTIATE_TEST_SUITE_P(Types, BiasGeluPrecisionTest, ::testing::Values(at::kFloat, at::kBFloat16),
