@@ -154,11 +154,6 @@ std::string uncovered_layout(const MemoryLayout& l) {
                     (l.schedule == ScheduleKind::ZeroBubble ? "the zero_bubble schedule" : "selective activation checkpointing"));
   const std::string plan = uncovered_module_plan(l);
   if (!plan.empty()) parts.push_back(plan);
-  // Checkpointed inputs in host memory: on the CPU build they are already there (measured: no
-  // change); on a GPU they leave the device for pinned host buffers (step_peak.cpp), which the
-  // terms of a pipeline's micro-batches in flight do not place.
-  if (!l.device_is_cpu && l.activation_checkpointing.store.host_memory && l.pp > 1)
-    parts.push_back(pp + " with activation_checkpointing.cpu_checkpointing on a GPU (checkpointed inputs in host memory)");
   // The run itself refuses the parameter shard offloaded without the optimizer on a GPU (parallelize.cpp).
   if (!l.device_is_cpu && l.offload_param != "none" && l.offload_optimizer == "none")
     parts.push_back("zero_optimization.offload_param.device=" + l.offload_param + " without offload_optimizer on a GPU");
@@ -175,7 +170,7 @@ const std::vector<std::string>& covered_layouts() {
       "context parallelism, ring or Ulysses attention",
       "tp, pp and cp combined: tp × pp, tp × cp, dp × pp and pp × cp (not pp × cp under zero_bubble or selective recomputation)",
       "activation checkpointing: none, full, selective, every:N (checkpointed inputs partitioned over tp, or in "
-      "contiguous_memory_optimization's buffer of number_checkpoints slots, or in host memory on a GPU (cpu_checkpointing) without pp)",
+      "contiguous_memory_optimization's buffer of number_checkpoints slots, or in host memory on a GPU: cpu_checkpointing)",
       "precision: fp32, bf16 and fp16 (fp32 master weights, 16-bit working copies) where the device has native 16-bit GEMMs (a CPU: AVX512-BF16 for bf16, AVX512-FP16 for fp16), "
       "with fp32 or 16-bit gradient accumulation (data_types.grad_accum_dtype), ZeRO-3 gathers in 16 bits (parallel.fsdp.param_dtype)",
       "models: GPT-2 and Llama shapes (grouped-query attention, tied or untied embeddings)",
