@@ -286,8 +286,9 @@ struct Step {
     const int pieces = pieces_in_flight(done);
     if (inputs_on_host() && pieces > 0) {
       const double piece = checkpointed_block_bytes_per_token(l);
-      MemoryTerm host = term("activations: the other micro-batches' recomputed blocks' inputs in pinned host memory", MemoryKind::Activations,
-                             pieces * piece * T, blocks_text(pieces) + " × " + plain(piece) + " B/token × " + tokens());
+      MemoryTerm host = term("activations: the other micro-batches' recomputed blocks' inputs in pinned host memory",
+                             MemoryKind::Activations, pieces * piece * T,
+                             blocks_text(pieces) + " × " + plain(piece) + " B/token × " + tokens());
       host.place = MemoryPlace::Host;
       out.push_back(std::move(host));
     }
