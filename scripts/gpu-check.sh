@@ -13,8 +13,9 @@
 # CMake and nvcc travels with the working tree as Debian packages, fetched on a project machine:
 #   scripts/gpu-check.sh --fetch     # here: apt-get download into gpu-deps/ (ignored by git)
 #   scripts/gpu-check.sh             # there: dpkg -x them into gpu-deps/root, build, test, measure
-# DTRAIN_GPU_BUILD=DIR uses a CUDA build made elsewhere against the same PyTorch version (its dtrain
-# and tests/test_train) instead of building; its shared libraries must be on LD_LIBRARY_PATH.
+# DTRAIN_GPU_BUILD=DIR uses a CUDA build made elsewhere against the same PyTorch version (its dtrain,
+# tests/test_train and tests/test_model) instead of building; its shared libraries must be on
+# LD_LIBRARY_PATH.
 # GPU_CHECK_PEERS=0 leaves the PyTorch peer's runs out.
 # Output: a report of each step on stdout; the build is in build-gpu/, the runs in runs/gpu-*.
 set -uo pipefail
@@ -76,7 +77,7 @@ if [[ -z "${DTRAIN_GPU_BUILD:-}" ]]; then
   command -v nvcc >/dev/null || export PATH=/usr/local/cuda/bin:$PATH
   start=$(date +%s)
   cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DDTRAIN_CUDA=ON -DDTRAIN_TORCH_DIR="$torch_dir" "${prefix[@]}" >/dev/null &&
-    cmake --build "$build" -j "$(nproc)" --target dtrain_cli test_train >/dev/null || exit 1
+    cmake --build "$build" -j "$(nproc)" --target dtrain_cli test_train test_model >/dev/null || exit 1
   echo "built in $(($(date +%s) - start)) s"
 fi
 dtrain=$build/dtrain
