@@ -15,8 +15,8 @@ namespace {
 
 std::string blocks_text(int n) { return std::to_string(n) + (n == 1 ? " block" : " blocks"); }
 
-MemoryTerm term(std::string name, MemoryKind kind, double bytes, std::string formula) {
-  return {std::move(name), kind, MemoryPlace::Device, bytes, std::move(formula)};
+MemoryTerm term(std::string name, MemoryKind kind, double bytes, std::string formula, MemoryPlace place = MemoryPlace::Device) {
+  return {std::move(name), kind, place, bytes, std::move(formula)};
 }
 
 // The shapes every moment reads, once.
@@ -184,10 +184,8 @@ struct Step {
       out.push_back(term("activations: recomputed blocks' inputs on the device (each chunk's first, the one being recomputed)",
                          MemoryKind::Activations, on_device * input * T,
                          blocks_text(on_device) + " × 4d B/token" + (l.sequence_parallel ? " / tp" : "") + " × " + tokens()));
-    MemoryTerm host = term("activations: recomputed blocks' inputs in pinned host memory (cpu_checkpointing)", MemoryKind::Activations,
-                           whole * piece * T, blocks_text(whole) + " × " + plain(piece) + " B/token × " + tokens());
-    host.place = MemoryPlace::Host;
-    out.push_back(std::move(host));
+    out.push_back(term("activations: recomputed blocks' inputs in pinned host memory (cpu_checkpointing)", MemoryKind::Activations,
+                       whole * piece * T, blocks_text(whole) + " × " + plain(piece) + " B/token × " + tokens(), MemoryPlace::Host));
     return out;
   }
   // A micro-batch in flight's checkpointed inputs on chunk `c`, per token, on the device: under
@@ -208,11 +206,10 @@ struct Step {
     const int free_slots = store.slots - pieces_held;
     if (!store.contiguous || free_slots <= 0) return {};
     const double piece = checkpointed_block_bytes_per_token(l);
-    MemoryTerm slack = term("activations: the contiguous checkpoint buffer's free slots", MemoryKind::Activations, free_slots * piece * T,
-                            std::to_string(free_slots) + " of " + std::to_string(store.slots) + " slots (number_checkpoints) × " +
-                                plain(piece) + " B/token × " + tokens());
-    if (inputs_on_host()) slack.place = MemoryPlace::Host;
-    return {std::move(slack)};
+    return {term("activations: the contiguous checkpoint buffer's free slots", MemoryKind::Activations, free_slots * piece * T,
+                 std::to_string(free_slots) + " of " + std::to_string(store.slots) + " slots (number_checkpoints) × " + plain(piece) +
+                     " B/token × " + tokens(),
+                 inputs_on_host() ? MemoryPlace::Host : MemoryPlace::Device)};
   }
   int whole_blocks_of_chunk(size_t c) const {
     int whole = 0;
@@ -286,11 +283,8 @@ struct Step {
     const int pieces = pieces_in_flight(done);
     if (inputs_on_host() && pieces > 0) {
       const double piece = checkpointed_block_bytes_per_token(l);
-      MemoryTerm host = term("activations: the other micro-batches' recomputed blocks' inputs in pinned host memory",
-                             MemoryKind::Activations, pieces * piece * T,
-                             blocks_text(pieces) + " × " + plain(piece) + " B/token × " + tokens());
-      host.place = MemoryPlace::Host;
-      out.push_back(std::move(host));
+      out.push_back(term("activations: the other micro-batches' recomputed blocks' inputs in pinned host memory", MemoryKind::Activations,
+                         pieces * piece * T, blocks_text(pieces) + " × " + plain(piece) + " B/token × " + tokens(), MemoryPlace::Host));
     }
     const double stored = stored_bytes_per_token(at);
     if (stored > 0) {
