@@ -6,7 +6,8 @@
 # in fp32 and bf16 and for a GPU-sized shape of it in bf16 (also with 4 micro-batches per step, and
 # profiled by kernel), each run's estimated against measured peak memory and the device memory the
 # driver counts for it, cuBLAS's workspaces (bench/cublas_workspace.py), checkpointed activations
-# kept in host memory (cpu_checkpointing), ZeRO-3 with its state offloaded to the host, and last
+# kept in host memory (cpu_checkpointing), each rank's estimate against its peak for sharded layouts
+# (2 ranks sharing the GPU), ZeRO-3 with its state offloaded to the host, and last
 # the PyTorch peer (bench/pytorch_gpt.py) on the same shapes, so that a short lease measures dtrain first.
 #
 # Such a machine may have no Debian packages and no network. What the build needs beyond PyTorch,
@@ -163,6 +164,38 @@ run_bench full-ac "${full_ac[@]}"
 run_bench full-ac-host "${full_ac[@]}" activation_checkpointing.cpu_checkpointing=true
 run_bench full-ac-host-contiguous "${full_ac[@]}" activation_checkpointing.cpu_checkpointing=true \
   activation_checkpointing.partition_activations=true activation_checkpointing.contiguous_memory_optimization=true
+run_bench every2-host train.steps=10 train.activation_checkpointing=every:2 activation_checkpointing.cpu_checkpointing=true
+run_bench full-ac-host-bf16 "${full_ac[@]}" activation_checkpointing.cpu_checkpointing=true bf16.enabled=true
+
+section "each rank's estimate against its measured peak: sharded layouts of the benchmark model, 2 ranks sharing the GPU"
+# Each rank is a process with its own caching allocator, so its peak is its own on one GPU as on two.
+sharded_runs=()
+# sharded LAYOUT SETS...: one 2-rank run of 6 steps; its rows come from bench/memory_ranks_table.py.
+sharded() {
+  local layout=$1 sets=()
+  shift
+  for s in "$@"; do sets+=(--set "$s"); done
+  local dir="runs/gpu-sharded-${layout//[^a-zA-Z0-9]/-}"
+  step "sharded: $layout" 120 "$dir.out" "$dtrain" run --nproc-per-node 2 --no-sample --config bench/gpt_bench.json \
+    --set train.steps=6 "${sets[@]}" --set train.run_dir="$dir"
+  sharded_runs+=("$layout=$dir")
+}
+pp_1f1b=(parallel.pp=2 gradient_accumulation_steps=4)
+sharded "DDP"
+sharded "ZeRO-2" zero_optimization.stage=2
+sharded "ZeRO-3" zero_optimization.stage=3
+sharded "ZeRO-3, bf16" zero_optimization.stage=3 bf16.enabled=true
+sharded "tp 2" parallel.tp=2
+sharded "tp 2 with sp" parallel.tp=2 parallel.sequence_parallel=true
+sharded "pp 2" "${pp_1f1b[@]}"
+sharded "pp 2, full recomputation" "${pp_1f1b[@]}" train.activation_checkpointing=full
+sharded "pp 2, full recomputation, cpu_checkpointing" "${pp_1f1b[@]}" train.activation_checkpointing=full \
+  activation_checkpointing.cpu_checkpointing=true
+sharded "pp 2, every:2, cpu_checkpointing" "${pp_1f1b[@]}" train.activation_checkpointing=every:2 \
+  activation_checkpointing.cpu_checkpointing=true
+sharded "cp 2" parallel.cp=2
+sharded "cp 2, bf16" parallel.cp=2 bf16.enabled=true
+"$python" bench/memory_ranks_table.py "${sharded_runs[@]}"
 
 section "ZeRO-3 with the optimizer state and the parameter shard offloaded to host memory, against none"
 for offload in none cpu; do
