@@ -766,6 +766,17 @@ TEST(MemoryEstimate, CpuCheckpointingOnAGpuKeepsTheCheckpointedInputsOnTheHost) 
   EXPECT_EQ(device.most_loaded().bytes(MemoryPlace::Host), 0);
   EXPECT_EQ(host.most_loaded().bytes(MemoryPlace::Host), 4 * input);
   EXPECT_EQ(host.most_loaded().tensor_bytes(), device.most_loaded().tensor_bytes() - 2 * input);
+
+  // With partition_activations under tp 2 the host holds each input's 1/tp piece; of the device's
+  // two pieces (blocks 1 and 2) none is left, its two whole inputs (blocks 0 and 3) stay.
+  MemoryLayout partitioned = on_device;
+  partitioned.tp = 2, partitioned.activation_checkpointing.store.partition = true;
+  MemoryLayout partitioned_on_host = partitioned;
+  partitioned_on_host.activation_checkpointing.store.host_memory = true;
+  const MemoryEstimate pieces = estimate_memory(partitioned), pieces_on_host = estimate_memory(partitioned_on_host);
+  ASSERT_TRUE(pieces_on_host.covered()) << pieces_on_host.no_estimate;
+  EXPECT_EQ(pieces_on_host.most_loaded().bytes(MemoryPlace::Host), 4 * input / 2);
+  EXPECT_EQ(pieces_on_host.most_loaded().tensor_bytes(), pieces.most_loaded().tensor_bytes() - 2 * input / 2);
 }
 
 // Under pp the micro-batches in flight keep on the device only the inputs their stage received. The

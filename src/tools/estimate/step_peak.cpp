@@ -142,12 +142,14 @@ struct Step {
     if (piece == input) partitioned = 0;
     if (inputs_on_host()) {
       for (auto& t : host_checkpoint_terms(blocks, whole, recomputing)) out.push_back(std::move(t));
-    } else if (whole > partitioned)
-      out.push_back(term("activations: recomputed blocks' inputs", MemoryKind::Activations, (whole - partitioned) * input * T,
-                         blocks_text(whole - partitioned) + " × 4d B/token" + (l.sequence_parallel ? " / tp" : "") + " × " + tokens()));
-    if (partitioned > 0)
-      out.push_back(term("activations: recomputed blocks' inputs, partitioned over tp", MemoryKind::Activations, partitioned * piece * T,
-                         blocks_text(partitioned) + " × 4d/tp B/token × " + tokens()));
+    } else {
+      if (whole > partitioned)
+        out.push_back(term("activations: recomputed blocks' inputs", MemoryKind::Activations, (whole - partitioned) * input * T,
+                           blocks_text(whole - partitioned) + " × 4d B/token" + (l.sequence_parallel ? " / tp" : "") + " × " + tokens()));
+      if (partitioned > 0)
+        out.push_back(term("activations: recomputed blocks' inputs, partitioned over tp", MemoryKind::Activations, partitioned * piece * T,
+                           blocks_text(partitioned) + " × 4d/tp B/token × " + tokens()));
+    }
     const int segments = whole + (selective() ? kept : 0);
     if (segments > 0 && generator_state_bytes(l) > 0)
       out.push_back(term("activations: generator states of checkpointed segments", MemoryKind::Activations,
