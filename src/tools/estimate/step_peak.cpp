@@ -48,6 +48,8 @@ struct Step {
   bool selective() const { return l.activation_checkpointing.attention_core(); }
   // The share of a micro-batch's tokens the residual stream holds on a rank: 1/tp under sequence parallelism.
   double sp_share() const { return l.sequence_parallel ? 1.0 / l.tp : 1.0; }
+  // A block's input per token on this rank, in fp32: what a checkpointed block keeps whole.
+  double block_input_per_token() const { return 4.0 * d * sp_share(); }
   bool zero_bubble() const { return stage.pipelined() && l.schedule == ScheduleKind::ZeroBubble; }
 
   // zero_bubble (fp32 or bf16): what a micro-batch's I leaves to its W per token. Each linear
@@ -138,10 +140,10 @@ struct Step {
                          MemoryKind::Activations, kept * per_token * T,
                          blocks_text(kept) + " × " + plain(per_token) + " B/token × " + tokens()));
     }
-    const double input = 4.0 * d * sp_share(), piece = checkpointed_block_bytes_per_token(l);
+    const double input = block_input_per_token(), piece = checkpointed_block_bytes_per_token(l);
     if (piece == input) partitioned = 0;
     if (inputs_on_host()) {
-      for (auto& t : host_checkpoint_terms(blocks, whole, recomputing)) out.push_back(std::move(t));
+      for (auto& t : host_checkpoint_terms(blocks, whole, recomputing, piece)) out.push_back(std::move(t));
     } else {
       if (whole > partitioned)
         out.push_back(term("activations: recomputed blocks' inputs", MemoryKind::Activations, (whole - partitioned) * input * T,
@@ -174,17 +176,16 @@ struct Step {
       if (first_block_of_chunk(k) == i) return true;
     return false;
   }
-  std::vector<MemoryTerm> host_checkpoint_terms(int blocks, int whole, bool recomputing) const {
+  std::vector<MemoryTerm> host_checkpoint_terms(int blocks, int whole, bool recomputing, double piece) const {
     std::vector<MemoryTerm> out;
     if (whole == 0) return out;
     int held = 0;
     for (int i = K; i < blocks; ++i) held += starts_a_chunk(i) && whole_block(i);
     const bool recomputed_is_held = starts_a_chunk(blocks - 1) && whole_block(blocks - 1);
     const int on_device = held + int(recomputing && !recomputed_is_held);
-    const double input = 4.0 * d * sp_share(), piece = checkpointed_block_bytes_per_token(l);
     if (on_device > 0)
       out.push_back(term("activations: recomputed blocks' inputs on the device (each chunk's first, the one being recomputed)",
-                         MemoryKind::Activations, on_device * input * T,
+                         MemoryKind::Activations, on_device * block_input_per_token() * T,
                          blocks_text(on_device) + " × 4d B/token" + (l.sequence_parallel ? " / tp" : "") + " × " + tokens()));
     out.push_back(term("activations: recomputed blocks' inputs in pinned host memory (cpu_checkpointing)", MemoryKind::Activations,
                        whole * piece * T, blocks_text(whole) + " × " + plain(piece) + " B/token × " + tokens(), MemoryPlace::Host));
@@ -195,7 +196,7 @@ struct Step {
   double checkpointed_bytes_per_token(size_t c, int whole) const {
     if (!inputs_on_host()) return whole * checkpointed_block_bytes_per_token(l);
     const int first = first_block_of_chunk(c);
-    return !stage.chunks[c].first && first >= K && whole_block(first) ? 4.0 * d * sp_share() : 0;
+    return !stage.chunks[c].first && first >= K && whole_block(first) ? block_input_per_token() : 0;
   }
 
   // activation_checkpointing.contiguous_memory_optimization: the kept pieces of checkpointed inputs
